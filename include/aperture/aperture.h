@@ -1,0 +1,16 @@
+// aperture/aperture.h — everything: device operations, the address map, Team and providers.
+//
+// Device code may include just what it uses (translate.h, rma.h, atomic.h, signal.h,
+// peer_view.h); none of those needs a CUDA header on a CPU.
+#pragma once
+
+#include "aperture/config.h"
+#include "aperture/error.h"
+#include "aperture/translate.h"
+#include "aperture/rma.h"
+#include "aperture/atomic.h"
+#include "aperture/signal.h"
+#include "aperture/peer_view.h"
+#include "aperture/address_map.h"
+#include "aperture/team.h"
+#include "aperture/provider.h"

@@ -1,0 +1,32 @@
+// aperture/config.h — the one place that knows which compiler is building us.
+//
+// APERTURE_HD marks every operation that runs both in a CUDA kernel and in a CPU function.
+// Under a CUDA compiler it is `__host__ __device__`; under a plain C++ compiler it is nothing,
+// so the device-capable headers need no CUDA header to be used on a CPU.
+#pragma once
+
+#define APERTURE_VERSION_MAJOR 0
+#define APERTURE_VERSION_MINOR 1
+#define APERTURE_VERSION_PATCH 0
+#define APERTURE_VERSION_STRING "0.1.0"
+
+#if defined(__CUDACC__)
+#  define APERTURE_HD __host__ __device__ inline
+#  define APERTURE_DEVICE __device__ inline
+#  define APERTURE_HAS_CUDA_COMPILER 1
+#  include <nv/target>
+// Runs `device_code` when compiled for the GPU and `host_code` otherwise. Both are
+// parenthesised statement lists, as NV_IF_ELSE_TARGET expects.
+#  define APERTURE_IF_DEVICE_ELSE(device_code, host_code) NV_IF_ELSE_TARGET(NV_IS_DEVICE, device_code, host_code)
+#else
+#  define APERTURE_HD inline
+#  define APERTURE_HAS_CUDA_COMPILER 0
+#  define APERTURE_DETAIL_UNPAREN(...) __VA_ARGS__
+#  define APERTURE_IF_DEVICE_ELSE(device_code, host_code) { APERTURE_DETAIL_UNPAREN host_code }
+#endif
+
+// APERTURE_CHECKED turns on range, rank and direct-bit checks inside the device operations
+// (host: throw aperture::Error; device: printf + trap). Off by default: the checks cost loads.
+#if !defined(APERTURE_CHECKED)
+#  define APERTURE_CHECKED 0
+#endif

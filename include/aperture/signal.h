@@ -1,0 +1,77 @@
+// aperture/signal.h — point-to-point synchronisation on 64-bit flags in symmetric memory.
+//
+// The pattern: put data into a peer, then signal() a flag in the same peer; the peer
+// wait_until_ge()s on its own copy of the flag and may then read the data. signal is a release
+// store and wait_until_ge an acquire load, both at system scope, so everything the signalling
+// thread wrote before signal() is visible to the waiter after the wait returns.
+//
+// Host waits spin briefly and then back off to yielding and sleeping, and give up with an
+// aperture::Error after APERTURE_TIMEOUT seconds (default 60). Device waits back off with
+// __nanosleep; wait_until_ge_for bounds them.
+#pragma once
+
+#include <cstdint>
+
+#include "aperture/atomic.h"
+#include "aperture/config.h"
+#include "aperture/translate.h"
+
+#include "aperture/detail/host_wait.h"
+
+namespace aperture {
+
+namespace detail {
+APERTURE_HD std::uint64_t load_acquire(const std::uint64_t* flag) {
+  auto* f = const_cast<std::uint64_t*>(flag);  // atomic_ref needs a non-const object; we only load.
+  return with_atomic_ref(f, scope::system, [](auto ref) -> std::uint64_t { return ref.load(memory_order::acquire); });
+}
+}  // namespace detail
+
+// Stores `value` into to_rank's copy of *flag with release semantics at system scope.
+APERTURE_HD void signal(std::uint64_t* flag, std::uint64_t value, int from_rank, int to_rank,
+                        const std::int64_t* peer_bases) {
+  std::uint64_t* target = translate(flag, from_rank, to_rank, peer_bases);
+  detail::with_atomic_ref(target, scope::system, [=](auto ref) -> std::uint64_t {
+    ref.store(value, detail::memory_order::release);
+    return value;
+  });
+}
+
+// Waits until the caller's own *local_flag is >= value (acquire, system scope), for at most
+// timeout_ns nanoseconds. Returns true and the value seen in *seen when it got there.
+APERTURE_HD bool wait_until_ge_for(const std::uint64_t* local_flag, std::uint64_t value, std::uint64_t timeout_ns,
+                                   std::uint64_t* seen) {
+  APERTURE_IF_DEVICE_ELSE(
+      (std::uint64_t start = 0; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start)); unsigned sleep_ns = 32;
+       for (;;) {
+         const std::uint64_t v = detail::load_acquire(local_flag);
+         if (v >= value) {
+           if (seen) *seen = v;
+           return true;
+         }
+         std::uint64_t now = 0;
+         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+         if (now - start >= timeout_ns) {
+           if (seen) *seen = v;
+           return false;
+         }
+         __nanosleep(sleep_ns);
+         if (sleep_ns < 1024) sleep_ns *= 2;
+       }),
+      (return detail::host_wait_until_ge_for(
+           local_flag, value, timeout_ns, seen, [](const std::uint64_t* f) { return detail::load_acquire(f); });))
+}
+
+// Waits until the caller's own *local_flag is >= value (acquire, system scope) and returns the
+// value seen. On the host it throws aperture::Error after APERTURE_TIMEOUT seconds; on the
+// device it waits as long as it takes (use wait_until_ge_for to bound it).
+APERTURE_HD std::uint64_t wait_until_ge(const std::uint64_t* local_flag, std::uint64_t value) {
+  std::uint64_t seen = 0;
+  APERTURE_IF_DEVICE_ELSE(
+      (while (!wait_until_ge_for(local_flag, value, ~std::uint64_t{0} >> 1, &seen)) {}),
+      (if (!wait_until_ge_for(local_flag, value, detail::host_timeout_ns(), &seen))
+           detail::throw_wait_timeout(local_flag, value, seen);))
+  return seen;
+}
+
+}  // namespace aperture

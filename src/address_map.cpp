@@ -1,0 +1,92 @@
+#include "aperture/address_map.h"
+
+#include <string>
+
+#include "aperture/error.h"
+#include "detail/format.h"
+
+namespace aperture {
+
+SymmetricAddressMap SymmetricAddressMap::from_table(std::string_view who, int local_rank,
+                                                    std::vector<std::int64_t> peer_bases,
+                                                    std::size_t allocation_bytes, TablePlacement placement) {
+  const int world_size = static_cast<int>(peer_bases.size());
+  if (world_size == 0)
+    throw Error(detail::format("{}: empty peer table; a provider must give one entry per rank", who));
+  if (local_rank < 0 || local_rank >= world_size)
+    throw Error(detail::format("{}: local_rank {} is outside the table of {} ranks", who, local_rank, world_size));
+  if (peer_bases[local_rank] == 0)
+    throw Error(detail::format("{}: the table's entry for the local rank {} is 0; it must be the allocation base", who,
+                               local_rank));
+  SymmetricAddressMap map;
+  map.local_rank = local_rank;
+  map.world_size = world_size;
+  map.allocation_base = static_cast<std::uintptr_t>(peer_bases[local_rank]);
+  map.allocation_bytes = allocation_bytes;
+  map.table_ = std::make_shared<const Table>(Table{std::move(peer_bases), std::move(placement)});
+  return map;
+}
+
+const std::int64_t* SymmetricAddressMap::peer_bases() const {
+  if (!table_) return nullptr;
+  return table_->placement.device_table != nullptr ? table_->placement.device_table : table_->host.data();
+}
+
+std::span<const std::int64_t> SymmetricAddressMap::host_peer_bases() const {
+  if (!table_) return {};
+  return table_->host;
+}
+
+bool SymmetricAddressMap::is_direct(int peer) const {
+  return table_ && peer >= 0 && peer < world_size && table_->host[peer] != 0;
+}
+
+bool SymmetricAddressMap::all_direct() const { return indirect_peers().empty() && table_; }
+
+std::vector<int> SymmetricAddressMap::indirect_peers() const {
+  std::vector<int> peers;
+  for (int r = 0; r < world_size; ++r)
+    if (!is_direct(r)) peers.push_back(r);
+  return peers;
+}
+
+bool SymmetricAddressMap::owns(const void* p, std::size_t bytes) const {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  if (!table_ || address < allocation_base) return false;
+  const std::uintptr_t offset = address - allocation_base;
+  return offset <= allocation_bytes && bytes <= allocation_bytes - offset;
+}
+
+std::vector<std::int64_t> SymmetricAddressMap::view_table(const void* ptr, std::size_t bytes) const {
+  if (!owns(ptr, bytes))
+    throw Error(detail::format(
+        "view [{}, +{} bytes) is not inside this allocation [{:#x}, +{} bytes) on rank {}; describe a range that "
+        "lies within the allocation",
+        ptr, bytes, allocation_base, allocation_bytes, local_rank));
+  const auto offset = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ptr) - allocation_base);
+  std::vector<std::int64_t> shifted(table_->host);
+  for (auto& base : shifted)
+    if (base != 0) base += offset;
+  return shifted;
+}
+
+namespace detail {
+
+void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t bytes, int to_rank) {
+  if (!map.has_table()) throw Error("checked_translate: the map is empty (default-constructed or moved from)");
+  if (to_rank < 0 || to_rank >= map.world_size)
+    throw Error(format("checked_translate: to_rank {} is out of range; this map has ranks 0..{}", to_rank,
+                       map.world_size - 1));
+  if (!map.is_direct(to_rank))
+    throw Error(format("checked_translate: rank {} is not directly addressable from rank {} (its table entry is 0: "
+                       "another node, no peer access, or the provider returned no pointer); reach it through the "
+                       "provider's own transfer engine instead",
+                       to_rank, map.local_rank));
+  if (!map.owns(ptr, bytes))
+    throw Error(format("checked_translate: [{}, +{} bytes) is not inside this allocation [{:#x}, +{} bytes) on rank "
+                       "{}; translate only pointers into the allocation the map describes",
+                       ptr, bytes, map.allocation_base, map.allocation_bytes, map.local_rank));
+}
+
+}  // namespace detail
+}  // namespace aperture

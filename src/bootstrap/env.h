@@ -1,0 +1,48 @@
+// src/bootstrap/env.h — reading who-am-I from the environment, strictly.
+//
+// Each launcher describes a rank with its own variables. Malformed values (RANK=abc,
+// WORLD_SIZE=0, a rank not below the size, a bad port) throw aperture::Error naming the
+// variable, its value and what it should be, instead of starting a job with a wrong shape.
+// The lookup is a parameter so the parsers can be tested and fuzzed without touching the
+// process environment.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace aperture::detail {
+
+using EnvLookup = std::function<const char*(const char*)>;
+EnvLookup process_env();
+
+// `aperture launch`: APERTURE_RANK, APERTURE_WORLD_SIZE, APERTURE_HUB, APERTURE_JOB_TOKEN.
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  std::string hub;
+  std::string token;
+};
+std::optional<LaunchEnv> read_launch_env(const EnvLookup& env);
+
+// Open MPI's mpirun/oshrun: OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE.
+struct MpiEnv {
+  int rank = 0;
+  int world_size = 1;
+};
+std::optional<MpiEnv> read_mpi_env(const EnvLookup& env);
+
+// torchrun: RANK, WORLD_SIZE, LOCAL_RANK (optional), MASTER_ADDR, MASTER_PORT.
+struct TorchrunEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = -1;
+  std::string master_addr;
+  int master_port = 0;
+};
+std::optional<TorchrunEnv> read_torchrun_env(const EnvLookup& env);
+
+// The integer in variable `name`, within [min, max]; throws aperture::Error otherwise.
+int parse_int_variable(const char* name, const char* text, long min, long max);
+
+}  // namespace aperture::detail

@@ -1,0 +1,375 @@
+#include "bootstrap/hub.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "aperture/error.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
+#include "detail/format.h"
+
+namespace aperture::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+constexpr auto kHelloTimeout = std::chrono::seconds(10);
+
+struct Connection {
+  Fd fd;
+  std::string input;        // bytes received, not yet parsed
+  int rank = -1;            // -1 until the hello is accepted
+  clock::time_point accepted;
+};
+
+struct Arrival {
+  wire::Request request;
+  std::string payload;
+};
+
+// "ranks 0, 2-5" style list.
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!text.empty()) text += ", ";
+    text += j == i ? std::to_string(ranks[i]) : format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return (ranks.size() == 1 ? "rank " : "ranks ") + text;
+}
+
+std::string describe(const wire::Request& r) {
+  switch (r.op) {
+    case wire::Op::barrier: return "barrier";
+    case wire::Op::allgather: return format("allgather of {} bytes each", r.bytes);
+    case wire::Op::broadcast: return format("broadcast of {} bytes from root {}", r.bytes, r.root);
+    case wire::Op::goodbye: return "leave the team";
+  }
+  return "?";
+}
+
+}  // namespace
+
+struct Hub::State {
+  HubOptions options;
+  Listener listener;
+  Fd wake;  // eventfd: stop request or a reported rank exit
+  std::thread thread;
+
+  std::vector<Connection> connections;
+  std::vector<int> connection_of_rank;  // index into connections, or -1
+  std::vector<bool> left;               // rank said goodbye
+  std::vector<std::string> rank_label;  // "rank 3 (pid 123 on host)"
+
+  // The open round: every rank's request for call number `seq`.
+  std::uint64_t seq = 1;
+  std::map<int, Arrival> arrivals;
+  clock::time_point round_started;
+
+  mutable std::mutex mutex;  // guards the fields below, shared with the owner's thread
+  std::condition_variable changed;
+  std::string failure;
+  bool stopping = false;
+  std::vector<std::pair<int, std::string>> reported_exits;
+  int ranks_left = 0;
+
+  void run();
+  void accept_connection();
+  void read_from(std::size_t index);
+  bool parse_hello(Connection& c);
+  bool parse_requests(Connection& c);
+  void on_request(int rank, Arrival arrival);
+  void complete_round();
+  void fail(const std::string& reason);
+  void drop(std::size_t index, const std::string& why_if_rank_lost);
+  void reply(int rank, int status, std::uint64_t seq_number, const std::string& payload);
+  void check_deadlines();
+  std::string failure_text() const {
+    std::lock_guard lock(mutex);
+    return failure;
+  }
+};
+
+Hub::Hub(HubOptions options) : state_(std::make_unique<State>()) {
+  auto& s = *state_;
+  if (options.world_size < 1 || options.world_size > wire::kMaxWorldSize)
+    throw Error(format("hub: world size {} is outside 1..{}", options.world_size, wire::kMaxWorldSize));
+  s.options = std::move(options);
+  s.listener = s.options.transport == "tcp"
+                   ? listen_tcp(s.options.bind_host, s.options.bind_port, s.options.advertise_host.empty()
+                                                                                 ? s.options.bind_host
+                                                                                 : s.options.advertise_host)
+                   : listen_unix();
+  s.wake = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s.wake) throw Error(format("hub: eventfd failed: {}", std::strerror(errno)));
+  const int n = s.options.world_size;
+  s.connection_of_rank.assign(n, -1);
+  s.left.assign(n, false);
+  s.rank_label.resize(n);
+  for (int r = 0; r < n; ++r) s.rank_label[r] = format("rank {}", r);
+  s.thread = std::thread([&s] { s.run(); });
+}
+
+Hub::~Hub() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(state_->wake.get(), &one, sizeof one);
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+std::string Hub::address() const { return state_->listener.address; }
+
+void Hub::report_rank_exit(int rank, const std::string& description) {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->reported_exits.emplace_back(rank, description);
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(state_->wake.get(), &one, sizeof one);
+}
+
+bool Hub::wait_all_left(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(state_->mutex);
+  state_->changed.wait_for(lock, timeout, [&] {
+    return !state_->failure.empty() || state_->ranks_left == state_->options.world_size;
+  });
+  return state_->ranks_left == state_->options.world_size;
+}
+
+std::string Hub::failure() const { return state_->failure_text(); }
+
+std::string make_job_token() { return make_random_hex(16); }
+
+void Hub::State::run() {
+  for (;;) {
+    {
+      std::lock_guard lock(mutex);
+      if (stopping) return;
+    }
+    std::vector<pollfd> fds;
+    fds.push_back({listener.fd.get(), POLLIN, 0});
+    fds.push_back({wake.get(), POLLIN, 0});
+    for (auto& c : connections) fds.push_back({c.fd.get(), POLLIN, 0});
+    const int rc = ::poll(fds.data(), fds.size(), 200);
+    if (rc < 0 && errno != EINTR) {
+      fail(format("hub: poll failed: {}", std::strerror(errno)));
+      return;
+    }
+    if (fds[1].revents != 0) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] auto n = ::read(wake.get(), &count, sizeof count);
+      std::vector<std::pair<int, std::string>> exits;
+      {
+        std::lock_guard lock(mutex);
+        exits.swap(reported_exits);
+      }
+      for (auto& [rank, text] : exits)
+        if (rank >= 0 && rank < options.world_size && !left[rank]) fail(text);
+    }
+    // Connections first (their indices shift when one is dropped), newest last.
+    for (std::size_t i = connections.size(); i-- > 0;)
+      if (fds[i + 2].revents != 0) read_from(i);
+    if (fds[0].revents & POLLIN) accept_connection();
+    check_deadlines();
+  }
+}
+
+void Hub::State::accept_connection() {
+  Fd fd(::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!fd) return;
+  // Abstract Unix sockets have no file permissions: the uid check is what keeps other users out.
+  if (!peer_is_same_user(fd.get())) return;
+  set_low_latency(fd.get());
+  connections.push_back(Connection{std::move(fd), {}, -1, clock::now()});
+}
+
+void Hub::State::read_from(std::size_t index) {
+  Connection& c = connections[index];
+  char buffer[65536];
+  const ssize_t n = ::recv(c.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    drop(index, "lost its connection to the hub without leaving the team: the process exited or was killed");
+    return;
+  }
+  c.input.append(buffer, static_cast<std::size_t>(n));
+  const bool keep = c.rank < 0 ? parse_hello(c) : parse_requests(c);
+  if (!keep) drop(index, "sent a malformed request");
+}
+
+bool Hub::State::parse_hello(Connection& c) {
+  if (c.input.size() < sizeof(wire::Hello)) return true;
+  wire::Hello hello;
+  std::memcpy(&hello, c.input.data(), sizeof hello);
+  c.input.erase(0, sizeof hello);
+  std::string refusal = wire::validate_hello(hello, options.world_size, options.token);
+  if (refusal.empty() && connection_of_rank[hello.rank] != -1)
+    refusal = format("rank {} is already connected; two processes were given the same rank", hello.rank);
+  if (refusal.empty() && left[hello.rank]) refusal = format("rank {} already left this job", hello.rank);
+  wire::HelloReply answer;
+  answer.status = refusal.empty() ? 0 : 1;
+  answer.text_bytes = refusal.size();
+  write_all(c.fd.get(), &answer, sizeof answer);
+  if (!refusal.empty()) {
+    write_all(c.fd.get(), refusal.data(), refusal.size());
+    return false;  // a stranger changes nothing: drop it
+  }
+  c.rank = hello.rank;
+  connection_of_rank[c.rank] = static_cast<int>(&c - connections.data());
+  rank_label[c.rank] =
+      format("rank {} (pid {} on {})", hello.rank, hello.pid, wire::get_field(hello.host));
+  return parse_requests(c);
+}
+
+bool Hub::State::parse_requests(Connection& c) {
+  while (c.input.size() >= sizeof(wire::Request)) {
+    wire::Request request;
+    std::memcpy(&request, c.input.data(), sizeof request);
+    if (!wire::validate_request(request, options.world_size).empty()) return false;
+    if (c.input.size() < sizeof request + request.payload_bytes) return true;
+    Arrival arrival{request, c.input.substr(sizeof request, request.payload_bytes)};
+    c.input.erase(0, sizeof request + request.payload_bytes);
+    on_request(c.rank, std::move(arrival));
+  }
+  return true;
+}
+
+void Hub::State::on_request(int rank, Arrival arrival) {
+  const wire::Request& r = arrival.request;
+  if (r.op == wire::Op::goodbye) {
+    left[rank] = true;
+    {
+      std::lock_guard lock(mutex);
+      ++ranks_left;
+    }
+    changed.notify_all();
+    if (!arrivals.empty())
+      fail(format("{} left the team (its Team was destroyed) while {} wait in call #{} ({}); every rank must make "
+                  "the same Team calls",
+                  rank_label[rank], rank_list([&] {
+                    std::vector<int> v;
+                    for (auto& [k, a] : arrivals) v.push_back(k);
+                    return v;
+                  }()),
+                  seq, describe(arrivals.begin()->second.request)));
+    return;
+  }
+  const std::string failed = failure_text();
+  if (!failed.empty()) {
+    reply(rank, 1, r.seq, failed);
+    return;
+  }
+  if (r.seq != seq) {
+    fail(format("{} sent call #{} while the team is at call #{}", rank_label[rank], r.seq, seq));
+    reply(rank, 1, r.seq, failure_text());
+    return;
+  }
+  if (arrivals.empty()) round_started = clock::now();
+  arrivals[rank] = std::move(arrival);
+  for (int other = 0; other < options.world_size; ++other)
+    if (left[other]) {
+      fail(format("{} called {} (call #{}) but {} already left the team (destroyed its Team); every rank must make "
+                  "the same Team calls",
+                  rank_label[rank], describe(r), seq, rank_label[other]));
+      return;
+    }
+  if (static_cast<int>(arrivals.size()) == options.world_size) complete_round();
+}
+
+void Hub::State::complete_round() {
+  // Group the ranks by what they asked for; more than one group is a mismatch.
+  std::map<std::string, std::vector<int>> groups;
+  for (auto& [rank, a] : arrivals) groups[describe(a.request)].push_back(rank);
+  if (groups.size() > 1) {
+    std::string detail;
+    for (auto& [what, ranks] : groups) detail += format("\n  {}: {}", rank_list(ranks), what);
+    fail(format("collective call mismatch at Team call #{}:{}\nEvery rank must make the same Team calls (barrier, "
+                "allgather, broadcast, allocate, free) in the same order with the same sizes.",
+                seq, detail));
+    return;
+  }
+  const wire::Request& first = arrivals.begin()->second.request;
+  std::string result;
+  if (first.op == wire::Op::allgather) {
+    result.reserve(first.bytes * arrivals.size());
+    for (auto& [rank, a] : arrivals) result += a.payload;
+  } else if (first.op == wire::Op::broadcast) {
+    result = arrivals[first.root].payload;
+    if (result.size() != first.bytes) {
+      fail(format("broadcast #{}: root {} sent {} bytes, expected {}", seq, first.root, result.size(), first.bytes));
+      return;
+    }
+  }
+  for (auto& [rank, a] : arrivals) reply(rank, 0, seq, result);
+  arrivals.clear();
+  ++seq;
+}
+
+void Hub::State::fail(const std::string& reason) {
+  {
+    std::lock_guard lock(mutex);
+    if (!failure.empty()) return;
+    failure = reason;
+  }
+  changed.notify_all();
+  for (auto& [rank, a] : arrivals) reply(rank, 1, a.request.seq, reason);
+  arrivals.clear();
+}
+
+void Hub::State::drop(std::size_t index, const std::string& why_if_rank_lost) {
+  const int rank = connections[index].rank;
+  connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(index));
+  for (auto& c : connection_of_rank)
+    if (c > static_cast<int>(index)) --c;
+  if (rank < 0) return;
+  connection_of_rank[rank] = -1;
+  if (!left[rank]) fail(format("{} {}", rank_label[rank], why_if_rank_lost));
+}
+
+void Hub::State::reply(int rank, int status, std::uint64_t seq_number, const std::string& payload) {
+  const int index = connection_of_rank[rank];
+  if (index < 0) return;
+  wire::Reply header;
+  header.status = status;
+  header.seq = seq_number;
+  header.payload_bytes = payload.size();
+  // One write per reply: a header and payload sent apart would wait on the peer's delayed ACK.
+  std::string message(sizeof header + payload.size(), '\0');
+  std::memcpy(message.data(), &header, sizeof header);
+  std::memcpy(message.data() + sizeof header, payload.data(), payload.size());
+  write_all(connections[index].fd.get(), message.data(), message.size());
+}
+
+void Hub::State::check_deadlines() {
+  const auto now = clock::now();
+  for (std::size_t i = connections.size(); i-- > 0;)
+    if (connections[i].rank < 0 && now - connections[i].accepted > kHelloTimeout) drop(i, "");
+  if (arrivals.empty() || now - round_started < options.timeout) return;
+  std::vector<int> missing, waiting;
+  for (int r = 0; r < options.world_size; ++r) (arrivals.count(r) ? waiting : missing).push_back(r);
+  std::string never;
+  for (int r : missing)
+    if (connection_of_rank[r] < 0) never += format(" rank {} never connected.", r);
+  fail(format("{} did not arrive at Team call #{} ({}) within {} s; {} waited.{} Is a rank stuck, or did it skip the "
+              "call? Raise APERTURE_TIMEOUT if it is only slow.",
+              rank_list(missing), seq, describe(arrivals.begin()->second.request),
+              std::chrono::duration<double>(options.timeout).count(), rank_list(waiting), never));
+}
+
+}  // namespace aperture::detail

@@ -1,0 +1,123 @@
+#include "bootstrap/hub_client.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "aperture/error.h"
+#include "bootstrap/hub.h"
+#include "bootstrap/wire.h"
+#include "detail/format.h"
+
+namespace aperture::detail {
+
+namespace {
+// How long past the hub's own timeout a rank waits before concluding the hub itself is gone.
+constexpr auto kHubMargin = std::chrono::seconds(5);
+
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+}  // namespace
+
+void SoloTransport::allgather(const void* mine, void* all, std::size_t bytes_each) {
+  if (bytes_each != 0 && all != mine) std::memmove(all, mine, bytes_each);
+}
+
+void SoloTransport::broadcast(void*, std::size_t, int root) {
+  if (root != 0) throw Error(format("broadcast: root {} is out of range; this team has one rank (rank 0)", root));
+}
+
+HubClient::HubClient(const std::string& address, int rank, int world_size, const std::string& token,
+                     std::chrono::milliseconds timeout)
+    : address_(address), rank_(rank), timeout_(timeout) {
+  fd_ = connect_to(address, std::chrono::steady_clock::now() + timeout);
+  wire::Hello hello;
+  hello.rank = rank;
+  hello.world_size = world_size;
+  hello.pid = static_cast<std::int32_t>(::getpid());
+  wire::set_field(hello.token, token);
+  wire::set_field(hello.host, host_name());
+  wire::HelloReply answer;
+  if (!write_all(fd_.get(), &hello, sizeof hello) || !wait_readable(fd_.get(), timeout_ + kHubMargin) ||
+      !read_all(fd_.get(), &answer, sizeof answer) || answer.magic != wire::kMagic)
+    throw Error(format("rank {}: the rendezvous hub at {} did not accept the connection (no answer to the hello)",
+                       rank, address));
+  if (answer.status != 0) {
+    std::string text(std::min<std::uint64_t>(answer.text_bytes, 4096), '\0');
+    read_all(fd_.get(), text.data(), text.size());
+    throw Error(format("rank {}: the rendezvous hub at {} refused this rank: {}", rank, address, text));
+  }
+}
+
+HubClient::~HubClient() {
+  if (fd_ && broken_.empty()) {
+    wire::Request goodbye;
+    goodbye.op = wire::Op::goodbye;
+    goodbye.seq = seq_ + 1;
+    write_all(fd_.get(), &goodbye, sizeof goodbye);
+  }
+  if (hub_) {
+    // Rank 0 hosts the hub: keep serving until the others have left, so their last calls and
+    // goodbyes are answered.
+    hub_->wait_all_left(timeout_);
+    hub_.reset();
+  }
+}
+
+void HubClient::own_hub(std::unique_ptr<Hub> hub) { hub_ = std::move(hub); }
+
+std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* payload, std::uint64_t payload_bytes) {
+  if (!broken_.empty()) throw Error(broken_);
+  wire::Request request;
+  request.op = static_cast<wire::Op>(op);
+  request.seq = ++seq_;
+  request.root = root;
+  request.bytes = bytes;
+  request.payload_bytes = payload_bytes;
+  const char* name = wire::op_name(request.op);
+  auto lost = [&](const char* what) {
+    broken_ = format("rank {}: {} #{} failed: {} the rendezvous hub at {} (the launcher, or rank 0 that hosts it, "
+                     "exited or was killed)",
+                     rank_, name, request.seq, what, address_);
+    return Error(broken_);
+  };
+  std::string message(sizeof request + payload_bytes, '\0');
+  std::memcpy(message.data(), &request, sizeof request);
+  if (payload_bytes != 0) std::memcpy(message.data() + sizeof request, payload, payload_bytes);
+  if (!write_all(fd_.get(), message.data(), message.size())) throw lost("cannot write to");
+  if (!wait_readable(fd_.get(), timeout_ + kHubMargin)) {
+    broken_ = format("rank {}: {} #{} got no answer from the rendezvous hub at {} within {} s", rank_, name,
+                     request.seq, address_, std::chrono::duration<double>(timeout_ + kHubMargin).count());
+    throw Error(broken_);
+  }
+  wire::Reply reply;
+  if (!read_all(fd_.get(), &reply, sizeof reply) || reply.magic != wire::kMagic ||
+      reply.payload_bytes > wire::kMaxPayload * static_cast<std::uint64_t>(wire::kMaxWorldSize))
+    throw lost("lost the connection to");
+  std::string result(reply.payload_bytes, '\0');
+  if (!read_all(fd_.get(), result.data(), result.size())) throw lost("lost the connection to");
+  if (reply.status != 0) {
+    broken_ = format("rank {}: Team {} (call #{}) failed: {}", rank_, name, request.seq, result);
+    throw Error(broken_);
+  }
+  return result;
+}
+
+void HubClient::barrier() { call(static_cast<int>(wire::Op::barrier), 0, -1, nullptr, 0); }
+
+void HubClient::allgather(const void* mine, void* all, std::size_t bytes_each) {
+  const std::string result = call(static_cast<int>(wire::Op::allgather), bytes_each, -1, mine, bytes_each);
+  if (!result.empty()) std::memcpy(all, result.data(), result.size());
+}
+
+void HubClient::broadcast(void* buf, std::size_t bytes, int root) {
+  const bool is_root = root == rank_;
+  const std::string result =
+      call(static_cast<int>(wire::Op::broadcast), bytes, root, is_root ? buf : nullptr, is_root ? bytes : 0);
+  if (!is_root && bytes != 0) std::memcpy(buf, result.data(), bytes);
+}
+
+}  // namespace aperture::detail

@@ -1,0 +1,94 @@
+#include "providers/registry.h"
+
+#include <bit>
+
+#include "aperture/error.h"
+#include "detail/format.h"
+
+namespace aperture {
+
+namespace detail {
+
+ProviderEntry not_compiled_entry(std::string name, std::string reason) {
+  ProviderEntry entry;
+  entry.name = name;
+  entry.status = [name, reason] { return ProviderStatus{name, false, false, reason}; };
+  entry.make = [name, reason](Team&) -> std::unique_ptr<Provider> {
+    throw Error(format("provider '{}' cannot run here: {}", name, reason));
+  };
+  return entry;
+}
+
+void check_allocation_request(std::string_view provider, std::size_t bytes, std::size_t alignment) {
+  if (alignment == 0 || !std::has_single_bit(alignment))
+    throw Error(format("{} allocate: alignment {} is not a power of two; pass e.g. 256", provider, alignment));
+  if (bytes > (std::size_t{1} << 48))
+    throw Error(format("{} allocate: {} bytes is larger than any machine's memory; check the size computation",
+                       provider, bytes));
+}
+
+namespace {
+
+constexpr const char* kGpuPending =
+    "GPU providers are not part of this build yet (cuda-ipc, cuda-vmm, nvshmem and nccl are being built)";
+
+std::vector<ProviderEntry> all_entries() {
+  std::vector<ProviderEntry> entries;
+  entries.push_back(shm_entry());
+#if APERTURE_WITH_MPI
+  entries.push_back(mpi_window_entry());
+#else
+  entries.push_back(not_compiled_entry("mpi-window", "aperture was built without MPI (install libopenmpi-dev and rebuild)"));
+#endif
+#if APERTURE_WITH_OPENSHMEM
+  entries.push_back(openshmem_entry());
+#else
+  entries.push_back(not_compiled_entry(
+      "openshmem", "aperture was built without OpenSHMEM (install libopenmpi-dev, which ships oshmem, and rebuild)"));
+#endif
+  for (const char* gpu : {"cuda-ipc", "cuda-vmm", "nvshmem", "nccl"}) entries.push_back(not_compiled_entry(gpu, kGpuPending));
+  return entries;
+}
+
+const std::vector<ProviderEntry>& entries() {
+  static const std::vector<ProviderEntry> registry = all_entries();
+  return registry;
+}
+
+}  // namespace
+}  // namespace detail
+
+std::string default_provider_name() { return "shm"; }
+
+std::vector<ProviderStatus> provider_statuses() {
+  std::vector<ProviderStatus> statuses;
+  for (const auto& entry : detail::entries()) statuses.push_back(entry.status());
+  return statuses;
+}
+
+std::vector<std::string> available_providers() {
+  std::vector<std::string> names;
+  for (const auto& status : provider_statuses())
+    if (status.available) names.push_back(status.name);
+  return names;
+}
+
+std::unique_ptr<Provider> make_provider(std::string_view requested, Team& team) {
+  const std::string name = requested == "default" ? default_provider_name() : std::string(requested);
+  // Every rank must build the same provider; the name is part of the compared call.
+  team.check_same("make_provider(" + name + ")", {});
+  for (const auto& entry : detail::entries()) {
+    if (entry.name != name) continue;
+    const ProviderStatus status = entry.status();
+    if (!status.available)
+      throw Error(detail::format("provider '{}' is not available here: {}", name, status.reason));
+    return entry.make(team);
+  }
+  std::string available;
+  for (const auto& n : available_providers()) available += (available.empty() ? "" : ", ") + n;
+  throw Error(detail::format("unknown provider '{}'; available here: {} (and \"default\"); `aperture info` lists every "
+                             "provider with the reason it is or is not available",
+                             name, available.empty() ? "none" : available));
+}
+
+}  // namespace aperture

@@ -1,0 +1,214 @@
+#include "aperture/team.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "aperture/detail/host_wait.h"
+#include "aperture/error.h"
+#include "bootstrap/env.h"
+#include "bootstrap/hub.h"
+#include "bootstrap/hub_client.h"
+#include "detail/format.h"
+#if APERTURE_WITH_MPI
+#  include "bootstrap/mpi.h"
+#endif
+
+namespace aperture {
+
+namespace {
+
+std::chrono::milliseconds team_timeout() {
+  return std::chrono::milliseconds(static_cast<long long>(detail::timeout_seconds() * 1000.0));
+}
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// Rank 0 of a torchrun or mpirun job serves the hub on a thread and joins it like any rank.
+std::unique_ptr<detail::TeamTransport> host_or_join_tcp_hub(int rank, int size, const std::string& bind_host,
+                                                            int port, const std::string& advertise_host,
+                                                            std::string token, const std::string& address_if_joining) {
+  const auto timeout = team_timeout();
+  if (rank == 0) {
+    detail::HubOptions options;
+    options.world_size = size;
+    options.token = std::move(token);
+    options.timeout = timeout;
+    options.transport = "tcp";
+    options.bind_host = bind_host;
+    options.bind_port = port;
+    options.advertise_host = advertise_host;
+    auto hub = std::make_unique<detail::Hub>(options);
+    auto client = std::make_unique<detail::HubClient>(hub->address(), rank, size, options.token, timeout);
+    client->own_hub(std::move(hub));
+    return client;
+  }
+  return std::make_unique<detail::HubClient>(address_if_joining, rank, size, token, timeout);
+}
+
+}  // namespace
+
+Team::Team(int rank, int size, std::string launched_by, std::unique_ptr<detail::TeamTransport> transport)
+    : rank_(rank), size_(size), launched_by_(std::move(launched_by)), transport_(std::move(transport)) {
+  learn_nodes();
+}
+
+Team::Team(Team&&) noexcept = default;
+Team& Team::operator=(Team&&) noexcept = default;
+Team::~Team() = default;
+
+Team Team::single() { return Team(0, 1, "single", std::make_unique<detail::SoloTransport>()); }
+
+Team Team::from_env() {
+  const auto env = detail::process_env();
+  if (auto launch = detail::read_launch_env(env)) {
+    return Team(launch->rank, launch->world_size, "aperture launch",
+                std::make_unique<detail::HubClient>(launch->hub, launch->rank, launch->world_size, launch->token,
+                                                    team_timeout()));
+  }
+  if (auto mpi = detail::read_mpi_env(env)) {
+#if APERTURE_WITH_MPI
+    const detail::MpiWorld world = detail::mpi_world();
+    if (world.size == 1) return Team(0, 1, "mpi", std::make_unique<detail::SoloTransport>());
+    // MPI only carries the hub's address and the job token; the hub does the rest.
+    const std::string token = world.rank == 0 ? detail::make_job_token() : std::string();
+    const std::string host = this_host();
+    std::unique_ptr<detail::Hub> hub;
+    std::string address;
+    if (world.rank == 0) {
+      detail::HubOptions options;
+      options.world_size = world.size;
+      options.token = token;
+      options.timeout = team_timeout();
+      options.transport = "tcp";
+      options.bind_host = "0.0.0.0";
+      options.advertise_host = host;
+      hub = std::make_unique<detail::Hub>(options);
+      address = hub->address();
+    }
+    address = detail::mpi_broadcast_from_rank0(address);
+    const std::string shared_token = detail::mpi_broadcast_from_rank0(token);
+    // Ranks on rank 0's machine reach the hub over loopback: the host name may not resolve.
+    const std::string prefix = "tcp:" + host + ":";
+    if (address.rfind(prefix, 0) == 0) address = "tcp:127.0.0.1:" + address.substr(prefix.size());
+    auto client =
+        std::make_unique<detail::HubClient>(address, world.rank, world.size, shared_token, team_timeout());
+    if (hub) client->own_hub(std::move(hub));
+    return Team(world.rank, world.size, "mpi", std::move(client));
+#else
+    if (mpi->world_size > 1)
+      throw Error(detail::format("this process was started by mpirun (OMPI_COMM_WORLD_SIZE={}) but aperture was built "
+                                 "without MPI; rebuild with MPI found (install libopenmpi-dev) or start the ranks with "
+                                 "`aperture launch -n N -- program`",
+                                 mpi->world_size));
+    return single();
+#endif
+  }
+  if (auto torchrun = detail::read_torchrun_env(env)) {
+    if (torchrun->world_size == 1) return single();
+    // torch.distributed's own TCPStore listens on MASTER_PORT, so the hub takes the next port
+    // unless APERTURE_MASTER_PORT names one.
+    int port = torchrun->master_port + 1;
+    if (const char* own = env("APERTURE_MASTER_PORT")) port = detail::parse_int_variable("APERTURE_MASTER_PORT", own, 1, 65535);
+    if (port > 65535)
+      throw Error("MASTER_PORT=65535 leaves no port for aperture's rendezvous; set APERTURE_MASTER_PORT to a free port");
+    std::string token;
+    if (const char* t = env("APERTURE_JOB_TOKEN")) token = t;
+    else if (const char* run_id = env("TORCHELASTIC_RUN_ID")) token = run_id;
+    const std::string address = detail::format("tcp:{}:{}", torchrun->master_addr, port);
+    return Team(torchrun->rank, torchrun->world_size, "torchrun",
+                host_or_join_tcp_hub(torchrun->rank, torchrun->world_size, "0.0.0.0", port, torchrun->master_addr,
+                                     token, address));
+  }
+  return single();
+}
+
+void Team::learn_nodes() {
+  // Ranks on the same machine share a host name; they are the ones that can map each other's
+  // host memory.
+  constexpr std::size_t kHost = 64;
+  char mine[kHost] = {};
+  const std::string host = this_host();
+  std::memcpy(mine, host.data(), std::min(host.size(), kHost - 1));
+  std::vector<char> all(kHost * static_cast<std::size_t>(size_));
+  transport_->allgather(mine, all.data(), kHost);
+  std::map<std::string, int> node_ids;
+  node_of_rank_ = std::make_unique<int[]>(size_);
+  local_rank_ = 0;
+  local_size_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    const std::string name(all.data() + r * kHost, ::strnlen(all.data() + r * kHost, kHost));
+    node_of_rank_[r] = node_ids.emplace(name, static_cast<int>(node_ids.size())).first->second;
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (node_of_rank_[r] != node_of_rank_[rank_]) continue;
+    if (r < rank_) ++local_rank_;
+    ++local_size_;
+  }
+}
+
+bool Team::same_node(int peer) const {
+  return peer >= 0 && peer < size_ && node_of_rank_[peer] == node_of_rank_[rank_];
+}
+
+void Team::barrier() { transport_->barrier(); }
+
+void Team::allgather(const void* mine, void* all, std::size_t bytes_each) {
+  if (bytes_each != 0 && (mine == nullptr || all == nullptr))
+    throw Error(detail::format("allgather of {} bytes each: null buffer", bytes_each));
+  transport_->allgather(mine, all, bytes_each);
+}
+
+void Team::broadcast(void* buf, std::size_t bytes, int root) {
+  if (root < 0 || root >= size_)
+    throw Error(detail::format("broadcast: root {} is out of range; this team has ranks 0..{}", root, size_ - 1));
+  if (bytes != 0 && buf == nullptr) throw Error(detail::format("broadcast of {} bytes: null buffer", bytes));
+  transport_->broadcast(buf, bytes, root);
+}
+
+void Team::check_same(std::string_view call, std::span<const std::pair<std::string_view, std::uint64_t>> args) {
+  // A fixed-size record per rank: the call's name and up to 8 named arguments.
+  struct Record {
+    char call[48];
+    std::uint32_t count;
+    char names[8][24];
+    std::uint64_t values[8];
+  };
+  if (args.size() > 8) throw Error("check_same: at most 8 arguments can be compared");
+  Record mine{};
+  std::memcpy(mine.call, call.data(), std::min(call.size(), sizeof mine.call - 1));
+  mine.count = static_cast<std::uint32_t>(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::memcpy(mine.names[i], args[i].first.data(), std::min(args[i].first.size(), sizeof mine.names[i] - 1));
+    mine.values[i] = args[i].second;
+  }
+  std::vector<Record> all(static_cast<std::size_t>(size_));
+  transport_->allgather(&mine, all.data(), sizeof(Record));
+  auto describe = [](const Record& r) {
+    std::string text = r.call;
+    text += "(";
+    for (std::uint32_t i = 0; i < r.count && i < 8; ++i)
+      text += detail::format("{}{}={}", i ? ", " : "", std::string(r.names[i], ::strnlen(r.names[i], 24)), r.values[i]);
+    return text + ")";
+  };
+  std::map<std::string, std::vector<int>> groups;
+  for (int r = 0; r < size_; ++r) groups[describe(all[r])].push_back(r);
+  if (groups.size() == 1) return;
+  std::string detail;
+  for (auto& [what, ranks] : groups) {
+    std::string list;
+    for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+    detail += detail::format("\n  rank{} {}: {}", ranks.size() > 1 ? "s" : "", list, what);
+  }
+  throw Error(detail::format("collective call mismatch in {} (seen on rank {}):{}\nEvery rank must make the same "
+                             "collective calls in the same order with the same arguments.",
+                             std::string(call), rank_, detail));
+}
+
+}  // namespace aperture
