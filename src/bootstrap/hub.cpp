@@ -84,7 +84,18 @@ struct Hub::State {
   std::string failure;
   bool stopping = false;
   std::vector<std::pair<int, std::string>> reported_exits;
-  int ranks_left = 0;
+  int ranks_gone = 0;  // ranks that said goodbye or whose connection closed
+  std::vector<bool> gone;
+
+  void mark_gone(int rank) {
+    {
+      std::lock_guard lock(mutex);
+      if (gone[rank]) return;
+      gone[rank] = true;
+      ++ranks_gone;
+    }
+    changed.notify_all();
+  }
 
   void run();
   void accept_connection();
@@ -118,6 +129,7 @@ Hub::Hub(HubOptions options) : state_(std::make_unique<State>()) {
   const int n = s.options.world_size;
   s.connection_of_rank.assign(n, -1);
   s.left.assign(n, false);
+  s.gone.assign(n, false);
   s.rank_label.resize(n);
   for (int r = 0; r < n; ++r) s.rank_label[r] = format("rank {}", r);
   s.thread = std::thread([&s] { s.run(); });
@@ -146,10 +158,9 @@ void Hub::report_rank_exit(int rank, const std::string& description) {
 
 bool Hub::wait_all_left(std::chrono::milliseconds timeout) {
   std::unique_lock lock(state_->mutex);
-  state_->changed.wait_for(lock, timeout, [&] {
-    return !state_->failure.empty() || state_->ranks_left == state_->options.world_size;
-  });
-  return state_->ranks_left == state_->options.world_size;
+  // Even after a failure the hub keeps serving until every rank has gone, so that a rank arriving
+  // late still hears why the job failed instead of finding the hub vanished.
+  return state_->changed.wait_for(lock, timeout, [&] { return state_->ranks_gone == state_->options.world_size; });
 }
 
 std::string Hub::failure() const { return state_->failure_text(); }
@@ -254,11 +265,7 @@ void Hub::State::on_request(int rank, Arrival arrival) {
   const wire::Request& r = arrival.request;
   if (r.op == wire::Op::goodbye) {
     left[rank] = true;
-    {
-      std::lock_guard lock(mutex);
-      ++ranks_left;
-    }
-    changed.notify_all();
+    mark_gone(rank);
     if (!arrivals.empty())
       fail(format("{} left the team (its Team was destroyed) while {} wait in call #{} ({}); every rank must make "
                   "the same Team calls",
@@ -339,6 +346,7 @@ void Hub::State::drop(std::size_t index, const std::string& why_if_rank_lost) {
     if (c > static_cast<int>(index)) --c;
   if (rank < 0) return;
   connection_of_rank[rank] = -1;
+  mark_gone(rank);
   if (!left[rank]) fail(format("{} {}", rank_label[rank], why_if_rank_lost));
 }
 

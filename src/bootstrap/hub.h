@@ -43,7 +43,8 @@ class Hub {
   // Tells every waiting and future request that `rank` is gone, with `description`
   // (e.g. "rank 3 (pid 123) was killed by signal 9 (SIGKILL)").
   void report_rank_exit(int rank, const std::string& description);
-  // Waits until every rank said goodbye or the job failed, at most `timeout`; true when all left.
+  // Waits until every rank has said goodbye or closed its connection, at most `timeout`; true
+  // when all are gone.
   bool wait_all_left(std::chrono::milliseconds timeout);
   // The reason the job failed, or empty.
   std::string failure() const;

@@ -60,9 +60,9 @@ HubClient::~HubClient() {
     write_all(fd_.get(), &goodbye, sizeof goodbye);
   }
   if (hub_) {
-    // Rank 0 hosts the hub: keep serving until the others have left, so their last calls and
-    // goodbyes are answered.
-    hub_->wait_all_left(timeout_);
+    // Rank 0 hosts the hub: keep serving until the others have gone, so their last calls are
+    // answered, and a rank arriving late after a failure still hears why (bounded: 2 timeouts).
+    hub_->wait_all_left(2 * timeout_);
     hub_.reset();
   }
 }

@@ -1,0 +1,83 @@
+// team_faults MODE: one way a job goes wrong, and what every rank must see.
+//
+//   mismatch  the last rank allgathers 16 bytes while the others allgather 8
+//   timeout   the last rank arrives at a barrier after the timeout (run with APERTURE_TIMEOUT=1)
+//   leave     rank 0 leaves the team while the others wait in a barrier
+//   die       the last rank kills itself with SIGKILL while the others wait in a barrier
+//
+// Each surviving rank prints "fault-check ok: <message>" and exits 0 when it got an
+// aperture::Error whose message names the right rank and cause, and exits 1 otherwise, so a
+// hang, a wrong message or silent success all fail the test.
+#include <aperture/aperture.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace {
+
+int expect_error(const char* mode, int rank, const std::string& message, std::initializer_list<std::string> needles) {
+  for (const auto& needle : needles)
+    if (message.find(needle) == std::string::npos) {
+      std::fprintf(stderr, "fault-check FAILED (%s, rank %d): expected '%s' in: %s\n", mode, rank, needle.c_str(),
+                   message.c_str());
+      return 1;
+    }
+  std::printf("fault-check ok (%s, rank %d): %s\n", mode, rank, message.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: team_faults mismatch|timeout|leave|die\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  auto team = aperture::Team::from_env();
+  const int me = team.rank(), last = team.size() - 1;
+  if (team.size() < 2) {
+    std::printf("fault-check skipped: mode %s needs two ranks\n", mode.c_str());
+    return 0;
+  }
+  team.barrier();
+  std::string message = "(no error)";
+  const std::string last_rank = "rank " + std::to_string(last);
+  try {
+    if (mode == "mismatch") {
+      char mine[16] = {}, all[16 * 64];
+      team.allgather(mine, all, me == last ? 16 : 8);
+    } else if (mode == "timeout") {
+      if (me == last) std::this_thread::sleep_for(std::chrono::milliseconds(1700));
+      team.barrier();
+    } else if (mode == "leave") {
+      if (me == 0) {
+        { auto gone = std::move(team); }  // destroys the Team: rank 0 leaves
+        std::printf("fault-check ok (leave, rank 0): left\n");
+        return 0;
+      }
+      team.barrier();
+    } else if (mode == "die") {
+      if (me == last) ::kill(::getpid(), SIGKILL);
+      team.barrier();
+    } else {
+      std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+      return 2;
+    }
+  } catch (const aperture::Error& e) {
+    message = e.what();
+  }
+  if (mode == "mismatch") return expect_error("mismatch", me, message, {"mismatch", "16 bytes", "8 bytes", last_rank});
+  if (mode == "timeout") {
+    if (me == last) return expect_error("timeout", me, message, {"did not arrive", last_rank});
+    return expect_error("timeout", me, message, {"did not arrive", last_rank, "APERTURE_TIMEOUT"});
+  }
+  if (mode == "leave") return expect_error("leave", me, message, {"rank 0", "left the team"});
+  return expect_error("die", me, message, {last_rank});
+}
