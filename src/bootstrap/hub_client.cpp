@@ -59,6 +59,7 @@ HubClient::~HubClient() {
     goodbye.seq = seq_ + 1;
     write_all(fd_.get(), &goodbye, sizeof goodbye);
   }
+  fd_ = Fd();  // closed before waiting below: the hub counts this rank as gone too
   if (hub_) {
     // Rank 0 hosts the hub: keep serving until the others have gone, so their last calls are
     // answered, and a rank arriving late after a failure still hears why (bounded: 2 timeouts).
