@@ -1,10 +1,10 @@
 // src/bootstrap/mpi.cpp — MPI as a bootstrap: start it if nobody did, finish only what we started.
 //
 // Finalisation order matters when OpenSHMEM runs in the same process (Open MPI's oshmem sits on
-// top of MPI): shmem_finalize must come first. Our MPI_Finalize is an atexit handler registered
-// when MPI starts; the openshmem provider registers its shmem_finalize later, and atexit runs
+// top of MPI): shmem_finalize must come first. Our MPI_Finalize is an exit handler registered
+// when MPI starts; the openshmem provider registers its shmem_finalize later, and exit runs
 // handlers in reverse, so OpenSHMEM always goes first. Open MPI 4.1's shmem_finalize finalises
-// MPI itself, which is why the handler below checks MPI_Finalized before doing anything.
+// MPI itself, which is why the handler checks that MPI is still active before doing anything.
 #include "bootstrap/mpi.h"
 
 // The C API only: the deprecated MPI C++ bindings warn under -Wextra and are never used here.
@@ -59,12 +59,23 @@ bool active() {
   return initialised && !finalised;
 }
 
-void finalize_if_ours() {
+// Runs at exit, with the exit status. A failing rank (status != 0) does not finalize: Open MPI's
+// MPI_Finalize waits for every other rank, which may be waiting for this one; exiting at once
+// lets mpirun see the failure, stop the job and report this rank's status.
+void finalize_if_ours(int status, void*) {
   MpiState& s = state();
   std::lock_guard lock(s.mutex);
-  if (!s.we_initialised || !active()) return;  // not ours, or OpenSHMEM's finalize already did it
+  if (!s.we_initialised || !active() || status != 0) return;  // OpenSHMEM's finalize may have done it
   if (s.comm != MPI_COMM_NULL) MPI_Comm_free(&s.comm);
   MPI_Finalize();
+}
+
+void finalize_at_exit() {
+#if defined(__GLIBC__)
+  ::on_exit(finalize_if_ours, nullptr);  // like atexit, but told the exit status
+#else
+  std::atexit([] { finalize_if_ours(0, nullptr); });
+#endif
 }
 
 // Open MPI 4.1's oshmem registers an OPAL memory-release hook that lives in libmca_common_ucx and
@@ -105,7 +116,7 @@ MpiWorld mpi_world() {
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
               "MPI_Init_thread(MPI_THREAD_MULTIPLE)");
     s.we_initialised = true;
-    std::atexit(finalize_if_ours);
+    finalize_at_exit();
   }
   MpiWorld world;
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank), "MPI_Comm_rank(MPI_COMM_WORLD)");

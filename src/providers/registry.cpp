@@ -30,7 +30,7 @@ void check_allocation_request(std::string_view provider, std::size_t bytes, std:
 namespace {
 
 constexpr const char* kGpuPending =
-    "GPU providers are not part of this build yet (cuda-ipc, cuda-vmm, nvshmem and nccl are being built)";
+    "GPU providers are not part of this build yet (cuda-vmm, nvshmem and nccl are being built)";
 
 std::vector<ProviderEntry> all_entries() {
   std::vector<ProviderEntry> entries;
@@ -46,7 +46,13 @@ std::vector<ProviderEntry> all_entries() {
   entries.push_back(not_compiled_entry(
       "openshmem", "aperture was built without OpenSHMEM (install libopenmpi-dev, which ships oshmem, and rebuild)"));
 #endif
-  for (const char* gpu : {"cuda-ipc", "cuda-vmm", "nvshmem", "nccl"}) entries.push_back(not_compiled_entry(gpu, kGpuPending));
+#if APERTURE_WITH_CUDA
+  entries.push_back(cuda_ipc_entry());
+#else
+  entries.push_back(not_compiled_entry(
+      "cuda-ipc", "aperture was built without CUDA (no nvcc found; put nvcc on PATH or configure with -DAPERTURE_CUDA=ON)"));
+#endif
+  for (const char* gpu : {"cuda-vmm", "nvshmem", "nccl"}) entries.push_back(not_compiled_entry(gpu, kGpuPending));
   return entries;
 }
 
@@ -58,7 +64,13 @@ const std::vector<ProviderEntry>& entries() {
 }  // namespace
 }  // namespace detail
 
-std::string default_provider_name() { return "shm"; }
+// A GPU provider where a GPU is usable, shm otherwise. make_provider compares the resolved name
+// across ranks, so ranks that see different machines fail together instead of mixing providers.
+std::string default_provider_name() {
+  for (const auto& entry : detail::entries())
+    if (entry.name == "cuda-ipc" && entry.status().available) return "cuda-ipc";
+  return "shm";
+}
 
 std::vector<ProviderStatus> provider_statuses() {
   std::vector<ProviderStatus> statuses;

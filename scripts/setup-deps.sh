@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# scripts/setup-deps.sh — install what building and testing aperture needs, and only what is missing.
+#
+# On a prepared machine this checks and returns in a second; on a fresh Debian/Ubuntu machine it
+# runs one `apt-get update` and one `apt-get install`. Works as root, or through sudo.
+#
+#   APERTURE_SKIP_DEPS=1       check nothing, install nothing (you manage the machine yourself)
+#   APERTURE_WITH_NVSHMEM=1    also pip-install NVSHMEM for the (future) nvshmem provider
+#   --with-nvshmem             the same as APERTURE_WITH_NVSHMEM=1
+#
+# The CUDA toolkit is not installed here: the build uses nvcc when it finds one
+# (/usr/local/cuda/bin/nvcc, or CUDACXX) and builds the CPU parts without it otherwise.
+set -euo pipefail
+
+with_nvshmem="${APERTURE_WITH_NVSHMEM:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --with-nvshmem) with_nvshmem=1 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "setup-deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ "${APERTURE_SKIP_DEPS:-0}" == 1 ]]; then
+  echo "setup-deps: APERTURE_SKIP_DEPS=1, not checking dependencies"
+  exit 0
+fi
+
+# Debian package -> what proves it is there (a command, or a file for header/library packages).
+declare -A probe=(
+  [cmake]="cmd:cmake"
+  [g++]="cmd:g++"
+  [make]="cmd:make"
+  [python3]="cmd:python3"
+  [googletest]="file:/usr/src/googletest/CMakeLists.txt"
+  [libgtest-dev]="file:/usr/include/gtest/gtest.h"
+  [libgmock-dev]="file:/usr/include/gmock/gmock.h"
+  [libopenmpi-dev]="file:/usr/include/x86_64-linux-gnu/openmpi/mpi.h|/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h|/usr/include/aarch64-linux-gnu/openmpi/mpi.h|/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h"
+  [openmpi-bin]="cmd:mpirun"
+)
+order=(cmake g++ make python3 googletest libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin)
+
+is_present() {
+  local pkg="$1" spec="${probe[$1]}"
+  if command -v dpkg-query >/dev/null 2>&1 &&
+     [[ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)" == installed ]]; then
+    return 0
+  fi
+  case "$spec" in
+    cmd:*) command -v "${spec#cmd:}" >/dev/null 2>&1 ;;
+    file:*)
+      local f
+      IFS='|' read -ra files <<<"${spec#file:}"
+      for f in "${files[@]}"; do [[ -e "$f" ]] && return 0; done
+      return 1 ;;
+  esac
+}
+
+missing=()
+for pkg in "${order[@]}"; do
+  is_present "$pkg" || missing+=("$pkg")
+done
+
+run_as_root() {
+  if [[ "$(id -u)" == 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo -E "$@"
+  else
+    echo "setup-deps: need root to run '$*' and sudo is not available; install these yourself: ${missing[*]}" >&2
+    exit 1
+  fi
+}
+
+if ((${#missing[@]} == 0)); then
+  echo "setup-deps: all dependencies present"
+else
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup-deps: missing ${missing[*]} and apt-get is not available; install the equivalents" \
+         "(CMake >= 3.25, a C++20 compiler, GoogleTest, Open MPI with its development files) yourself," \
+         "or set APERTURE_SKIP_DEPS=1 if you know they are there" >&2
+    exit 1
+  fi
+  echo "setup-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  run_as_root apt-get update -q
+  run_as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# ---- optional: GPU providers -------------------------------------------------------------------
+# The nvshmem provider (planned) will build against the NVSHMEM wheel. Nothing needs it yet, so
+# it is installed only when asked for.
+if [[ "$with_nvshmem" == 1 ]]; then
+  if python3 -c 'import importlib.metadata as m; assert m.version("nvidia-nvshmem-cu13") == "3.4.5"' 2>/dev/null; then
+    echo "setup-deps: nvidia-nvshmem-cu13 3.4.5 present"
+  else
+    echo "setup-deps: installing nvidia-nvshmem-cu13==3.4.5"
+    python3 -m pip install --quiet "nvidia-nvshmem-cu13==3.4.5"
+  fi
+fi

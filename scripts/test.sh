@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# scripts/test.sh — install what is missing, build, and run every test (unit tests, multi-rank
+# tests at 1, 2, 4 and 8 ranks, the examples, the installed-package test, the CUDA compile check).
+#
+#   ./scripts/test.sh                 everything
+#   ./scripts/test.sh -R shm          extra arguments go to ctest (here: only tests matching "shm")
+#   CTEST_TIMEOUT=600 ./scripts/test.sh   per-test timeout in seconds (default 300) for tests that
+#                                     set none themselves
+#   CTEST_JOBS=1 ./scripts/test.sh    tests run two at a time by default
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build_dir="${BUILD_DIR:-build}"
+
+# Open MPI refuses root unless told; containers often run as root.
+if [[ "$(id -u)" == 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}"
+  export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
+fi
+
+"$root/scripts/setup-deps.sh"
+BUILD_DIR="$build_dir" "$root/scripts/build.sh" -DBUILD_TESTING=ON
+
+echo
+echo "test: running ctest in $build_dir"
+status=0
+ctest --test-dir "$build_dir" --output-on-failure \
+      --parallel "${CTEST_JOBS:-2}" --timeout "${CTEST_TIMEOUT:-300}" \
+      --output-junit ctest-results.xml "$@" || status=$?
+# ctest prints its summary ("N% tests passed, M tests failed out of K" and the failed tests)
+# last; this line makes the outcome easy to find in a long CI log.
+if [[ $status == 0 ]]; then
+  echo "test: PASSED (results: $build_dir/ctest-results.xml)"
+else
+  echo "test: FAILED, ctest exit status $status (results: $build_dir/ctest-results.xml)"
+fi
+exit "$status"

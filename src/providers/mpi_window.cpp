@@ -1,0 +1,284 @@
+// The "mpi-window" provider: memory owned by MPI, one shared-memory window per allocation.
+//
+// MPI_Win_allocate_shared over the ranks of this machine (MPI_Comm_split_type SHARED) gives each
+// rank a segment that every rank of the machine has mapped; MPI_Win_shared_query says where.
+// Each window is mapped at its own place, so the heap is not linear: every allocation carries its
+// own table. Ranks on other machines get entry 0 (not direct).
+//
+// Ranks: the team's communicator is MPI_COMM_WORLD reordered so that its rank i is team rank i,
+// so MPI ranks and table indices never have to agree by accident.
+//
+// Collective: the constructor, allocate, free and the destructor (which frees the windows still
+// allocated with MPI_Win_free, itself collective). Destroy the provider on every rank, before
+// MPI is finalized; after MPI_Finalize the destructor only forgets the windows.
+// The C API only: the deprecated MPI C++ bindings warn under -Wextra and are never used here.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "aperture/error.h"
+#include "aperture/provider.h"
+#include "aperture/team.h"
+#include "bootstrap/mpi.h"
+#include "detail/format.h"
+#include "providers/registry.h"
+
+namespace aperture::detail {
+
+namespace {
+
+constexpr const char* kNeedsMpirun =
+    "needs ranks started by mpirun; run under `aperture launch --mpi -n N -- prog` or `mpirun -n N prog`";
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return format("MPI error code {}", code);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+// An empty string when `code` is MPI_SUCCESS, otherwise what failed and why.
+std::string mpi_failure(int code, const std::string& call) {
+  if (code == MPI_SUCCESS) return {};
+  return format("{} failed: {} (MPI error {})", call, mpi_error_text(code), code);
+}
+
+std::uintptr_t align_up(std::uintptr_t address, std::size_t alignment) {
+  return (address + alignment - 1) & ~(static_cast<std::uintptr_t>(alignment) - 1);
+}
+
+class MpiWindowProvider final : public Provider {
+ public:
+  explicit MpiWindowProvider(Team& team) : team_(team) {
+    const MpiWorld world = mpi_world();
+    team_.check_same("mpi-window start", {{"mpi_world_size", static_cast<std::uint64_t>(world.size)}});
+    if (world.size != team_.size())
+      throw Error(format("mpi-window: the team has {} ranks but MPI_COMM_WORLD has {}; the provider needs a team of "
+                         "every rank mpirun started (Team::from_env() under mpirun)",
+                         team_.size(), world.size));
+    // Which MPI rank is each team rank? Normally the same number, but nothing below assumes so.
+    std::vector<std::int32_t> world_rank_of(team_.size());
+    const std::int32_t mine = world.rank;
+    team_.allgather(&mine, world_rank_of.data(), sizeof mine);
+    std::vector<std::int32_t> sorted(world_rank_of);
+    std::sort(sorted.begin(), sorted.end());
+    for (int r = 0; r < team_.size(); ++r)
+      if (sorted[r] != r)
+        throw Error(format("mpi-window: team ranks do not cover MPI_COMM_WORLD's ranks 0..{} once each (world rank {} "
+                           "appears out of place); the team must be the job mpirun started",
+                           world.size - 1, sorted[r]));
+
+    std::string error = mpi_failure(MPI_Comm_split(MPI_COMM_WORLD, 0, team_.rank(), &team_comm_),
+                                    "MPI_Comm_split(MPI_COMM_WORLD) into the team's rank order");
+    if (error.empty())
+      error = mpi_failure(MPI_Comm_set_errhandler(team_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    if (error.empty())
+      error = mpi_failure(
+          MPI_Comm_split_type(team_comm_, MPI_COMM_TYPE_SHARED, team_.rank(), MPI_INFO_NULL, &node_comm_),
+          "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+    int node_size = 0;
+    if (error.empty()) error = mpi_failure(MPI_Comm_size(node_comm_, &node_size), "MPI_Comm_size(node)");
+    if (error.empty()) {
+      team_of_node_rank_.assign(static_cast<std::size_t>(node_size), -1);
+      const int team_rank = team_.rank();
+      error = mpi_failure(MPI_Allgather(&team_rank, 1, MPI_INT, team_of_node_rank_.data(), 1, MPI_INT, node_comm_),
+                          "MPI_Allgather of team ranks over the node communicator");
+    }
+    if (error.empty()) {
+      int team_comm_rank = -1;
+      MPI_Comm_rank(team_comm_, &team_comm_rank);
+      if (team_comm_rank != team_.rank())
+        error = format("the team communicator gave rank {} to team rank {}", team_comm_rank, team_.rank());
+    }
+    agree_or_throw("creating its communicators", error);
+  }
+
+  ~MpiWindowProvider() override {
+    // Collective, like MPI_Win_free: every rank destroys its provider with the same windows live.
+    // Skipped after MPI_Finalize (it released everything) and while an exception unwinds: ranks
+    // may be out of step then, and MPI_Win_free would wait for ranks that never come.
+    if (!mpi_is_active() || std::uncaught_exceptions() > 0) return;
+    for (auto& window : windows_) MPI_Win_free(&window.win);
+    if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
+    if (team_comm_ != MPI_COMM_NULL) MPI_Comm_free(&team_comm_);
+  }
+
+  std::string_view name() const override { return "mpi-window"; }
+  MemoryKind memory_kind() const override { return MemoryKind::host; }
+  bool is_linear() const override { return false; }
+
+  Allocation allocate(std::size_t bytes, std::size_t alignment) override {
+    // Compare first, so a rank with other arguments fails every rank instead of hanging them.
+    team_.check_same("mpi-window allocate", {{"bytes", bytes}, {"alignment", alignment}});
+    check_allocation_request("mpi-window", bytes, alignment);
+    require_mpi("allocate");
+
+    // At least one byte, so an empty allocation still has an address of its own; alignment - 1
+    // more, because MPI promises no alignment and each rank aligns its own segment.
+    const std::size_t usable = std::max<std::size_t>(bytes, 1);
+    const std::size_t requested = usable + alignment - 1;
+
+    MPI_Info info = MPI_INFO_NULL;
+    MPI_Info_create(&info);
+    // Each rank's segment on pages of its own: no cache line shared by two ranks' memory.
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    void* base = nullptr;
+    MPI_Win win = MPI_WIN_NULL;
+    std::string error = mpi_failure(
+        MPI_Win_allocate_shared(static_cast<MPI_Aint>(requested), 1, info, node_comm_, &base, &win),
+        format("MPI_Win_allocate_shared({} bytes)", requested));
+    MPI_Info_free(&info);
+    if (error.empty()) error = mpi_failure(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
+    if (error.empty() && base == nullptr) error = format("MPI_Win_allocate_shared({} bytes) returned no memory", requested);
+
+    // Each rank aligns its own copy; the offsets may differ (the segments are mapped at unrelated
+    // addresses), so every rank publishes its own and the table adds each peer's.
+    struct Published {
+      std::uint64_t offset;
+      std::uint64_t failed;
+    };
+    const auto local = reinterpret_cast<std::uintptr_t>(base);
+    const Published me{error.empty() ? align_up(local, alignment) - local : 0, error.empty() ? 0u : 1u};
+    std::vector<Published> everyone(team_.size());
+    team_.allgather(&me, everyone.data(), sizeof me);
+
+    std::vector<std::int64_t> table(team_.size(), 0);
+    for (int node_rank = 0; error.empty() && node_rank < static_cast<int>(team_of_node_rank_.size()); ++node_rank) {
+      const int peer = team_of_node_rank_[node_rank];
+      MPI_Aint segment_bytes = 0;
+      int displacement_unit = 0;
+      void* peer_base = nullptr;
+      error = mpi_failure(MPI_Win_shared_query(win, node_rank, &segment_bytes, &displacement_unit, &peer_base),
+                          format("MPI_Win_shared_query(rank {})", peer));
+      if (!error.empty() || everyone[peer].failed) break;  // that rank reports its own failure
+      if (peer_base == nullptr || static_cast<std::uint64_t>(segment_bytes) < everyone[peer].offset + usable) {
+        error = format("MPI_Win_shared_query(rank {}) gave a segment of {} bytes at {}, too small for {} bytes at "
+                       "offset {}",
+                       peer, segment_bytes, peer_base, usable, everyone[peer].offset);
+        break;
+      }
+      table[peer] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_base) + everyone[peer].offset);
+    }
+    void* ptr = error.empty() ? reinterpret_cast<void*>(local + me.offset) : nullptr;
+    if (error.empty() && table[team_.rank()] != reinterpret_cast<std::int64_t>(ptr))
+      error = format("MPI_Win_shared_query maps this rank's own segment at {:#x}, not at {}",
+                     table[team_.rank()], ptr);
+    try {
+      // A rank that failed before the exchange still holds its error, so one agreement covers both halves.
+      agree_or_throw("allocating a window", error);
+    } catch (...) {
+      if (win != MPI_WIN_NULL) MPI_Win_free(&win);  // collective: every rank gets here together
+      throw;
+    }
+
+    Allocation allocation;
+    allocation.ptr = ptr;
+    allocation.bytes = bytes;
+    allocation.map = SymmetricAddressMap::from_table("mpi-window", team_.rank(), std::move(table), bytes);
+    windows_.push_back(Window{win, next_id_++, allocation.map});
+    return allocation;
+  }
+
+  void free(Allocation& allocation) override {
+    const auto found = std::find_if(windows_.begin(), windows_.end(), [&](const Window& w) {
+      return w.map.allocation_base == reinterpret_cast<std::uintptr_t>(allocation.ptr);
+    });
+    // Windows are numbered in allocation order, the same on every rank: comparing the numbers
+    // catches ranks freeing different allocations or in a different order.
+    const std::uint64_t id = found == windows_.end() ? 0 : found->id;
+    team_.check_same("mpi-window free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
+    if (found == windows_.end())
+      throw Error(format("mpi-window free: {} is not a live allocation of this provider (freed twice, or allocated by "
+                         "another provider); free each allocation once, with the provider that made it",
+                         allocation.ptr));
+    require_mpi("free");
+    const std::string error = mpi_failure(MPI_Win_free(&found->win), "MPI_Win_free");
+    windows_.erase(found);
+    if (!error.empty()) throw Error("mpi-window free: " + error);
+    allocation = Allocation{};
+  }
+
+  SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
+    for (const auto& window : windows_)
+      if (window.map.owns(ptr, bytes))
+        return SymmetricAddressMap::from_table("mpi-window", team_.rank(), window.map.view_table(ptr, bytes), bytes);
+    throw Error(format("mpi-window symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this "
+                       "provider ({} windows live); describe only memory this provider allocated and has not freed",
+                       ptr, bytes, windows_.size()));
+  }
+
+ private:
+  struct Window {
+    MPI_Win win;
+    std::uint64_t id;
+    SymmetricAddressMap map;
+  };
+
+  void require_mpi(const char* call) const {
+    if (!mpi_is_active())
+      throw Error(format("mpi-window {}: MPI is no longer active (MPI_Finalize or shmem_finalize ran); use the provider "
+                         "only before MPI is finalized",
+                         call));
+  }
+
+  // Every rank learns whether any rank failed a step, so all of them throw together instead of
+  // some waiting in the next collective call.
+  void agree_or_throw(const char* step, const std::string& local_error) {
+    const std::uint64_t failed = local_error.empty() ? 0 : 1;
+    std::vector<std::uint64_t> all(team_.size());
+    team_.allgather(&failed, all.data(), sizeof failed);
+    if (!local_error.empty()) throw Error(format("mpi-window (rank {}) {}: {}", team_.rank(), step, local_error));
+    for (int r = 0; r < team_.size(); ++r)
+      if (all[r] != 0) throw Error(format("mpi-window: rank {} failed {}; see its error", r, step));
+  }
+
+  Team& team_;
+  MPI_Comm team_comm_ = MPI_COMM_NULL;  // MPI_COMM_WORLD with team ranks as its ranks
+  MPI_Comm node_comm_ = MPI_COMM_NULL;  // the ranks of team_comm_ that share this machine's memory
+  std::vector<int> team_of_node_rank_;  // node_comm_ rank -> team rank
+  std::vector<Window> windows_;         // live windows, in allocation order
+  std::uint64_t next_id_ = 1;
+};
+
+std::string open_mpi_version() {
+#if defined(OMPI_MAJOR_VERSION)
+  return format("Open MPI {}.{}.{}", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION);
+#else
+  return format("MPI {}.{}", MPI_VERSION, MPI_SUBVERSION);
+#endif
+}
+
+bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+}  // namespace
+
+ProviderEntry mpi_window_entry() {
+  ProviderEntry entry;
+  entry.name = "mpi-window";
+  entry.status = [] {
+    ProviderStatus status{"mpi-window", true, false, {}};
+    if (!started_by_mpirun()) {
+      status.reason = kNeedsMpirun;
+      return status;
+    }
+    status.available = true;
+    status.reason = format("MPI_Win_allocate_shared windows ({}), ranks of one machine direct", open_mpi_version());
+    return status;
+  };
+  entry.make = [](Team& team) -> std::unique_ptr<Provider> {
+    if (!started_by_mpirun() || team.launched_by() != "mpi")
+      throw Error(format("provider 'mpi-window' {} (this team was started by '{}')", kNeedsMpirun,
+                         team.launched_by()));
+    return std::make_unique<MpiWindowProvider>(team);
+  };
+  return entry;
+}
+
+}  // namespace aperture::detail

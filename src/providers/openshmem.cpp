@@ -1,0 +1,411 @@
+// The "openshmem" provider: memory owned by OpenSHMEM (Open MPI's oshmem), the seed's shape on a CPU.
+//
+// shmem_malloc/shmem_align allocate from one symmetric heap, and shmem_ptr(ptr, pe) says where
+// pe's copy of a heap address is mapped here (NULL: pe is not reachable by load/store). Every
+// allocation lies in the same heap mapping, so the distance to a peer's copy is the same for
+// every allocation: one context-wide table serves them all. That is checked at start-up, not
+// assumed: a second allocation is translated with the first one's table and written through.
+//
+// OpenSHMEM PEs must be the team's ranks (PE i == team rank i); the provider checks that.
+//
+// Collective: the constructor, allocate, free and the destructor (which shmem_frees every
+// allocation still live; shmem_free is collective).
+//
+// Process lifetime: shmem_init runs once per process, when the first provider starts, and
+// shmem_finalize at a successful exit (it cannot be undone, so destroying a provider does not
+// end it; a failing rank leaves without it, see finalize_at_exit). Open MPI 4.1's
+// shmem_finalize also finalizes MPI, and must run before MPI_Finalize: a program using this
+// provider must not call MPI_Finalize itself.
+#include <dlfcn.h>
+#include <shmem.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "aperture/error.h"
+#include "aperture/provider.h"
+#include "aperture/team.h"
+#include "detail/format.h"
+#include "providers/registry.h"
+
+namespace aperture::detail {
+
+namespace {
+
+constexpr const char* kNeedsMpirun =
+    "needs ranks started by mpirun; run under `aperture launch --mpi -n N -- prog` or `mpirun -n N prog`";
+
+bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+// ---- the process-wide OpenSHMEM runtime --------------------------------------------------------
+//
+// Open MPI 4.1.4's oshmem crashes with SIGSEGV at exit (inside shmem_finalize's MPI finalize,
+// open-mpi/ompi#11604): its UCX layer registers an OPAL memory-release hook that lives in
+// libmca_common_ucx and is never unregistered; shmem_finalize unloads that library and the next
+// free() jumps into unmapped memory. That would turn every passing run into exit status 139.
+// Two independent guards, each sufficient on its own (verified with oshrun -n 1..8):
+//   1. OMPI_MCA_opal_common_ucx_opal_mem_hooks=0 before shmem_init: UCX uses its own memory
+//      hooks and registers nothing with OPAL (a value the user set is kept);
+//   2. one more reference to libmca_common_ucx (dlopen RTLD_NOLOAD, never closed), so a hook
+//      registered anyway (the program ran shmem_init itself, or asked for OPAL hooks) still
+//      points at mapped code.
+void prepare_environment() { ::setenv("OMPI_MCA_opal_common_ucx_opal_mem_hooks", "0", /*overwrite=*/0); }
+
+void keep_ucx_hooks_mapped() {
+  // RTLD_NOLOAD: only a reference to what oshmem already loaded; nothing when the name differs.
+  (void)::dlopen("libmca_common_ucx.so.40", RTLD_LAZY | RTLD_NOLOAD);
+}
+
+enum class RuntimeState { idle, running, finalized };
+
+struct Runtime {
+  std::mutex mutex;
+  RuntimeState state = RuntimeState::idle;
+};
+
+Runtime& runtime() {
+  static Runtime* instance = new Runtime;  // never destroyed: the atexit handler still needs it
+  return *instance;
+}
+
+// Registered after shmem_init, so it runs before aperture's MPI_Finalize handler (registered
+// when MPI started) and before oshmem's own exit handler (which then has nothing left to do).
+//
+// A failing rank (status != 0) must not finalize: shmem_finalize starts with a barrier over every
+// PE, and the others may be waiting for this rank elsewhere (a Team call), so the job would hang
+// until a timeout instead of failing. oshmem's own exit handler finalizes whatever the status
+// (Open MPI 4.1.4), so skipping our call is not enough: the rank leaves with _exit, after
+// flushing its output, and mpirun sees the failure, stops the job and reports this status.
+void finalize_at_exit(int status, void*) {
+  Runtime& r = runtime();
+  {
+    std::lock_guard lock(r.mutex);
+    if (r.state != RuntimeState::running) return;
+    r.state = RuntimeState::finalized;
+  }
+  if (status == 0) {
+    shmem_finalize();
+    return;
+  }
+  std::fflush(nullptr);
+  ::_exit(status);
+}
+
+void start_runtime() {
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mutex);
+  if (r.state == RuntimeState::running) return;
+  if (r.state == RuntimeState::finalized)
+    throw Error("openshmem: OpenSHMEM was already finalized in this process and cannot start again; create "
+                "openshmem providers before the program starts exiting");
+  prepare_environment();
+  int provided = -1;
+  if (const int rc = shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided); rc != 0)
+    throw Error(format("openshmem: shmem_init_thread(SHMEM_THREAD_MULTIPLE) failed with {}; start the ranks with "
+                       "`mpirun`/`oshrun` and check that Open MPI's oshmem works here (`oshrun -n 2 hostname`)",
+                       rc));
+  keep_ucx_hooks_mapped();
+  r.state = RuntimeState::running;
+#if defined(__GLIBC__)
+  ::on_exit(finalize_at_exit, nullptr);  // like atexit, but told the exit status
+#else
+  std::atexit([] { finalize_at_exit(0, nullptr); });
+#endif
+}
+
+bool runtime_running() {
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mutex);
+  return r.state == RuntimeState::running;
+}
+
+// ---- the provider ------------------------------------------------------------------------------
+
+// What rank `from` writes into rank `to`'s copy during the linear-heap check: distinct for
+// every (writer, target) pair, so a store landing on the wrong rank or slot shows.
+std::uint64_t stamp(int from, int to) {
+  return 0x5A00'0000'0000'0000ull | (static_cast<std::uint64_t>(from) << 24) | static_cast<std::uint64_t>(to);
+}
+constexpr std::uint64_t kUntouched = ~std::uint64_t{0};
+
+class OpenShmemProvider final : public Provider {
+ public:
+  explicit OpenShmemProvider(Team& team) : team_(team) {
+    start_runtime();  // collective (shmem_init); make_provider has checked every rank asked for it
+    check_pes_are_team_ranks();
+    learn_and_verify_linear_heap();
+  }
+
+  ~OpenShmemProvider() override {
+    // Collective, like shmem_free. Skipped after shmem_finalize (static destruction at exit: the
+    // memory went with the heap) and while an exception unwinds: ranks may be out of step then,
+    // and a collective free would wait for ranks that never come; the heap is released at exit.
+    if (!runtime_running() || std::uncaught_exceptions() > 0) return;
+    std::vector<std::pair<std::uint64_t, void*>> by_age;
+    for (auto& [base, live] : live_) by_age.emplace_back(live.id, reinterpret_cast<void*>(base));
+    std::sort(by_age.begin(), by_age.end());
+    for (auto& [id, ptr] : by_age) shmem_free(ptr);
+  }
+
+  std::string_view name() const override { return "openshmem"; }
+  MemoryKind memory_kind() const override { return MemoryKind::host; }
+  bool is_linear() const override { return true; }
+
+  Allocation allocate(std::size_t bytes, std::size_t alignment) override {
+    // Compare first, so a rank with other arguments fails every rank instead of hanging them.
+    team_.check_same("openshmem allocate", {{"bytes", bytes}, {"alignment", alignment}});
+    check_allocation_request("openshmem", bytes, alignment);
+    require_running("allocate");
+    // At least one byte, so an empty allocation still has an address of its own.
+    void* ptr = shmem_align(alignment, std::max<std::size_t>(bytes, 1));
+    std::string error;
+    if (ptr == nullptr)
+      error = format("shmem_align({}, {}) returned NULL: the symmetric heap is full; free allocations or raise "
+                     "SHMEM_SYMMETRIC_HEAP_SIZE (e.g. SHMEM_SYMMETRIC_HEAP_SIZE=1G)",
+                     alignment, bytes);
+    else if (reinterpret_cast<std::uintptr_t>(ptr) % alignment != 0)
+      error = format("shmem_align({}, {}) returned {}, which is not aligned", alignment, bytes, ptr);
+    agree_or_throw("allocating", error);
+
+    Allocation allocation;
+    allocation.ptr = ptr;
+    allocation.bytes = bytes;
+    allocation.map = map_for(ptr, bytes);
+    live_.emplace(reinterpret_cast<std::uintptr_t>(ptr), Live{next_id_++, allocation.map});
+    return allocation;
+  }
+
+  void free(Allocation& allocation) override {
+    const auto found = live_.find(reinterpret_cast<std::uintptr_t>(allocation.ptr));
+    // Allocations are numbered in order, the same on every rank: comparing the numbers catches
+    // ranks freeing different allocations or in a different order.
+    const std::uint64_t id = found == live_.end() ? 0 : found->second.id;
+    team_.check_same("openshmem free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
+    if (found == live_.end())
+      throw Error(format("openshmem free: {} is not a live allocation of this provider (freed twice, or allocated by "
+                         "another provider); free each allocation once, with the provider that made it",
+                         allocation.ptr));
+    require_running("free");
+    shmem_free(allocation.ptr);
+    live_.erase(found);
+    allocation = Allocation{};
+  }
+
+  SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    const std::uintptr_t end = address + std::max<std::size_t>(bytes, 1);
+    for (auto it = live_.begin(); it != live_.end() && it->first < end; ++it) {
+      const SymmetricAddressMap& map = it->second.map;
+      if (map.owns(ptr, bytes))
+        return SymmetricAddressMap::from_table("openshmem", team_.rank(), map.view_table(ptr, bytes), bytes);
+      if (address < map.allocation_base + std::max<std::size_t>(map.allocation_bytes, 1))
+        throw Error(format("openshmem symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation "
+                           "[{:#x}, +{} bytes) but does not lie inside it; describe a range within one allocation",
+                           ptr, bytes, map.allocation_base, map.allocation_bytes));
+    }
+    return map_of_foreign_symmetric_memory(ptr, bytes);
+  }
+
+ private:
+  struct Live {
+    std::uint64_t id;
+    SymmetricAddressMap map;
+  };
+
+  void require_running(const char* call) const {
+    if (!runtime_running())
+      throw Error(format("openshmem {}: OpenSHMEM is no longer running (shmem_finalize ran at exit); use the "
+                         "provider only before the program exits",
+                         call));
+  }
+
+  // PE i must be team rank i: the table is indexed by team rank and filled by shmem_ptr(.., pe).
+  void check_pes_are_team_ranks() {
+    struct Identity {
+      std::int32_t pe;
+      std::int32_t n_pes;
+    };
+    const Identity mine{shmem_my_pe(), shmem_n_pes()};
+    std::vector<Identity> all(team_.size());
+    team_.allgather(&mine, all.data(), sizeof mine);
+    std::string mismatches;
+    for (int r = 0; r < team_.size(); ++r)
+      if (all[r].pe != r || all[r].n_pes != team_.size())
+        mismatches += format("\n  team rank {} of {} is OpenSHMEM PE {} of {}", r, team_.size(), all[r].pe,
+                             all[r].n_pes);
+    if (!mismatches.empty())
+      throw Error(format("openshmem: OpenSHMEM's PEs are not the team's ranks:{}\nStart the program with "
+                         "`mpirun -n N` (or `oshrun -n N`) and build the team with Team::from_env(), so that both "
+                         "come from the same job",
+                         mismatches));
+  }
+
+  // Learns where each peer's heap is mapped (from allocation A) and proves the heap is linear:
+  // allocation B, translated with A's table, must be the memory shmem_ptr gives for B, and a
+  // value stored there must arrive in the peer's own B.
+  void learn_and_verify_linear_heap() {
+    const int n = team_.size();
+    const int me = team_.rank();
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(std::uint64_t);
+    auto* a = static_cast<std::uint64_t*>(shmem_malloc(bytes));
+    auto* b = static_cast<std::uint64_t*>(shmem_malloc(bytes));
+    struct FreeBoth {  // collective; every rank leaves this function together (agree_or_throw)
+      void* a;
+      void* b;
+      ~FreeBoth() {
+        if (b) shmem_free(b);
+        if (a) shmem_free(a);
+      }
+    } free_both{a, b};
+    agree_or_throw("allocating two buffers to check the heap",
+                   a && b ? std::string() : format("shmem_malloc({}) returned NULL", bytes));
+
+    direct_.assign(n, false);
+    delta_.assign(n, 0);
+    for (int p = 0; p < n; ++p) {
+      if (void* peer_a = shmem_ptr(a, p)) {
+        direct_[p] = true;
+        delta_[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_a) -
+                                              reinterpret_cast<std::uintptr_t>(a));
+      }
+    }
+    for (int q = 0; q < n; ++q) std::atomic_ref(b[q]).store(kUntouched, std::memory_order_relaxed);
+    shmem_barrier_all();  // every B is initialised before anyone writes into it
+
+    std::string error;
+    std::vector<std::uint8_t> stored(n, 0);
+    for (int p = 0; p < n; ++p) {
+      void* vouched = shmem_ptr(b, p);
+      if (!direct_[p]) {
+        if (vouched != nullptr)
+          error += format("\n  shmem_ptr reaches rank {} for one allocation ({}) but not for another", p, vouched);
+        continue;
+      }
+      auto* translated =
+          reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(b) + static_cast<std::uintptr_t>(delta_[p]));
+      // Never store through a pointer shmem_ptr does not vouch for.
+      if (translated != vouched) {
+        error += format("\n  rank {}'s copy of a second allocation is at {} by shmem_ptr but at {} by the first "
+                        "allocation's table",
+                        p, vouched, static_cast<void*>(translated));
+        continue;
+      }
+      std::atomic_ref(translated[me]).store(stamp(me, p), std::memory_order_relaxed);
+      stored[p] = 1;
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    shmem_barrier_all();  // every store has landed
+
+    std::vector<std::uint8_t> stored_by(static_cast<std::size_t>(n) * n);
+    team_.allgather(stored.data(), stored_by.data(), static_cast<std::size_t>(n));
+    for (int q = 0; q < n; ++q) {
+      const std::uint64_t expected = stored_by[static_cast<std::size_t>(q) * n + me] ? stamp(q, me) : kUntouched;
+      const std::uint64_t seen = std::atomic_ref(b[q]).load(std::memory_order_acquire);
+      if (seen != expected)
+        error += format("\n  slot {} of this rank's second allocation holds {:#x}, expected {:#x}", q, seen, expected);
+    }
+    if (!error.empty())
+      error = "the symmetric heap is not linear (one table cannot serve every allocation):" + error;
+    agree_or_throw("checking that its heap is linear", error);
+  }
+
+  // The table of an address in the heap: each direct peer's copy is at the same distance as
+  // for every other allocation.
+  SymmetricAddressMap map_for(const void* ptr, std::size_t bytes) const {
+    std::vector<std::int64_t> table(team_.size(), 0);
+    for (int p = 0; p < team_.size(); ++p)
+      if (direct_[p])
+        table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ptr) +
+                                             static_cast<std::uintptr_t>(delta_[p]));
+    return SymmetricAddressMap::from_table("openshmem", team_.rank(), std::move(table), bytes);
+  }
+
+  // Symmetric memory the program got from OpenSHMEM itself (its own shmem_malloc, or a global):
+  // shmem_ptr answers for it directly, range end included, without assuming the heap's layout.
+  // Only ranges clear of this provider's allocations come here; a range running past the end of
+  // the program's own buffer cannot be told apart from the rest of the heap.
+  SymmetricAddressMap map_of_foreign_symmetric_memory(const void* ptr, std::size_t bytes) const {
+    const auto* first = static_cast<const unsigned char*>(ptr);
+    const auto* last = bytes == 0 ? first : first + (bytes - 1);
+    if (ptr == nullptr || !runtime_running() || !shmem_addr_accessible(first, team_.rank()) ||
+        !shmem_addr_accessible(last, team_.rank()))
+      throw Error(format("openshmem symmetric_address_map: [{}, +{} bytes) is neither inside a live allocation of this "
+                         "provider nor symmetric OpenSHMEM memory (shmem_addr_accessible says no); describe memory "
+                         "from shmem_malloc or this provider's allocate",
+                         ptr, bytes));
+    std::vector<std::int64_t> table(team_.size(), 0);
+    for (int p = 0; p < team_.size(); ++p) {
+      auto* peer_first = static_cast<const unsigned char*>(shmem_ptr(first, p));
+      auto* peer_last = static_cast<const unsigned char*>(shmem_ptr(last, p));
+      if (peer_first == nullptr) continue;
+      if (peer_last != peer_first + (last - first))
+        throw Error(format("openshmem symmetric_address_map: [{}, +{} bytes) is not mapped in one piece for rank {} "
+                           "(shmem_ptr gives {} for its start and {} for its end); describe one allocation at a time",
+                           ptr, bytes, p, static_cast<const void*>(peer_first), static_cast<const void*>(peer_last)));
+      table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_first));
+    }
+    return SymmetricAddressMap::from_table("openshmem", team_.rank(), std::move(table), bytes);
+  }
+
+  // Every rank learns whether any rank failed a step, so all of them throw together instead of
+  // some waiting in the next collective call.
+  void agree_or_throw(const char* step, const std::string& local_error) {
+    const std::uint64_t failed = local_error.empty() ? 0 : 1;
+    std::vector<std::uint64_t> all(team_.size());
+    team_.allgather(&failed, all.data(), sizeof failed);
+    if (!local_error.empty()) throw Error(format("openshmem (rank {}) {}: {}", team_.rank(), step, local_error));
+    for (int r = 0; r < team_.size(); ++r)
+      if (all[r] != 0) throw Error(format("openshmem: rank {} failed {}; see its error", r, step));
+  }
+
+  Team& team_;
+  std::vector<bool> direct_;          // shmem_ptr reaches the peer's heap
+  std::vector<std::int64_t> delta_;   // where a peer's copy is, minus where ours is (direct peers)
+  std::map<std::uintptr_t, Live> live_;  // live allocations by base address
+  std::uint64_t next_id_ = 1;
+};
+
+std::string status_reason() {
+  std::string reason = format("shmem_malloc + shmem_ptr (Open MPI {}.{}.{} oshmem), one linear heap",
+                              OSHMEM_MAJOR_VERSION, OSHMEM_MINOR_VERSION, OSHMEM_RELEASE_VERSION);
+  // Observed with Open MPI 4.1.4: only the default "ucx" segment is mapped into the peers; with
+  // "mmap" or "sysv" segments shmem_ptr returns NULL for every other PE.
+  if (const char* sshmem = std::getenv("OMPI_MCA_sshmem"); sshmem != nullptr && std::string(sshmem) != "ucx")
+    reason += format("; with OMPI_MCA_sshmem={} other ranks are not directly addressable (shmem_ptr returns NULL)",
+                     sshmem);
+  return reason;
+}
+
+}  // namespace
+
+ProviderEntry openshmem_entry() {
+  ProviderEntry entry;
+  entry.name = "openshmem";
+  entry.status = [] {
+    ProviderStatus status{"openshmem", true, false, {}};
+    if (!started_by_mpirun()) {
+      status.reason = kNeedsMpirun;
+      return status;
+    }
+    status.available = true;
+    status.reason = status_reason();
+    return status;
+  };
+  entry.make = [](Team& team) -> std::unique_ptr<Provider> {
+    if (!started_by_mpirun() || team.launched_by() != "mpi")
+      throw Error(format("provider 'openshmem' {} (this team was started by '{}')", kNeedsMpirun, team.launched_by()));
+    return std::make_unique<OpenShmemProvider>(team);
+  };
+  return entry;
+}
+
+}  // namespace aperture::detail

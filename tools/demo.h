@@ -1,0 +1,52 @@
+// tools/demo.h — `aperture demo`: the first thing a newcomer runs.
+//
+// `aperture demo` starts N ranks (default 4) of itself under the launcher; each rank allocates
+// one symmetric buffer from a provider and runs (a) a ring that passes every rank's data round
+// all ranks and (b) an int64 sum all-reduce built from put + signal + wait_until_ge, checks
+// every element it received against closed-form values, and rank 0 prints a short report.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "demo_algorithm.h"
+
+namespace aperture::cli {
+
+struct DemoOptions {
+  std::string provider = "default";
+  int ranks = 4;
+  bool ranks_given = false;
+  std::size_t bytes = std::size_t{1} << 20;  // per rank
+  bool worker = false;                       // this process is one rank (internal)
+};
+
+inline constexpr std::size_t kDemoMaxBytes = std::size_t{1} << 30;
+
+// One rank's part; returns its exit code.
+int run_demo_worker(const DemoOptions& options);
+
+// Where each piece of the demo lies inside one symmetric allocation of `total_bytes()`.
+struct DemoLayout {
+  DemoLayout(std::uint64_t count, int world);
+  std::size_t total_bytes() const { return total_; }
+  demo::Buffers buffers(void* base) const;
+
+ private:
+  std::uint64_t count_;
+  int world_;
+  std::uint64_t max_chunk_;
+  std::size_t flags_ = 0, send_ = 0, ring0_ = 0, ring1_ = 0, ar_in_ = 0, slots_ = 0, ar_out_ = 0, total_ = 0;
+};
+
+// What one rank reports to rank 0 (gathered as raw bytes: trivially copyable).
+struct DemoRankResult {
+  double ring_seconds = 0;
+  double all_reduce_seconds = 0;
+  demo::Check check;
+};
+
+int demo_main(int argc, char** argv);
+extern const char* const kDemoUsage;
+
+}  // namespace aperture::cli
