@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "demo_algorithm.h"
 
@@ -45,6 +46,7 @@ struct DemoRankResult {
   double all_reduce_seconds = 0;
   demo::Check check;
 };
+static_assert(std::is_trivially_copyable_v<DemoRankResult>, "gathered from every rank as raw bytes");
 
 int demo_main(int argc, char** argv);
 extern const char* const kDemoUsage;

@@ -198,7 +198,9 @@ int run_demo_worker(const DemoOptions& options) {
 
     if (mine.check.wrong != 0 || mine.check.timed_out != 0)
       std::fprintf(stderr, "aperture demo: %s\n",
-                   mine.check.timed_out != 0 ? ("rank " + std::to_string(rank) + ": a GPU wait timed out").c_str()
+                   mine.check.timed_out != 0 ? ("rank " + std::to_string(rank) + ": a kernel's wait_until_ge_for gave up after APERTURE_TIMEOUT; the " +
+                                                "peer that should have signalled is stuck or failed")
+                                                   .c_str()
                                              : describe_first_wrong(rank, mine.check).c_str());
     unsigned long long wrong = 0;
     int failed_ranks = 0;

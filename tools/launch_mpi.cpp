@@ -38,7 +38,9 @@ namespace aperture::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kGrace = std::chrono::seconds(2);
+// mpirun's own shutdown after SIGTERM (signal the ranks, wait, SIGKILL them, collect their
+// output) takes 1 to 2 s by itself, so it gets more time than a plain rank before SIGKILL.
+constexpr auto kGrace = std::chrono::seconds(5);
 
 // Variables of an enclosing `aperture launch` would make the ranks' Team join that job instead
 // of MPI's.
@@ -62,12 +64,17 @@ LineForwarder::LineHandler untag_lines(OutputSink& out, OutputSink& err, bool mp
 
 int run_mpi_launch(const LaunchOptions& options) {
   std::string mpirun;
+  std::string self;
   try {
     mpirun = resolve_program("mpirun");
+    self = self_executable();
   } catch (const UsageError& e) {
     launch_note(std::string("--mpi needs Open MPI's mpirun: ") + e.what() +
                 " (Debian/Ubuntu: apt-get install openmpi-bin)");
     return kExitUsage;
+  } catch (const std::exception& e) {
+    launch_note(e.what());
+    return kExitLauncherFailed;
   }
 
   std::optional<SignalWatch> signals;
@@ -86,7 +93,7 @@ int run_mpi_launch(const LaunchOptions& options) {
   request.argv.insert(request.argv.end(), kMpirunFlags.begin(), kMpirunFlags.end());
   request.argv.push_back("--tag-output");
   // Each rank starts as the shim, which rejoins the job's group and becomes the program.
-  request.argv.push_back(self_executable());
+  request.argv.push_back(self);
   request.argv.push_back("_mpi-rank");
   request.argv.push_back(std::to_string(watchdog.group()));
   request.argv.push_back("--");
@@ -123,6 +130,9 @@ int run_mpi_launch(const LaunchOptions& options) {
     if (stopping) return;
     stopping = true;
     ::kill(spawned.pid, sig);
+    // mpirun signals only the ranks themselves; what they started still holds their output
+    // open, and mpirun waits for it. The job's group reaches all of them.
+    if (watchdog.group() > 0) ::kill(-watchdog.group(), sig);
     kill_deadline = Clock::now() + kGrace;
   };
   const auto kill_now = [&] {
@@ -177,7 +187,7 @@ int run_mpi_launch(const LaunchOptions& options) {
       stop(SIGTERM);
     }
     if (kill_deadline && now >= *kill_deadline) {
-      launch_note("mpirun did not stop within 2 s; sending SIGKILL");
+      launch_note("mpirun did not stop within " + std::to_string(kGrace.count()) + " s; sending SIGKILL");
       kill_now();
     }
   }

@@ -182,6 +182,9 @@ void Hub::State::run() {
       fail(format("hub: poll failed: {}", std::strerror(errno)));
       return;
     }
+    // Connections first (their indices shift when one is dropped), newest last.
+    for (std::size_t i = connections.size(); i-- > 0;)
+      if (fds[i + 2].revents != 0) read_from(i);
     if (fds[1].revents != 0) {
       std::uint64_t count = 0;
       [[maybe_unused]] auto n = ::read(wake.get(), &count, sizeof count);
@@ -190,12 +193,19 @@ void Hub::State::run() {
         std::lock_guard lock(mutex);
         exits.swap(reported_exits);
       }
-      for (auto& [rank, text] : exits)
-        if (rank >= 0 && rank < options.world_size && !left[rank]) fail(text);
+      for (auto& [rank, text] : exits) {
+        if (rank < 0 || rank >= options.world_size) continue;
+        // A rank that exited wrote everything it sent before it died: read what is still in
+        // its socket (a goodbye, say) before judging that it left without a word.
+        for (int index = connection_of_rank[rank]; index >= 0 && !left[rank]; index = connection_of_rank[rank]) {
+          const std::size_t before = connections[index].input.size();
+          if (!wait_readable(connections[index].fd.get(), std::chrono::milliseconds(0))) break;
+          read_from(static_cast<std::size_t>(index));
+          if (connection_of_rank[rank] >= 0 && connections[connection_of_rank[rank]].input.size() == before) break;
+        }
+        if (!left[rank]) fail(text);
+      }
     }
-    // Connections first (their indices shift when one is dropped), newest last.
-    for (std::size_t i = connections.size(); i-- > 0;)
-      if (fds[i + 2].revents != 0) read_from(i);
     if (fds[0].revents & POLLIN) accept_connection();
     check_deadlines();
   }

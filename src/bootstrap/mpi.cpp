@@ -47,7 +47,7 @@ struct MpiState {
 };
 
 MpiState& state() {
-  static MpiState* instance = new MpiState;  // never destroyed: the atexit handler still needs it
+  static MpiState* instance = new MpiState;  // never destroyed: the exit handler still needs it
   return *instance;
 }
 
@@ -70,7 +70,7 @@ void finalize_if_ours(int status, void*) {
   MPI_Finalize();
 }
 
-void finalize_at_exit() {
+void register_finalize_at_exit() {
 #if defined(__GLIBC__)
   ::on_exit(finalize_if_ours, nullptr);  // like atexit, but told the exit status
 #else
@@ -116,7 +116,7 @@ MpiWorld mpi_world() {
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
               "MPI_Init_thread(MPI_THREAD_MULTIPLE)");
     s.we_initialised = true;
-    finalize_at_exit();
+    register_finalize_at_exit();
   }
   MpiWorld world;
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank), "MPI_Comm_rank(MPI_COMM_WORLD)");

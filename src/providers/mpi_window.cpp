@@ -97,7 +97,12 @@ class MpiWindowProvider final : public Provider {
       if (team_comm_rank != team_.rank())
         error = format("the team communicator gave rank {} to team rank {}", team_comm_rank, team_.rank());
     }
-    agree_or_throw("creating its communicators", error);
+    try {
+      agree_or_throw("creating its communicators", error);
+    } catch (...) {
+      release_communicators();  // the destructor does not run for a constructor that throws
+      throw;
+    }
   }
 
   ~MpiWindowProvider() override {
@@ -106,8 +111,7 @@ class MpiWindowProvider final : public Provider {
     // may be out of step then, and MPI_Win_free would wait for ranks that never come.
     if (!mpi_is_active() || std::uncaught_exceptions() > 0) return;
     for (auto& window : windows_) MPI_Win_free(&window.win);
-    if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
-    if (team_comm_ != MPI_COMM_NULL) MPI_Comm_free(&team_comm_);
+    release_communicators();
   }
 
   std::string_view name() const override { return "mpi-window"; }
@@ -136,7 +140,8 @@ class MpiWindowProvider final : public Provider {
         format("MPI_Win_allocate_shared({} bytes)", requested));
     MPI_Info_free(&info);
     if (error.empty()) error = mpi_failure(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
-    if (error.empty() && base == nullptr) error = format("MPI_Win_allocate_shared({} bytes) returned no memory", requested);
+    if (error.empty() && base == nullptr)
+      error = format("MPI_Win_allocate_shared({} bytes) returned no memory", requested);
 
     // Each rank aligns its own copy; the offsets may differ (the segments are mapped at unrelated
     // addresses), so every rank publishes its own and the table adds each peer's.
@@ -221,10 +226,15 @@ class MpiWindowProvider final : public Provider {
     SymmetricAddressMap map;
   };
 
+  void release_communicators() {
+    if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
+    if (team_comm_ != MPI_COMM_NULL) MPI_Comm_free(&team_comm_);
+  }
+
   void require_mpi(const char* call) const {
     if (!mpi_is_active())
-      throw Error(format("mpi-window {}: MPI is no longer active (MPI_Finalize or shmem_finalize ran); use the provider "
-                         "only before MPI is finalized",
+      throw Error(format("mpi-window {}: MPI is no longer active (MPI_Finalize or shmem_finalize ran); use the "
+                         "provider only before MPI is finalized",
                          call));
   }
 

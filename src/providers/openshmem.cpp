@@ -73,7 +73,7 @@ struct Runtime {
 };
 
 Runtime& runtime() {
-  static Runtime* instance = new Runtime;  // never destroyed: the atexit handler still needs it
+  static Runtime* instance = new Runtime;  // never destroyed: the exit handler still needs it
   return *instance;
 }
 
@@ -290,8 +290,8 @@ class OpenShmemProvider final : public Provider {
           error += format("\n  shmem_ptr reaches rank {} for one allocation ({}) but not for another", p, vouched);
         continue;
       }
-      auto* translated =
-          reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(b) + static_cast<std::uintptr_t>(delta_[p]));
+      auto* translated = reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(b) +
+                                                          static_cast<std::uintptr_t>(delta_[p]));
       // Never store through a pointer shmem_ptr does not vouch for.
       if (translated != vouched) {
         error += format("\n  rank {}'s copy of a second allocation is at {} by shmem_ptr but at {} by the first "
