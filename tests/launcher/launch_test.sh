@@ -46,10 +46,13 @@ echo "$out" | grep -qi "timeout\|timed out"; check "timeout: says so" $? "$out"
 sleep 0.5; [ -z "$(leftovers)" ]; check "timeout: no process left behind" $? "$(leftovers)"
 
 # 5. misuse: exit status 2 and a message naming the problem
-for args in "-n 0 -- true" "-n abc -- true" "-n 2" "-n 2 --" "-n 2 -- /nonexistent/program" "-n 2 -- /etc/hostname"; do
+not_executable=$(mktemp); chmod 600 "$not_executable"
+for args in "-n 0 -- true" "-n abc -- true" "-n 2" "-n 2 --" "-n 2 -- /nonexistent/program" "-n 2 -- $not_executable"; do
   out=$("$aperture" launch $args 2>&1); rc=$?
   [ $rc -eq 2 ] && [ -n "$out" ]; check "misuse 'launch $args': exit 2 with a message" $? "exit $rc, output: $out"
 done
+
+rm -f "$not_executable"
 
 if [ $failures -ne 0 ]; then echo "$failures launcher check(s) failed"; exit 1; fi
 echo "all launcher checks passed"
