@@ -75,15 +75,15 @@ namespace detail {
 void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t bytes, int to_rank) {
   if (!map.has_table()) throw Error("checked_translate: the map is empty (default-constructed or moved from)");
   if (to_rank < 0 || to_rank >= map.world_size)
-    throw Error(format("checked_translate: to_rank {} is out of range; this map has ranks 0..{}", to_rank,
+    throw Error(detail::format("checked_translate: to_rank {} is out of range; this map has ranks 0..{}", to_rank,
                        map.world_size - 1));
   if (!map.is_direct(to_rank))
-    throw Error(format("checked_translate: rank {} is not directly addressable from rank {} (its table entry is 0: "
+    throw Error(detail::format("checked_translate: rank {} is not directly addressable from rank {} (its table entry is 0: "
                        "another node, no peer access, or the provider returned no pointer); reach it through the "
                        "provider's own transfer engine instead",
                        to_rank, map.local_rank));
   if (!map.owns(ptr, bytes))
-    throw Error(format("checked_translate: [{}, +{} bytes) is not inside this allocation [{:#x}, +{} bytes) on rank "
+    throw Error(detail::format("checked_translate: [{}, +{} bytes) is not inside this allocation [{:#x}, +{} bytes) on rank "
                        "{}; translate only pointers into the allocation the map describes",
                        ptr, bytes, map.allocation_base, map.allocation_bytes, map.local_rank));
 }

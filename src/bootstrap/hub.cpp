@@ -45,7 +45,7 @@ std::string rank_list(const std::vector<int>& ranks) {
     std::size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
     if (!text.empty()) text += ", ";
-    text += j == i ? std::to_string(ranks[i]) : format("{}-{}", ranks[i], ranks[j]);
+    text += j == i ? std::to_string(ranks[i]) : detail::format("{}-{}", ranks[i], ranks[j]);
     i = j + 1;
   }
   return (ranks.size() == 1 ? "rank " : "ranks ") + text;
@@ -54,8 +54,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 std::string describe(const wire::Request& r) {
   switch (r.op) {
     case wire::Op::barrier: return "barrier";
-    case wire::Op::allgather: return format("allgather of {} bytes each", r.bytes);
-    case wire::Op::broadcast: return format("broadcast of {} bytes from root {}", r.bytes, r.root);
+    case wire::Op::allgather: return detail::format("allgather of {} bytes each", r.bytes);
+    case wire::Op::broadcast: return detail::format("broadcast of {} bytes from root {}", r.bytes, r.root);
     case wire::Op::goodbye: return "leave the team";
   }
   return "?";
@@ -117,7 +117,7 @@ struct Hub::State {
 Hub::Hub(HubOptions options) : state_(std::make_unique<State>()) {
   auto& s = *state_;
   if (options.world_size < 1 || options.world_size > wire::kMaxWorldSize)
-    throw Error(format("hub: world size {} is outside 1..{}", options.world_size, wire::kMaxWorldSize));
+    throw Error(detail::format("hub: world size {} is outside 1..{}", options.world_size, wire::kMaxWorldSize));
   s.options = std::move(options);
   s.listener = s.options.transport == "tcp"
                    ? listen_tcp(s.options.bind_host, s.options.bind_port, s.options.advertise_host.empty()
@@ -125,13 +125,13 @@ Hub::Hub(HubOptions options) : state_(std::make_unique<State>()) {
                                                                                  : s.options.advertise_host)
                    : listen_unix();
   s.wake = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!s.wake) throw Error(format("hub: eventfd failed: {}", std::strerror(errno)));
+  if (!s.wake) throw Error(detail::format("hub: eventfd failed: {}", std::strerror(errno)));
   const int n = s.options.world_size;
   s.connection_of_rank.assign(n, -1);
   s.left.assign(n, false);
   s.gone.assign(n, false);
   s.rank_label.resize(n);
-  for (int r = 0; r < n; ++r) s.rank_label[r] = format("rank {}", r);
+  for (int r = 0; r < n; ++r) s.rank_label[r] = detail::format("rank {}", r);
   s.thread = std::thread([&s] { s.run(); });
 }
 
@@ -179,7 +179,7 @@ void Hub::State::run() {
     for (auto& c : connections) fds.push_back({c.fd.get(), POLLIN, 0});
     const int rc = ::poll(fds.data(), fds.size(), 200);
     if (rc < 0 && errno != EINTR) {
-      fail(format("hub: poll failed: {}", std::strerror(errno)));
+      fail(detail::format("hub: poll failed: {}", std::strerror(errno)));
       return;
     }
     // Connections first (their indices shift when one is dropped), newest last.
@@ -241,8 +241,8 @@ bool Hub::State::parse_hello(Connection& c) {
   c.input.erase(0, sizeof hello);
   std::string refusal = wire::validate_hello(hello, options.world_size, options.token);
   if (refusal.empty() && connection_of_rank[hello.rank] != -1)
-    refusal = format("rank {} is already connected; two processes were given the same rank", hello.rank);
-  if (refusal.empty() && left[hello.rank]) refusal = format("rank {} already left this job", hello.rank);
+    refusal = detail::format("rank {} is already connected; two processes were given the same rank", hello.rank);
+  if (refusal.empty() && left[hello.rank]) refusal = detail::format("rank {} already left this job", hello.rank);
   wire::HelloReply answer;
   answer.status = refusal.empty() ? 0 : 1;
   answer.text_bytes = refusal.size();
@@ -254,7 +254,7 @@ bool Hub::State::parse_hello(Connection& c) {
   c.rank = hello.rank;
   connection_of_rank[c.rank] = static_cast<int>(&c - connections.data());
   rank_label[c.rank] =
-      format("rank {} (pid {} on {})", hello.rank, hello.pid, wire::get_field(hello.host));
+      detail::format("rank {} (pid {} on {})", hello.rank, hello.pid, wire::get_field(hello.host));
   return parse_requests(c);
 }
 
@@ -277,7 +277,7 @@ void Hub::State::on_request(int rank, Arrival arrival) {
     left[rank] = true;
     mark_gone(rank);
     if (!arrivals.empty())
-      fail(format("{} left the team (its Team was destroyed) while {} wait in call #{} ({}); every rank must make "
+      fail(detail::format("{} left the team (its Team was destroyed) while {} wait in call #{} ({}); every rank must make "
                   "the same Team calls",
                   rank_label[rank], rank_list([&] {
                     std::vector<int> v;
@@ -293,7 +293,7 @@ void Hub::State::on_request(int rank, Arrival arrival) {
     return;
   }
   if (r.seq != seq) {
-    fail(format("{} sent call #{} while the team is at call #{}", rank_label[rank], r.seq, seq));
+    fail(detail::format("{} sent call #{} while the team is at call #{}", rank_label[rank], r.seq, seq));
     reply(rank, 1, r.seq, failure_text());
     return;
   }
@@ -301,7 +301,7 @@ void Hub::State::on_request(int rank, Arrival arrival) {
   arrivals[rank] = std::move(arrival);
   for (int other = 0; other < options.world_size; ++other)
     if (left[other]) {
-      fail(format("{} called {} (call #{}) but {} already left the team (destroyed its Team); every rank must make "
+      fail(detail::format("{} called {} (call #{}) but {} already left the team (destroyed its Team); every rank must make "
                   "the same Team calls",
                   rank_label[rank], describe(r), seq, rank_label[other]));
       return;
@@ -315,8 +315,8 @@ void Hub::State::complete_round() {
   for (auto& [rank, a] : arrivals) groups[describe(a.request)].push_back(rank);
   if (groups.size() > 1) {
     std::string detail;
-    for (auto& [what, ranks] : groups) detail += format("\n  {}: {}", rank_list(ranks), what);
-    fail(format("collective call mismatch at Team call #{}:{}\nEvery rank must make the same Team calls (barrier, "
+    for (auto& [what, ranks] : groups) detail += detail::format("\n  {}: {}", rank_list(ranks), what);
+    fail(detail::format("collective call mismatch at Team call #{}:{}\nEvery rank must make the same Team calls (barrier, "
                 "allgather, broadcast, allocate, free) in the same order with the same sizes.",
                 seq, detail));
     return;
@@ -329,7 +329,7 @@ void Hub::State::complete_round() {
   } else if (first.op == wire::Op::broadcast) {
     result = arrivals[first.root].payload;
     if (result.size() != first.bytes) {
-      fail(format("broadcast #{}: root {} sent {} bytes, expected {}", seq, first.root, result.size(), first.bytes));
+      fail(detail::format("broadcast #{}: root {} sent {} bytes, expected {}", seq, first.root, result.size(), first.bytes));
       return;
     }
   }
@@ -357,7 +357,7 @@ void Hub::State::drop(std::size_t index, const std::string& why_if_rank_lost) {
   if (rank < 0) return;
   connection_of_rank[rank] = -1;
   mark_gone(rank);
-  if (!left[rank]) fail(format("{} {}", rank_label[rank], why_if_rank_lost));
+  if (!left[rank]) fail(detail::format("{} {}", rank_label[rank], why_if_rank_lost));
 }
 
 void Hub::State::reply(int rank, int status, std::uint64_t seq_number, const std::string& payload) {
@@ -383,8 +383,8 @@ void Hub::State::check_deadlines() {
   for (int r = 0; r < options.world_size; ++r) (arrivals.count(r) ? waiting : missing).push_back(r);
   std::string never;
   for (int r : missing)
-    if (connection_of_rank[r] < 0) never += format(" rank {} never connected.", r);
-  fail(format("{} did not arrive at Team call #{} ({}) within {} s; {} waited.{} Is a rank stuck, or did it skip the "
+    if (connection_of_rank[r] < 0) never += detail::format(" rank {} never connected.", r);
+  fail(detail::format("{} did not arrive at Team call #{} ({}) within {} s; {} waited.{} Is a rank stuck, or did it skip the "
               "call? Raise APERTURE_TIMEOUT if it is only slow.",
               rank_list(missing), seq, describe(arrivals.begin()->second.request),
               std::chrono::duration<double>(options.timeout).count(), rank_list(waiting), never));

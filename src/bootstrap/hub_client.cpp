@@ -27,7 +27,7 @@ void SoloTransport::allgather(const void* mine, void* all, std::size_t bytes_eac
 }
 
 void SoloTransport::broadcast(void*, std::size_t, int root) {
-  if (root != 0) throw Error(format("broadcast: root {} is out of range; this team has one rank (rank 0)", root));
+  if (root != 0) throw Error(detail::format("broadcast: root {} is out of range; this team has one rank (rank 0)", root));
 }
 
 HubClient::HubClient(const std::string& address, int rank, int world_size, const std::string& token,
@@ -43,12 +43,12 @@ HubClient::HubClient(const std::string& address, int rank, int world_size, const
   wire::HelloReply answer;
   if (!write_all(fd_.get(), &hello, sizeof hello) || !wait_readable(fd_.get(), timeout_ + kHubMargin) ||
       !read_all(fd_.get(), &answer, sizeof answer) || answer.magic != wire::kMagic)
-    throw Error(format("rank {}: the rendezvous hub at {} did not accept the connection (no answer to the hello)",
+    throw Error(detail::format("rank {}: the rendezvous hub at {} did not accept the connection (no answer to the hello)",
                        rank, address));
   if (answer.status != 0) {
     std::string text(std::min<std::uint64_t>(answer.text_bytes, 4096), '\0');
     read_all(fd_.get(), text.data(), text.size());
-    throw Error(format("rank {}: the rendezvous hub at {} refused this rank: {}", rank, address, text));
+    throw Error(detail::format("rank {}: the rendezvous hub at {} refused this rank: {}", rank, address, text));
   }
 }
 
@@ -80,7 +80,7 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
   request.payload_bytes = payload_bytes;
   const char* name = wire::op_name(request.op);
   auto lost = [&](const char* what) {
-    broken_ = format("rank {}: {} #{} failed: {} the rendezvous hub at {} (the launcher, or rank 0 that hosts it, "
+    broken_ = detail::format("rank {}: {} #{} failed: {} the rendezvous hub at {} (the launcher, or rank 0 that hosts it, "
                      "exited or was killed)",
                      rank_, name, request.seq, what, address_);
     return Error(broken_);
@@ -90,7 +90,7 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
   if (payload_bytes != 0) std::memcpy(message.data() + sizeof request, payload, payload_bytes);
   if (!write_all(fd_.get(), message.data(), message.size())) throw lost("cannot write to");
   if (!wait_readable(fd_.get(), timeout_ + kHubMargin)) {
-    broken_ = format("rank {}: {} #{} got no answer from the rendezvous hub at {} within {} s", rank_, name,
+    broken_ = detail::format("rank {}: {} #{} got no answer from the rendezvous hub at {} within {} s", rank_, name,
                      request.seq, address_, std::chrono::duration<double>(timeout_ + kHubMargin).count());
     throw Error(broken_);
   }
@@ -101,7 +101,7 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
   std::string result(reply.payload_bytes, '\0');
   if (!read_all(fd_.get(), result.data(), result.size())) throw lost("lost the connection to");
   if (reply.status != 0) {
-    broken_ = format("rank {}: Team {} (call #{}) failed: {}", rank_, name, request.seq, result);
+    broken_ = detail::format("rank {}: Team {} (call #{}) failed: {}", rank_, name, request.seq, result);
     throw Error(broken_);
   }
   return result;

@@ -27,13 +27,13 @@ namespace {
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return format("MPI error code {}", code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return detail::format("MPI error code {}", code);
   return std::string(text, static_cast<std::size_t>(length));
 }
 
 void check_mpi(int code, std::string_view call) {
   if (code == MPI_SUCCESS) return;
-  throw Error(format("{} failed: {} (MPI error {}); check that every rank was started by the same mpirun and that "
+  throw Error(detail::format("{} failed: {} (MPI error {}); check that every rank was started by the same mpirun and that "
                      "no rank has exited",
                      call, mpi_error_text(code), code));
 }
@@ -137,7 +137,7 @@ std::string mpi_broadcast_from_rank0(const std::string& value) {
   result.resize(length);
   if (length > 0)
     check_mpi(MPI_Bcast(result.data(), static_cast<int>(length), MPI_CHAR, 0, comm),
-              format("MPI_Bcast of the {}-byte bootstrap message", length));
+              detail::format("MPI_Bcast of the {}-byte bootstrap message", length));
   return result;
 }
 

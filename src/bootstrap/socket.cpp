@@ -73,7 +73,7 @@ std::string random_hex(std::size_t bytes) {
 std::pair<std::string, std::string> split_host_port(const std::string& text, const std::string& whole) {
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    throw Error(format("malformed hub address '{}': expected unix:@name or tcp:host:port", whole));
+    throw Error(detail::format("malformed hub address '{}': expected unix:@name or tcp:host:port", whole));
   return {text.substr(0, colon), text.substr(colon + 1)};
 }
 
@@ -88,7 +88,7 @@ Listener listen_unix() {
   socklen_t length = 0;
   const sockaddr_un address = abstract_address(name, &length);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0)
-    throw Error(format("bind(abstract unix socket @{}) failed: {}", name, errno_text(errno)));
+    throw Error(detail::format("bind(abstract unix socket @{}) failed: {}", name, errno_text(errno)));
   if (::listen(fd.get(), 1024) != 0) throw Error("listen(unix) failed: " + errno_text(errno));
   return Listener{std::move(fd), "unix:@" + name};
 }
@@ -101,7 +101,7 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found); rc != 0)
-    throw Error(format("cannot resolve '{}' to listen on: {}; check MASTER_ADDR", host, ::gai_strerror(rc)));
+    throw Error(detail::format("cannot resolve '{}' to listen on: {}; check MASTER_ADDR", host, ::gai_strerror(rc)));
   std::string last_error = "no address";
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
     Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
@@ -118,10 +118,10 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
     const int bound_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     ::freeaddrinfo(found);
-    return Listener{std::move(fd), format("tcp:{}:{}", advertise_host, bound_port)};
+    return Listener{std::move(fd), detail::format("tcp:{}:{}", advertise_host, bound_port)};
   }
   ::freeaddrinfo(found);
-  throw Error(format("cannot listen on {}:{}: {}; is MASTER_PORT already in use by another job?", host, port,
+  throw Error(detail::format("cannot listen on {}:{}: {}; is MASTER_PORT already in use by another job?", host, port,
                      last_error));
 }
 
@@ -134,7 +134,7 @@ Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point 
       if (!fd) throw Error("socket(AF_UNIX) failed: " + errno_text(errno));
       const std::string name = address.substr(6);
       if (name.empty() || name.size() > sizeof(sockaddr_un::sun_path) - 1)
-        throw Error(format("malformed hub address '{}': the socket name is empty or too long", address));
+        throw Error(detail::format("malformed hub address '{}': the socket name is empty or too long", address));
       socklen_t length = 0;
       const sockaddr_un target = abstract_address(name, &length);
       if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target), length) == 0) return fd;
@@ -146,7 +146,7 @@ Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point 
       hints.ai_socktype = SOCK_STREAM;
       addrinfo* found = nullptr;
       if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-        last_error = format("cannot resolve host '{}': {}", host, ::gai_strerror(rc));
+        last_error = detail::format("cannot resolve host '{}': {}", host, ::gai_strerror(rc));
       } else {
         for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
           Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
@@ -161,10 +161,10 @@ Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point 
         ::freeaddrinfo(found);
       }
     } else {
-      throw Error(format("malformed hub address '{}': expected unix:@name or tcp:host:port", address));
+      throw Error(detail::format("malformed hub address '{}': expected unix:@name or tcp:host:port", address));
     }
     if (std::chrono::steady_clock::now() >= deadline)
-      throw Error(format("cannot reach the rendezvous hub at {}: {}; is rank 0 (or the launcher) running, and are "
+      throw Error(detail::format("cannot reach the rendezvous hub at {}: {}; is rank 0 (or the launcher) running, and are "
                          "MASTER_ADDR/MASTER_PORT right?",
                          address, last_error));
     std::this_thread::sleep_for(pause);

@@ -7,14 +7,14 @@ namespace aperture::detail::wire {
 std::string validate_hello(const Hello& hello, int world_size, const std::string& token) {
   if (hello.magic != kMagic) return "not an aperture rank (bad magic number)";
   if (hello.version != kVersion)
-    return format("protocol version {} does not match the hub's {}; use one aperture build for every rank",
+    return detail::format("protocol version {} does not match the hub's {}; use one aperture build for every rank",
                   hello.version, kVersion);
   if (hello.world_size != world_size)
-    return format("rank {} believes the world has {} ranks, the hub serves {}; every rank must be given the same "
+    return detail::format("rank {} believes the world has {} ranks, the hub serves {}; every rank must be given the same "
                   "world size",
                   hello.rank, hello.world_size, world_size);
   if (hello.rank < 0 || hello.rank >= world_size)
-    return format("rank {} is outside 0..{}", hello.rank, world_size - 1);
+    return detail::format("rank {} is outside 0..{}", hello.rank, world_size - 1);
   // Compare every byte, whatever matches first, so timing reveals nothing of the token.
   const std::string presented = get_field(hello.token);
   unsigned char difference = presented.size() == token.size() ? 0 : 1;
@@ -28,11 +28,11 @@ std::string validate_request(const Request& request, int world_size) {
   if (request.magic != kMagic) return "corrupt request (bad magic number)";
   if (request.op != Op::barrier && request.op != Op::allgather && request.op != Op::broadcast &&
       request.op != Op::goodbye)
-    return format("unknown operation {}", static_cast<std::uint32_t>(request.op));
+    return detail::format("unknown operation {}", static_cast<std::uint32_t>(request.op));
   if (request.bytes > kMaxPayload || request.payload_bytes > kMaxPayload)
-    return format("request of {} bytes exceeds the hub's limit of {} bytes per rank", request.bytes, kMaxPayload);
+    return detail::format("request of {} bytes exceeds the hub's limit of {} bytes per rank", request.bytes, kMaxPayload);
   if (request.op == Op::broadcast && (request.root < 0 || request.root >= world_size))
-    return format("broadcast root {} is outside 0..{}", request.root, world_size - 1);
+    return detail::format("broadcast root {} is outside 0..{}", request.root, world_size - 1);
   if (request.op == Op::allgather && request.payload_bytes != request.bytes)
     return "allgather payload does not match its declared size";
   if (request.op == Op::broadcast && request.payload_bytes != 0 && request.payload_bytes != request.bytes)

@@ -40,14 +40,14 @@ constexpr const char* kNeedsMpirun =
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return format("MPI error code {}", code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return detail::format("MPI error code {}", code);
   return std::string(text, static_cast<std::size_t>(length));
 }
 
 // An empty string when `code` is MPI_SUCCESS, otherwise what failed and why.
 std::string mpi_failure(int code, const std::string& call) {
   if (code == MPI_SUCCESS) return {};
-  return format("{} failed: {} (MPI error {})", call, mpi_error_text(code), code);
+  return detail::format("{} failed: {} (MPI error {})", call, mpi_error_text(code), code);
 }
 
 std::uintptr_t align_up(std::uintptr_t address, std::size_t alignment) {
@@ -60,7 +60,7 @@ class MpiWindowProvider final : public Provider {
     const MpiWorld world = mpi_world();
     team_.check_same("mpi-window start", {{"mpi_world_size", static_cast<std::uint64_t>(world.size)}});
     if (world.size != team_.size())
-      throw Error(format("mpi-window: the team has {} ranks but MPI_COMM_WORLD has {}; the provider needs a team of "
+      throw Error(detail::format("mpi-window: the team has {} ranks but MPI_COMM_WORLD has {}; the provider needs a team of "
                          "every rank mpirun started (Team::from_env() under mpirun)",
                          team_.size(), world.size));
     // Which MPI rank is each team rank? Normally the same number, but nothing below assumes so.
@@ -71,7 +71,7 @@ class MpiWindowProvider final : public Provider {
     std::sort(sorted.begin(), sorted.end());
     for (int r = 0; r < team_.size(); ++r)
       if (sorted[r] != r)
-        throw Error(format("mpi-window: team ranks do not cover MPI_COMM_WORLD's ranks 0..{} once each (world rank {} "
+        throw Error(detail::format("mpi-window: team ranks do not cover MPI_COMM_WORLD's ranks 0..{} once each (world rank {} "
                            "appears out of place); the team must be the job mpirun started",
                            world.size - 1, sorted[r]));
 
@@ -95,7 +95,7 @@ class MpiWindowProvider final : public Provider {
       int team_comm_rank = -1;
       MPI_Comm_rank(team_comm_, &team_comm_rank);
       if (team_comm_rank != team_.rank())
-        error = format("the team communicator gave rank {} to team rank {}", team_comm_rank, team_.rank());
+        error = detail::format("the team communicator gave rank {} to team rank {}", team_comm_rank, team_.rank());
     }
     try {
       agree_or_throw("creating its communicators", error);
@@ -137,11 +137,11 @@ class MpiWindowProvider final : public Provider {
     MPI_Win win = MPI_WIN_NULL;
     std::string error = mpi_failure(
         MPI_Win_allocate_shared(static_cast<MPI_Aint>(requested), 1, info, node_comm_, &base, &win),
-        format("MPI_Win_allocate_shared({} bytes)", requested));
+        detail::format("MPI_Win_allocate_shared({} bytes)", requested));
     MPI_Info_free(&info);
     if (error.empty()) error = mpi_failure(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
     if (error.empty() && base == nullptr)
-      error = format("MPI_Win_allocate_shared({} bytes) returned no memory", requested);
+      error = detail::format("MPI_Win_allocate_shared({} bytes) returned no memory", requested);
 
     // Each rank aligns its own copy; the offsets may differ (the segments are mapped at unrelated
     // addresses), so every rank publishes its own and the table adds each peer's.
@@ -161,10 +161,10 @@ class MpiWindowProvider final : public Provider {
       int displacement_unit = 0;
       void* peer_base = nullptr;
       error = mpi_failure(MPI_Win_shared_query(win, node_rank, &segment_bytes, &displacement_unit, &peer_base),
-                          format("MPI_Win_shared_query(rank {})", peer));
+                          detail::format("MPI_Win_shared_query(rank {})", peer));
       if (!error.empty() || everyone[peer].failed) break;  // that rank reports its own failure
       if (peer_base == nullptr || static_cast<std::uint64_t>(segment_bytes) < everyone[peer].offset + usable) {
-        error = format("MPI_Win_shared_query(rank {}) gave a segment of {} bytes at {}, too small for {} bytes at "
+        error = detail::format("MPI_Win_shared_query(rank {}) gave a segment of {} bytes at {}, too small for {} bytes at "
                        "offset {}",
                        peer, segment_bytes, peer_base, usable, everyone[peer].offset);
         break;
@@ -173,7 +173,7 @@ class MpiWindowProvider final : public Provider {
     }
     void* ptr = error.empty() ? reinterpret_cast<void*>(local + me.offset) : nullptr;
     if (error.empty() && table[team_.rank()] != reinterpret_cast<std::int64_t>(ptr))
-      error = format("MPI_Win_shared_query maps this rank's own segment at {:#x}, not at {}",
+      error = detail::format("MPI_Win_shared_query maps this rank's own segment at {:#x}, not at {}",
                      table[team_.rank()], ptr);
     try {
       // A rank that failed before the exchange still holds its error, so one agreement covers both halves.
@@ -200,7 +200,7 @@ class MpiWindowProvider final : public Provider {
     const std::uint64_t id = found == windows_.end() ? 0 : found->id;
     team_.check_same("mpi-window free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
     if (found == windows_.end())
-      throw Error(format("mpi-window free: {} is not a live allocation of this provider (freed twice, or allocated by "
+      throw Error(detail::format("mpi-window free: {} is not a live allocation of this provider (freed twice, or allocated by "
                          "another provider); free each allocation once, with the provider that made it",
                          allocation.ptr));
     require_mpi("free");
@@ -214,7 +214,7 @@ class MpiWindowProvider final : public Provider {
     for (const auto& window : windows_)
       if (window.map.owns(ptr, bytes))
         return SymmetricAddressMap::from_table("mpi-window", team_.rank(), window.map.view_table(ptr, bytes), bytes);
-    throw Error(format("mpi-window symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this "
+    throw Error(detail::format("mpi-window symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this "
                        "provider ({} windows live); describe only memory this provider allocated and has not freed",
                        ptr, bytes, windows_.size()));
   }
@@ -233,7 +233,7 @@ class MpiWindowProvider final : public Provider {
 
   void require_mpi(const char* call) const {
     if (!mpi_is_active())
-      throw Error(format("mpi-window {}: MPI is no longer active (MPI_Finalize or shmem_finalize ran); use the "
+      throw Error(detail::format("mpi-window {}: MPI is no longer active (MPI_Finalize or shmem_finalize ran); use the "
                          "provider only before MPI is finalized",
                          call));
   }
@@ -244,9 +244,9 @@ class MpiWindowProvider final : public Provider {
     const std::uint64_t failed = local_error.empty() ? 0 : 1;
     std::vector<std::uint64_t> all(team_.size());
     team_.allgather(&failed, all.data(), sizeof failed);
-    if (!local_error.empty()) throw Error(format("mpi-window (rank {}) {}: {}", team_.rank(), step, local_error));
+    if (!local_error.empty()) throw Error(detail::format("mpi-window (rank {}) {}: {}", team_.rank(), step, local_error));
     for (int r = 0; r < team_.size(); ++r)
-      if (all[r] != 0) throw Error(format("mpi-window: rank {} failed {}; see its error", r, step));
+      if (all[r] != 0) throw Error(detail::format("mpi-window: rank {} failed {}; see its error", r, step));
   }
 
   Team& team_;
@@ -259,9 +259,9 @@ class MpiWindowProvider final : public Provider {
 
 std::string open_mpi_version() {
 #if defined(OMPI_MAJOR_VERSION)
-  return format("Open MPI {}.{}.{}", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION);
+  return detail::format("Open MPI {}.{}.{}", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION);
 #else
-  return format("MPI {}.{}", MPI_VERSION, MPI_SUBVERSION);
+  return detail::format("MPI {}.{}", MPI_VERSION, MPI_SUBVERSION);
 #endif
 }
 
@@ -279,12 +279,12 @@ ProviderEntry mpi_window_entry() {
       return status;
     }
     status.available = true;
-    status.reason = format("MPI_Win_allocate_shared windows ({}), ranks of one machine direct", open_mpi_version());
+    status.reason = detail::format("MPI_Win_allocate_shared windows ({}), ranks of one machine direct", open_mpi_version());
     return status;
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
     if (!started_by_mpirun() || team.launched_by() != "mpi")
-      throw Error(format("provider 'mpi-window' {} (this team was started by '{}')", kNeedsMpirun,
+      throw Error(detail::format("provider 'mpi-window' {} (this team was started by '{}')", kNeedsMpirun,
                          team.launched_by()));
     return std::make_unique<MpiWindowProvider>(team);
   };

@@ -110,7 +110,7 @@ void start_runtime() {
   prepare_environment();
   int provided = -1;
   if (const int rc = shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided); rc != 0)
-    throw Error(format("openshmem: shmem_init_thread(SHMEM_THREAD_MULTIPLE) failed with {}; start the ranks with "
+    throw Error(detail::format("openshmem: shmem_init_thread(SHMEM_THREAD_MULTIPLE) failed with {}; start the ranks with "
                        "`mpirun`/`oshrun` and check that Open MPI's oshmem works here (`oshrun -n 2 hostname`)",
                        rc));
   keep_ucx_hooks_mapped();
@@ -169,11 +169,11 @@ class OpenShmemProvider final : public Provider {
     void* ptr = shmem_align(alignment, std::max<std::size_t>(bytes, 1));
     std::string error;
     if (ptr == nullptr)
-      error = format("shmem_align({}, {}) returned NULL: the symmetric heap is full; free allocations or raise "
+      error = detail::format("shmem_align({}, {}) returned NULL: the symmetric heap is full; free allocations or raise "
                      "SHMEM_SYMMETRIC_HEAP_SIZE (e.g. SHMEM_SYMMETRIC_HEAP_SIZE=1G)",
                      alignment, bytes);
     else if (reinterpret_cast<std::uintptr_t>(ptr) % alignment != 0)
-      error = format("shmem_align({}, {}) returned {}, which is not aligned", alignment, bytes, ptr);
+      error = detail::format("shmem_align({}, {}) returned {}, which is not aligned", alignment, bytes, ptr);
     agree_or_throw("allocating", error);
 
     Allocation allocation;
@@ -191,7 +191,7 @@ class OpenShmemProvider final : public Provider {
     const std::uint64_t id = found == live_.end() ? 0 : found->second.id;
     team_.check_same("openshmem free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
     if (found == live_.end())
-      throw Error(format("openshmem free: {} is not a live allocation of this provider (freed twice, or allocated by "
+      throw Error(detail::format("openshmem free: {} is not a live allocation of this provider (freed twice, or allocated by "
                          "another provider); free each allocation once, with the provider that made it",
                          allocation.ptr));
     require_running("free");
@@ -208,7 +208,7 @@ class OpenShmemProvider final : public Provider {
       if (map.owns(ptr, bytes))
         return SymmetricAddressMap::from_table("openshmem", team_.rank(), map.view_table(ptr, bytes), bytes);
       if (address < map.allocation_base + std::max<std::size_t>(map.allocation_bytes, 1))
-        throw Error(format("openshmem symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation "
+        throw Error(detail::format("openshmem symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation "
                            "[{:#x}, +{} bytes) but does not lie inside it; describe a range within one allocation",
                            ptr, bytes, map.allocation_base, map.allocation_bytes));
     }
@@ -223,7 +223,7 @@ class OpenShmemProvider final : public Provider {
 
   void require_running(const char* call) const {
     if (!runtime_running())
-      throw Error(format("openshmem {}: OpenSHMEM is no longer running (shmem_finalize ran at exit); use the "
+      throw Error(detail::format("openshmem {}: OpenSHMEM is no longer running (shmem_finalize ran at exit); use the "
                          "provider only before the program exits",
                          call));
   }
@@ -240,10 +240,10 @@ class OpenShmemProvider final : public Provider {
     std::string mismatches;
     for (int r = 0; r < team_.size(); ++r)
       if (all[r].pe != r || all[r].n_pes != team_.size())
-        mismatches += format("\n  team rank {} of {} is OpenSHMEM PE {} of {}", r, team_.size(), all[r].pe,
+        mismatches += detail::format("\n  team rank {} of {} is OpenSHMEM PE {} of {}", r, team_.size(), all[r].pe,
                              all[r].n_pes);
     if (!mismatches.empty())
-      throw Error(format("openshmem: OpenSHMEM's PEs are not the team's ranks:{}\nStart the program with "
+      throw Error(detail::format("openshmem: OpenSHMEM's PEs are not the team's ranks:{}\nStart the program with "
                          "`mpirun -n N` (or `oshrun -n N`) and build the team with Team::from_env(), so that both "
                          "come from the same job",
                          mismatches));
@@ -267,7 +267,7 @@ class OpenShmemProvider final : public Provider {
       }
     } free_both{a, b};
     agree_or_throw("allocating two buffers to check the heap",
-                   a && b ? std::string() : format("shmem_malloc({}) returned NULL", bytes));
+                   a && b ? std::string() : detail::format("shmem_malloc({}) returned NULL", bytes));
 
     direct_.assign(n, false);
     delta_.assign(n, 0);
@@ -287,14 +287,14 @@ class OpenShmemProvider final : public Provider {
       void* vouched = shmem_ptr(b, p);
       if (!direct_[p]) {
         if (vouched != nullptr)
-          error += format("\n  shmem_ptr reaches rank {} for one allocation ({}) but not for another", p, vouched);
+          error += detail::format("\n  shmem_ptr reaches rank {} for one allocation ({}) but not for another", p, vouched);
         continue;
       }
       auto* translated = reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(b) +
                                                           static_cast<std::uintptr_t>(delta_[p]));
       // Never store through a pointer shmem_ptr does not vouch for.
       if (translated != vouched) {
-        error += format("\n  rank {}'s copy of a second allocation is at {} by shmem_ptr but at {} by the first "
+        error += detail::format("\n  rank {}'s copy of a second allocation is at {} by shmem_ptr but at {} by the first "
                         "allocation's table",
                         p, vouched, static_cast<void*>(translated));
         continue;
@@ -311,7 +311,7 @@ class OpenShmemProvider final : public Provider {
       const std::uint64_t expected = stored_by[static_cast<std::size_t>(q) * n + me] ? stamp(q, me) : kUntouched;
       const std::uint64_t seen = std::atomic_ref(b[q]).load(std::memory_order_acquire);
       if (seen != expected)
-        error += format("\n  slot {} of this rank's second allocation holds {:#x}, expected {:#x}", q, seen, expected);
+        error += detail::format("\n  slot {} of this rank's second allocation holds {:#x}, expected {:#x}", q, seen, expected);
     }
     if (!error.empty())
       error = "the symmetric heap is not linear (one table cannot serve every allocation):" + error;
@@ -338,7 +338,7 @@ class OpenShmemProvider final : public Provider {
     const auto* last = bytes == 0 ? first : first + (bytes - 1);
     if (ptr == nullptr || !runtime_running() || !shmem_addr_accessible(first, team_.rank()) ||
         !shmem_addr_accessible(last, team_.rank()))
-      throw Error(format("openshmem symmetric_address_map: [{}, +{} bytes) is neither inside a live allocation of this "
+      throw Error(detail::format("openshmem symmetric_address_map: [{}, +{} bytes) is neither inside a live allocation of this "
                          "provider nor symmetric OpenSHMEM memory (shmem_addr_accessible says no); describe memory "
                          "from shmem_malloc or this provider's allocate",
                          ptr, bytes));
@@ -348,7 +348,7 @@ class OpenShmemProvider final : public Provider {
       auto* peer_last = static_cast<const unsigned char*>(shmem_ptr(last, p));
       if (peer_first == nullptr) continue;
       if (peer_last != peer_first + (last - first))
-        throw Error(format("openshmem symmetric_address_map: [{}, +{} bytes) is not mapped in one piece for rank {} "
+        throw Error(detail::format("openshmem symmetric_address_map: [{}, +{} bytes) is not mapped in one piece for rank {} "
                            "(shmem_ptr gives {} for its start and {} for its end); describe one allocation at a time",
                            ptr, bytes, p, static_cast<const void*>(peer_first), static_cast<const void*>(peer_last)));
       table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_first));
@@ -362,9 +362,9 @@ class OpenShmemProvider final : public Provider {
     const std::uint64_t failed = local_error.empty() ? 0 : 1;
     std::vector<std::uint64_t> all(team_.size());
     team_.allgather(&failed, all.data(), sizeof failed);
-    if (!local_error.empty()) throw Error(format("openshmem (rank {}) {}: {}", team_.rank(), step, local_error));
+    if (!local_error.empty()) throw Error(detail::format("openshmem (rank {}) {}: {}", team_.rank(), step, local_error));
     for (int r = 0; r < team_.size(); ++r)
-      if (all[r] != 0) throw Error(format("openshmem: rank {} failed {}; see its error", r, step));
+      if (all[r] != 0) throw Error(detail::format("openshmem: rank {} failed {}; see its error", r, step));
   }
 
   Team& team_;
@@ -375,12 +375,12 @@ class OpenShmemProvider final : public Provider {
 };
 
 std::string status_reason() {
-  std::string reason = format("shmem_malloc + shmem_ptr (Open MPI {}.{}.{} oshmem), one linear heap",
+  std::string reason = detail::format("shmem_malloc + shmem_ptr (Open MPI {}.{}.{} oshmem), one linear heap",
                               OSHMEM_MAJOR_VERSION, OSHMEM_MINOR_VERSION, OSHMEM_RELEASE_VERSION);
   // Observed with Open MPI 4.1.4: only the default "ucx" segment is mapped into the peers; with
   // "mmap" or "sysv" segments shmem_ptr returns NULL for every other PE.
   if (const char* sshmem = std::getenv("OMPI_MCA_sshmem"); sshmem != nullptr && std::string(sshmem) != "ucx")
-    reason += format("; with OMPI_MCA_sshmem={} other ranks are not directly addressable (shmem_ptr returns NULL)",
+    reason += detail::format("; with OMPI_MCA_sshmem={} other ranks are not directly addressable (shmem_ptr returns NULL)",
                      sshmem);
   return reason;
 }
@@ -402,7 +402,7 @@ ProviderEntry openshmem_entry() {
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
     if (!started_by_mpirun() || team.launched_by() != "mpi")
-      throw Error(format("provider 'openshmem' {} (this team was started by '{}')", kNeedsMpirun, team.launched_by()));
+      throw Error(detail::format("provider 'openshmem' {} (this team was started by '{}')", kNeedsMpirun, team.launched_by()));
     return std::make_unique<OpenShmemProvider>(team);
   };
   return entry;

@@ -14,16 +14,16 @@ ProviderEntry not_compiled_entry(std::string name, std::string reason) {
   entry.name = name;
   entry.status = [name, reason] { return ProviderStatus{name, false, false, reason}; };
   entry.make = [name, reason](Team&) -> std::unique_ptr<Provider> {
-    throw Error(format("provider '{}' cannot run here: {}", name, reason));
+    throw Error(detail::format("provider '{}' cannot run here: {}", name, reason));
   };
   return entry;
 }
 
 void check_allocation_request(std::string_view provider, std::size_t bytes, std::size_t alignment) {
   if (alignment == 0 || !std::has_single_bit(alignment))
-    throw Error(format("{} allocate: alignment {} is not a power of two; pass e.g. 256", provider, alignment));
+    throw Error(detail::format("{} allocate: alignment {} is not a power of two; pass e.g. 256", provider, alignment));
   if (bytes > (std::size_t{1} << 48))
-    throw Error(format("{} allocate: {} bytes is larger than any machine's memory; check the size computation",
+    throw Error(detail::format("{} allocate: {} bytes is larger than any machine's memory; check the size computation",
                        provider, bytes));
 }
 

@@ -30,7 +30,7 @@ constexpr std::size_t kDefaultHeapBytes = std::size_t{1} << 30;
 // only for offsets.
 constexpr std::size_t kHeapAlignment = std::size_t{2} << 20;
 
-std::string errno_text() { return format("{} (errno {})", std::strerror(errno), errno); }
+std::string errno_text() { return detail::format("{} (errno {})", std::strerror(errno), errno); }
 
 // APERTURE_HEAP_SIZE: bytes, with an optional K/M/G/T suffix (powers of 1024).
 std::size_t heap_bytes_from_env() {
@@ -50,7 +50,7 @@ std::size_t heap_bytes_from_env() {
     }
   }
   if (end == text || *end != '\0' || errno == ERANGE || *text == '-' || value == 0 || value > (std::size_t{1} << 44) / scale)
-    throw Error(format("APERTURE_HEAP_SIZE='{}' is not a size; give bytes with an optional K, M, G or T suffix "
+    throw Error(detail::format("APERTURE_HEAP_SIZE='{}' is not a size; give bytes with an optional K, M, G or T suffix "
                        "(e.g. 4G), at least 1 and at most 16T",
                        text));
   return static_cast<std::size_t>(value) * scale;
@@ -91,9 +91,9 @@ class ShmProvider final : public Provider {
 
     std::string local_error;
     if (::ftruncate(memfd_, static_cast<off_t>(heap_bytes_)) != 0) {
-      local_error = format("ftruncate of the {}-byte heap failed: {}", heap_bytes_, errno_text());
+      local_error = detail::format("ftruncate of the {}-byte heap failed: {}", heap_bytes_, errno_text());
     } else if (void* mine = map_aligned(memfd_, heap_bytes_); mine == nullptr) {
-      local_error = format("mmap of the {}-byte heap failed: {}; lower APERTURE_HEAP_SIZE", heap_bytes_, errno_text());
+      local_error = detail::format("mmap of the {}-byte heap failed: {}; lower APERTURE_HEAP_SIZE", heap_bytes_, errno_text());
     } else {
       bases_[team_.rank()] = reinterpret_cast<std::int64_t>(mine);
     }
@@ -108,10 +108,10 @@ class ShmProvider final : public Provider {
     team_.allgather(&me, everyone.data(), sizeof me);
     for (int r = 0; r < team_.size() && local_error.empty(); ++r) {
       if (r == team_.rank() || !team_.same_node(r)) continue;  // another machine: not direct
-      const std::string path = format("/proc/{}/fd/{}", everyone[r].pid, everyone[r].fd);
+      const std::string path = detail::format("/proc/{}/fd/{}", everyone[r].pid, everyone[r].fd);
       const int peer_fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
       if (peer_fd < 0) {
-        local_error = format("cannot open rank {}'s heap through {}: {}; ranks must run as the same user in the same "
+        local_error = detail::format("cannot open rank {}'s heap through {}: {}; ranks must run as the same user in the same "
                              "process namespace",
                              r, path, errno_text());
         break;
@@ -119,7 +119,7 @@ class ShmProvider final : public Provider {
       void* peer = map_aligned(peer_fd, heap_bytes_);
       ::close(peer_fd);
       if (peer == nullptr) {
-        local_error = format("mmap of rank {}'s {}-byte heap failed: {}; lower APERTURE_HEAP_SIZE", r, heap_bytes_,
+        local_error = detail::format("mmap of rank {}'s {}-byte heap failed: {}; lower APERTURE_HEAP_SIZE", r, heap_bytes_,
                              errno_text());
         break;
       }
@@ -139,11 +139,11 @@ class ShmProvider final : public Provider {
     check_allocation_request("shm", bytes, alignment);
     team_.check_same("shm allocate", {{"bytes", bytes}, {"alignment", alignment}});
     if (alignment > kHeapAlignment)
-      throw Error(format("shm allocate: alignment {} exceeds the largest the shm heap supports ({} bytes)", alignment,
+      throw Error(detail::format("shm allocate: alignment {} exceeds the largest the shm heap supports ({} bytes)", alignment,
                          kHeapAlignment));
     const auto offset = heap_.allocate(bytes, alignment);
     if (!offset)
-      throw Error(format("shm allocate: the symmetric heap has no free block of {} bytes (alignment {}): {} of {} bytes "
+      throw Error(detail::format("shm allocate: the symmetric heap has no free block of {} bytes (alignment {}): {} of {} bytes "
                          "in use in {} allocations, largest free block {} bytes; free allocations or raise "
                          "APERTURE_HEAP_SIZE",
                          bytes, alignment, heap_.bytes_in_use(), heap_.capacity(), heap_.live_blocks(),
@@ -159,7 +159,7 @@ class ShmProvider final : public Provider {
     const std::size_t offset = offset_of(allocation.ptr, "free");
     team_.check_same("shm free", {{"offset", offset}, {"bytes", allocation.bytes}});
     if (!heap_.free(offset))
-      throw Error(format("shm free: {} is not a live allocation of this heap (freed twice?)", allocation.ptr));
+      throw Error(detail::format("shm free: {} is not a live allocation of this heap (freed twice?)", allocation.ptr));
     allocation = Allocation{};
   }
 
@@ -167,7 +167,7 @@ class ShmProvider final : public Provider {
     const std::size_t offset = offset_of(ptr, "symmetric_address_map");
     const auto block = heap_.find(offset, bytes);
     if (!block)
-      throw Error(format("shm symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this heap "
+      throw Error(detail::format("shm symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this heap "
                          "(freed, or running past the end of its allocation)",
                          ptr, bytes));
     return map_for(offset, bytes);
@@ -180,16 +180,16 @@ class ShmProvider final : public Provider {
     const std::uint64_t failed = local_error.empty() ? 0 : 1;
     std::vector<std::uint64_t> all(team_.size());
     team_.allgather(&failed, all.data(), sizeof failed);
-    if (!local_error.empty()) throw Error(format("shm (rank {}) {}: {}", team_.rank(), step, local_error));
+    if (!local_error.empty()) throw Error(detail::format("shm (rank {}) {}: {}", team_.rank(), step, local_error));
     for (int r = 0; r < team_.size(); ++r)
-      if (all[r] != 0) throw Error(format("shm: rank {} failed {}; see its error", r, step));
+      if (all[r] != 0) throw Error(detail::format("shm: rank {} failed {}; see its error", r, step));
   }
 
   std::size_t offset_of(const void* ptr, const char* call) const {
     const auto address = reinterpret_cast<std::uintptr_t>(ptr);
     const auto base = static_cast<std::uintptr_t>(bases_[team_.rank()]);
     if (ptr == nullptr || address < base || address >= base + heap_bytes_)
-      throw Error(format("shm {}: {} is not memory of this shm provider's heap [{:#x}, +{} bytes); was it allocated "
+      throw Error(detail::format("shm {}: {} is not memory of this shm provider's heap [{:#x}, +{} bytes); was it allocated "
                          "by another provider?",
                          call, ptr, base, heap_bytes_));
     return address - base;
@@ -229,11 +229,11 @@ ProviderEntry shm_entry() {
       status.reason = "memfd_create is not available: " + errno_text();
       return status;
     }
-    const std::string path = format("/proc/{}/fd/{}", ::getpid(), fd);
+    const std::string path = detail::format("/proc/{}/fd/{}", ::getpid(), fd);
     const int again = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     ::close(fd);
     if (again < 0) {
-      status.reason = format("cannot reopen a memfd through {} (is /proc mounted?): {}", path, errno_text());
+      status.reason = detail::format("cannot reopen a memfd through {} (is /proc mounted?): {}", path, errno_text());
       return status;
     }
     ::close(again);

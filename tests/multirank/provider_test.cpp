@@ -338,11 +338,14 @@ TEST_P(ProviderTest, ChurnKeepsContentsAcrossRanks) {
 
 TEST_P(ProviderTest, TwoProvidersInOneLoop) {
   // The same loop reads this provider's memory and writes another provider's, each through its own table.
-  std::string other_name;
-  for (const auto& name : aperture::available_providers())
-    if (name != GetParam()) other_name = name;
-  if (other_name.empty()) GTEST_SKIP() << "only " << GetParam() << " is available here; no second provider to mix";
-  auto other = aperture::make_provider(other_name, world());
+  // Host code touches both memories, so the second provider must hand out host memory too.
+  std::unique_ptr<aperture::Provider> other;
+  for (const auto& name : aperture::available_providers()) {
+    if (name == GetParam() || other) continue;
+    auto candidate = aperture::make_provider(name, world());
+    if (candidate->memory_kind() == aperture::MemoryKind::host) other = std::move(candidate);
+  }
+  if (!other) GTEST_SKIP() << "only " << GetParam() << " gives host memory here; no second host provider to mix";
   constexpr std::size_t kCount = 2048;
   live_.reserve(1);
   Allocation& src = allocate(kCount * sizeof(std::int64_t));

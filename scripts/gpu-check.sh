@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh — build and run the GPU tests on a machine with GPUs, then run them under
+# compute-sanitizer; a summary comes last. Meant for the project's GPU machine (2x H200); takes
+# a few minutes and never more than about 8 (every step is bounded).
+#
+#   ./scripts/gpu-check.sh                 build in /tmp/build-gpu, logs in /tmp/build-gpu/gpu-check
+#   BUILD_DIR=build-gpu LOG_DIR=out ./scripts/gpu-check.sh
+#   SANITIZE=0 ./scripts/gpu-check.sh      skip compute-sanitizer
+#
+# What it does:
+#   1. records the GPUs and how they are linked (nvidia-smi -L, nvidia-smi topo -m);
+#   2. configures tests/gpu on its own (it builds the library, the `aperture` command and the
+#      GPU tests, and needs no GoogleTest or MPI) and builds it;
+#   3. `aperture info`, alone and as 2 ranks;
+#   4. every GPU test at 1 and 2 ranks (one GPU per rank), and at 2 ranks sharing one GPU
+#      (CUDA_VISIBLE_DEVICES=0: the two-ranks-one-GPU path of the cuda-ipc provider);
+#   5. the GPU tests through ctest, as CTest registers them (through `aperture launch`);
+#   6. compute-sanitizer: memcheck (with leak check) on every test at 1 rank and on every rank of
+#      a 2-rank run, racecheck on the kernels' tests, initcheck and synccheck on one each;
+#   7. prints one line per run and the totals.
+# Exit status: 0 when nothing failed (skips are not failures), 1 otherwise.
+# Logs: LOG_DIR holds summary.txt and logs.tar.gz (every step's output), so that a caller that
+# can take back only a few files gets all of it.
+set -uo pipefail
+
+# gpu-check.sh --ranks N PROGRAM ARGS...: runs PROGRAM as N ranks, through `aperture launch`
+# when it built ($APERTURE_BIN), else with torchrun's variables. The steps below use this.
+if [[ ${1:-} == --ranks ]]; then
+  n=$2; shift 2
+  if [[ -x ${APERTURE_BIN:-} ]]; then
+    exec "$APERTURE_BIN" launch -n "$n" --timeout 240 -- "$@"
+  fi
+  port=$((20000 + RANDOM % 20000)) pids=() status=0
+  for ((r = 0; r < n; r++)); do
+    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid"; rc=$?
+    (( rc != 0 && status == 0 )) && status=$rc
+  done
+  exit $status
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${BUILD_DIR:-/tmp/build-gpu}"
+log_dir="${LOG_DIR:-${OUT:-$build_dir}/gpu-check}"
+sanitize="${SANITIZE:-1}"
+deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-420}))  # steps not begun by then are skipped
+work="$(mktemp -d /tmp/gpu-check.XXXXXX)"
+mkdir -p "$log_dir"
+
+# NVLink multicast off for everything started here: it can take a shared host's GPUs out of
+# service. Nothing here uses it; this keeps it so for anything that might.
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export APERTURE_GPU_HEAP_SIZE="${APERTURE_GPU_HEAP_SIZE:-256M}" APERTURE_TIMEOUT="${APERTURE_TIMEOUT:-60}"
+
+summary="$work/summary.txt"
+: >"$summary"
+passed=0 failed=0 skipped=0
+note() { echo "gpu-check: $*"; }
+record() {  # record NAME STATUS SECONDS [DETAIL]
+  printf '%-52s %-5s %5ss  %s\n' "$1" "$2" "$3" "${4:-}" >>"$summary"
+  case "$2" in
+    PASS) passed=$((passed + 1)) ;;
+    SKIP) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1)) ;;
+  esac
+}
+# step NAME LIMIT_S COMMAND...: runs it with a time limit, output to $work/NAME.log, records it.
+step() {
+  local name=$1 limit=$2; shift 2
+  if (( SECONDS >= deadline )); then record "$name" SKIP 0 "time budget spent"; return 0; fi
+  local left=$((deadline - SECONDS))
+  (( limit > left + 30 )) && limit=$((left + 30))  # the budget bounds the whole script
+  local start=$SECONDS rc=0
+  note "$name: $*"
+  timeout --kill-after=10 "$limit" "$@" >"$work/$name.log" 2>&1 || rc=$?
+  local took=$((SECONDS - start)) status detail=""
+  case $rc in
+    0) status=PASS ;;
+    77) status=SKIP; detail="$(grep -m1 -o 'SKIP: .*' "$work/$name.log")" ;;
+    124|137) status=FAIL; detail="timed out after ${limit}s" ;;
+    *) status=FAIL; detail="exit status $rc" ;;
+  esac
+  [[ $status == PASS ]] && detail="$(grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*' \
+                                      "$work/$name.log" | tail -1)"
+  record "$name" "$status" "$took" "$detail"
+  if [[ $status == FAIL ]]; then
+    echo "---- last lines of $name.log ----"
+    tail -n 25 "$work/$name.log"
+    echo "----"
+  fi
+  return 0
+}
+finish() {
+  echo
+  echo "=== gpu-check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $((SECONDS))s) ==="
+  cat "$summary"
+  echo "gpu-check: $passed passed, $failed failed, $skipped skipped"
+  cp "$summary" "$log_dir/summary.txt"
+  echo "gpu-check: $passed passed, $failed failed, $skipped skipped" >>"$log_dir/summary.txt"
+  tar -C "$work" -czf "$log_dir/logs.tar.gz" . 2>/dev/null
+  echo "gpu-check: logs in $log_dir (summary.txt, logs.tar.gz)"
+  rm -rf "$work"
+  exit $((failed == 0 ? 0 : 1))
+}
+
+# --- 1. the machine ---------------------------------------------------------------------------
+{
+  nvidia-smi -L
+  echo
+  nvidia-smi topo -m
+  echo
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+  echo
+  nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version
+  cmake --version | head -1
+} >"$work/machine.log" 2>&1
+sed -n '1,20p' "$work/machine.log"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+
+# --- 2. build ---------------------------------------------------------------------------------
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+step configure 120 cmake -S "$root/tests/gpu" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DAPERTURE_MPI=OFF -DAPERTURE_OPENSHMEM=OFF
+[[ -f "$build_dir/CMakeCache.txt" ]] || finish
+tests=(gpu_provider_test gpu_rma_test gpu_atomic_test gpu_signal_test)
+step build 300 cmake --build "$build_dir" --parallel "$(nproc)" --target "${tests[@]}"
+[[ -x "$build_dir/gpu_rma_test" ]] || finish
+step build-aperture-cli 120 cmake --build "$build_dir" --parallel "$(nproc)" --target aperture-cli
+aperture="$build_dir/aperture/tools/aperture"
+
+export APERTURE_BIN="$build_dir/aperture/tools/aperture"
+aperture=$APERTURE_BIN
+self=("$BASH" "$root/scripts/gpu-check.sh" --ranks)  # `step` runs programs, not functions
+
+# --- 3. aperture info -------------------------------------------------------------------------
+if [[ -x $aperture ]]; then
+  step aperture-info 30 "$aperture" info
+  step aperture-info.np2 60 "$aperture" launch -n 2 --timeout 50 -- "$aperture" info
+  sed -n '1,20p' "$work/aperture-info.log"
+fi
+
+# --- 4. the GPU tests -------------------------------------------------------------------------
+for t in "${tests[@]}"; do
+  step "$t.np1" 120 "${self[@]}" 1 "$build_dir/$t"
+  step "$t.np2" 180 "${self[@]}" 2 "$build_dir/$t"
+done
+if (( gpus >= 1 )); then
+  for t in "${tests[@]}"; do
+    step "$t.np2-one-gpu" 180 env CUDA_VISIBLE_DEVICES=0 "${self[@]}" 2 "$build_dir/$t"
+  done
+fi
+
+# --- 5. the same tests as CTest registers them (gpu.<test>.np1/np2, skipped without a GPU) ---
+step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
+
+# --- 6. compute-sanitizer ---------------------------------------------------------------------
+# gpu_provider_test makes CUDA calls fail on purpose (the error translation is under test), so
+# its API errors are not reported; every other run reports them.
+sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+api_errors() { [[ $1 == gpu_provider_test ]] && echo "--report-api-errors no" || echo "--report-api-errors explicit"; }
+if [[ $sanitize == 1 && -x $sanitizer ]]; then
+  for t in "${tests[@]}"; do
+    step "memcheck.$t.np1" 150 "$sanitizer" --tool memcheck --leak-check full $(api_errors "$t") \
+      --error-exitcode 99 "$build_dir/$t"
+  done
+  for t in "${tests[@]}"; do
+    step "memcheck.$t.np2" 180 "${self[@]}" 2 "$sanitizer" --tool memcheck --leak-check full $(api_errors "$t") \
+      --error-exitcode 99 "$build_dir/$t"
+  done
+  for t in gpu_rma_test gpu_atomic_test gpu_signal_test; do
+    step "racecheck.$t.np1" 120 "$sanitizer" --tool racecheck --error-exitcode 99 "$build_dir/$t"
+  done
+  step initcheck.gpu_rma_test.np1 120 "$sanitizer" --tool initcheck --error-exitcode 99 "$build_dir/gpu_rma_test"
+  step synccheck.gpu_signal_test.np1 120 "$sanitizer" --tool synccheck --error-exitcode 99 "$build_dir/gpu_signal_test"
+elif [[ $sanitize == 1 ]]; then
+  record compute-sanitizer SKIP 0 "compute-sanitizer not found"
+fi
+
+finish
