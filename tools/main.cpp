@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "args.h"
+#include "bench.h"
 #include "commands.h"
 
 #include "aperture/config.h"
@@ -21,6 +22,7 @@ const char* const kUsage =
     "  demo      start 4 ranks, pass data round a ring and all-reduce it, check every element\n"
     "  launch    start N ranks of a program on this machine: aperture launch -n N -- PROGRAM ...\n"
     "  info      the version, which providers run here (and why not), CPUs, the team\n"
+    "  bench     aperture against memcpy, Open MPI (CPU) and the copy engine (GPU), side by side\n"
     "\n"
     "  aperture <command> --help    options of one command\n"
     "  aperture --version           the version\n"
@@ -49,13 +51,14 @@ int main(int argc, char** argv) {
     if (command == "launch") return launch_main(argc - 1, argv + 1);
     if (command == "info") return info_main(argc - 1, argv + 1);
     if (command == "demo") return demo_main(argc - 1, argv + 1);
+    if (command == "bench") return bench_main(argc - 1, argv + 1);
     if (command == "_mpi-rank") return mpi_rank_main(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     // A subcommand reports its own errors; this is the last line of defence.
     std::cerr << "aperture " << command << ": " << e.what() << "\n";
     return 1;
   }
-  std::cerr << "aperture: unknown command '" << command << "'; commands are demo, launch and info "
+  std::cerr << "aperture: unknown command '" << command << "'; commands are demo, launch, info and bench "
             << "(see `aperture --help`)\n";
   return kExitUsage;
 }

@@ -10,6 +10,7 @@
 // copy of it does.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -61,10 +62,17 @@ struct SymmetricAddressMap {
 
   bool has_table() const { return static_cast<bool>(table_); }
 
+  // Marks the allocation as freed, for this map and every copy of it (copies share the table):
+  // from then on the checked path (checked_translate, view_table) refuses it with an
+  // aperture::Error instead of translating into released memory. Providers call it in free().
+  void mark_freed() const;
+  bool freed() const;
+
  private:
   struct Table {
     std::vector<std::int64_t> host;
     TablePlacement placement;
+    mutable std::atomic<bool> freed{false};
   };
   std::shared_ptr<const Table> table_;
 };
@@ -76,11 +84,14 @@ T* checked_translate(const SymmetricAddressMap& map, T* ptr, int to_rank, std::s
 
 namespace detail {
 void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t bytes, int to_rank);
+void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t count,
+                                   std::size_t element_bytes, int to_rank);
 }
 
 template <class T>
 T* checked_translate(const SymmetricAddressMap& map, T* ptr, int to_rank, std::size_t count) {
-  detail::check_translation_against_map(map, static_cast<const void*>(ptr), count * sizeof(T), to_rank);
+  // count and the element size go in apart: their product could wrap and pass the range check.
+  detail::check_translation_against_map(map, static_cast<const void*>(ptr), count, sizeof(T), to_rank);
   return aperture::translate(ptr, map.local_rank, to_rank, map.host_peer_bases().data());
 }
 

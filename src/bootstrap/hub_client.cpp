@@ -32,8 +32,14 @@ void SoloTransport::broadcast(void*, std::size_t, int root) {
 
 HubClient::HubClient(const std::string& address, int rank, int world_size, const std::string& token,
                      std::chrono::milliseconds timeout)
-    : address_(address), rank_(rank), timeout_(timeout) {
+    : address_(address), rank_(rank), world_size_(world_size), timeout_(timeout) {
   fd_ = connect_to(address, std::chrono::steady_clock::now() + timeout);
+  // The hub checks our uid; we check its uid too, so the job token is never handed to a process
+  // of another user (abstract names cannot be squatted in advance, but this costs nothing).
+  if (!peer_is_same_user(fd_.get()))
+    throw Error(detail::format("rank {}: the process listening at {} runs as another user; refusing to join its job (is "
+                       "APERTURE_HUB from another user's job?)",
+                       rank, address));
   wire::Hello hello;
   hello.rank = rank;
   hello.world_size = world_size;
@@ -72,6 +78,10 @@ void HubClient::own_hub(std::unique_ptr<Hub> hub) { hub_ = std::move(hub); }
 
 std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* payload, std::uint64_t payload_bytes) {
   if (!broken_.empty()) throw Error(broken_);
+  if (bytes > wire::kMaxPayload)
+    throw Error(detail::format("rank {}: Team {} of {} bytes exceeds the rendezvous limit of {} bytes per rank; the Team "
+                       "carries set-up data, move bulk data through symmetric memory",
+                       rank_, wire::op_name(static_cast<wire::Op>(op)), bytes, wire::kMaxPayload));
   wire::Request request;
   request.op = static_cast<wire::Op>(op);
   request.seq = ++seq_;
@@ -95,9 +105,20 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
     throw Error(broken_);
   }
   wire::Reply reply;
-  if (!read_all(fd_.get(), &reply, sizeof reply) || reply.magic != wire::kMagic ||
-      reply.payload_bytes > wire::kMaxPayload * static_cast<std::uint64_t>(wire::kMaxWorldSize))
-    throw lost("lost the connection to");
+  if (!read_all(fd_.get(), &reply, sizeof reply)) throw lost("lost the connection to");
+  // A result has exactly the size the call implies, an error text is short: anything else is
+  // not our hub talking, and nothing of that size is allocated.
+  const std::uint64_t expected = request.op == wire::Op::allgather   ? bytes * static_cast<std::uint64_t>(world_size_)
+                                 : request.op == wire::Op::broadcast ? bytes
+                                                                     : 0;
+  constexpr std::uint64_t kMaxErrorText = std::uint64_t{16} << 20;
+  if (reply.magic != wire::kMagic || reply.seq != request.seq ||
+      (reply.status == 0 ? reply.payload_bytes != expected : reply.payload_bytes > kMaxErrorText)) {
+    broken_ = detail::format("rank {}: {} #{} got a malformed answer from the rendezvous hub at {} (magic {:#x}, call #{}, "
+                     "status {}, {} bytes); is APERTURE_HUB (or MASTER_ADDR/MASTER_PORT) this job's hub?",
+                     rank_, name, request.seq, address_, reply.magic, reply.seq, reply.status, reply.payload_bytes);
+    throw Error(broken_);
+  }
   std::string result(reply.payload_bytes, '\0');
   if (!read_all(fd_.get(), result.data(), result.size())) throw lost("lost the connection to");
   if (reply.status != 0) {

@@ -49,6 +49,7 @@ class HubClient final : public TeamTransport {
 
   std::string address_;
   int rank_;
+  int world_size_;
   std::chrono::milliseconds timeout_;
   std::uint64_t seq_ = 0;
   Fd fd_;

@@ -29,9 +29,6 @@ void check_allocation_request(std::string_view provider, std::size_t bytes, std:
 
 namespace {
 
-constexpr const char* kGpuPending =
-    "GPU providers are not part of this build yet (cuda-vmm, nvshmem and nccl are being built)";
-
 std::vector<ProviderEntry> all_entries() {
   std::vector<ProviderEntry> entries;
   entries.push_back(shm_entry());
@@ -52,7 +49,26 @@ std::vector<ProviderEntry> all_entries() {
   entries.push_back(not_compiled_entry(
       "cuda-ipc", "aperture was built without CUDA (no nvcc found; put nvcc on PATH or configure with -DAPERTURE_CUDA=ON)"));
 #endif
-  for (const char* gpu : {"cuda-vmm", "nvshmem", "nccl"}) entries.push_back(not_compiled_entry(gpu, kGpuPending));
+#if APERTURE_WITH_CUDA_VMM
+  entries.push_back(cuda_vmm_entry());
+#else
+  entries.push_back(not_compiled_entry(
+      "cuda-vmm", "aperture was built without CUDA (no nvcc found; put nvcc on PATH or configure with -DAPERTURE_CUDA=ON)"));
+#endif
+#if APERTURE_WITH_NVSHMEM
+  entries.push_back(nvshmem_entry());
+#else
+  entries.push_back(not_compiled_entry(
+      "nvshmem", "aperture was built without NVSHMEM (configure needs CUDA and NVSHMEM 3: set NVSHMEM_HOME or "
+                 "`pip install nvidia-nvshmem-cu13==3.4.5`, then reconfigure)"));
+#endif
+#if APERTURE_WITH_NCCL
+  entries.push_back(nccl_entry());
+#else
+  entries.push_back(not_compiled_entry(
+      "nccl", "aperture was built without NCCL 2.28+ (configure needs CUDA and NCCL's nccl.h and nccl_device.h: set "
+              "NCCL_HOME or `pip install nvidia-nccl-cu13`, then reconfigure)"));
+#endif
   return entries;
 }
 
@@ -87,14 +103,24 @@ std::vector<std::string> available_providers() {
 
 std::unique_ptr<Provider> make_provider(std::string_view requested, Team& team) {
   const std::string name = requested == "default" ? default_provider_name() : std::string(requested);
-  // Every rank must build the same provider; the name is part of the compared call.
-  team.check_same("make_provider(" + name + ")", {});
-  for (const auto& entry : detail::entries()) {
-    if (entry.name != name) continue;
-    const ProviderStatus status = entry.status();
+  const detail::ProviderEntry* found = nullptr;
+  for (const auto& entry : detail::entries())
+    if (entry.name == name) found = &entry;
+  const ProviderStatus status = found ? found->status() : ProviderStatus{name, false, false, {}};
+  // Every rank must build the same provider, and find it equally usable: a rank that cannot run
+  // it fails every rank here, instead of leaving the others waiting inside the provider's set-up.
+  try {
+    team.check_same("make_provider(" + name + ")",
+                    {{"known", found != nullptr ? 1 : 0}, {"available", status.available ? 1 : 0}});
+  } catch (const Error& mismatch) {
+    if (found == nullptr || status.available) throw;
+    throw Error(detail::format("{}\nOn this rank (rank {}) provider '{}' is not available: {}",
+                               std::string_view(mismatch.what()).substr(10), team.rank(), name, status.reason));
+  }
+  if (found != nullptr) {
     if (!status.available)
       throw Error(detail::format("provider '{}' is not available here: {}", name, status.reason));
-    return entry.make(team);
+    return found->make(team);
   }
   std::string available;
   for (const auto& n : available_providers()) available += (available.empty() ? "" : ", ") + n;

@@ -136,8 +136,10 @@ class ShmProvider final : public Provider {
   bool is_linear() const override { return true; }
 
   Allocation allocate(std::size_t bytes, std::size_t alignment) override {
-    check_allocation_request("shm", bytes, alignment);
+    // Compared before anything is refused: a rank with a bad request must fail every rank, not
+    // leave the others waiting in the comparison until the timeout.
     team_.check_same("shm allocate", {{"bytes", bytes}, {"alignment", alignment}});
+    check_allocation_request("shm", bytes, alignment);
     if (alignment > kHeapAlignment)
       throw Error(detail::format("shm allocate: alignment {} exceeds the largest the shm heap supports ({} bytes)", alignment,
                          kHeapAlignment));
@@ -156,10 +158,34 @@ class ShmProvider final : public Provider {
   }
 
   void free(Allocation& allocation) override {
-    const std::size_t offset = offset_of(allocation.ptr, "free");
-    team_.check_same("shm free", {{"offset", offset}, {"bytes", allocation.bytes}});
-    if (!heap_.free(offset))
-      throw Error(detail::format("shm free: {} is not a live allocation of this heap (freed twice?)", allocation.ptr));
+    // Checked here, then compared: every rank learns together whether the free is valid, so a
+    // rank freeing something else (or twice) fails every rank instead of leaving them waiting.
+    std::string local_error;
+    std::size_t offset = 0;
+    try {
+      offset = offset_of(allocation.ptr, "free");
+      const auto block = heap_.find(offset, 0);
+      if (allocation.map.freed())  // a copy of an Allocation freed before, even if its address was reused since
+        local_error = detail::format("shm free: the allocation at {} was already freed (through a copy of this "
+                                     "Allocation); free each allocation once",
+                                     allocation.ptr);
+      else if (!block || block->first != offset)
+        local_error = detail::format("shm free: {} is not a live allocation of this heap (freed twice, or a pointer "
+                                     "into the middle of an allocation?)",
+                                     allocation.ptr);
+    } catch (const Error& e) {
+      local_error = std::string(e.what()).substr(10);  // without "aperture: ", which Error adds again
+    }
+    constexpr std::uint64_t kInvalid = ~std::uint64_t{0};
+    try {
+      team_.check_same("shm free", {{"offset", local_error.empty() ? offset : kInvalid}, {"bytes", allocation.bytes}});
+    } catch (const Error& mismatch) {
+      if (local_error.empty()) throw;
+      throw Error(local_error + "\n" + std::string(mismatch.what()).substr(10));
+    }
+    if (!local_error.empty()) throw Error(local_error);
+    heap_.free(offset);
+    allocation.map.mark_freed();  // every copy of this allocation's map now refuses the checked path
     allocation = Allocation{};
   }
 

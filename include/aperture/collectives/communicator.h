@@ -1,0 +1,138 @@
+// aperture/collectives/communicator.h — the host side of the collectives.
+//
+// A Communicator owns one symmetric scratch allocation (flags, epochs and staging; see
+// handle.h) from any provider and runs collectives on it:
+//
+//     aperture::Team team = aperture::Team::from_env();
+//     auto provider = aperture::make_provider("shm", team);
+//     aperture::Communicator comm(*provider, team);                 // collective
+//     comm.all_reduce(in, out, count, aperture::ReduceOp::sum);     // float*, double*, int32_t*, int64_t*
+//
+// Where the provider's memory is on the host, each call runs the algorithm on the calling
+// thread and returns when this rank's result is complete. Where it is on a GPU, each call
+// launches a kernel on `stream` (a cudaStream_t; null is the default stream) and returns at
+// once; the kernels take no host-side state that changes between calls, so they may be
+// captured in a CUDA graph and replayed.
+//
+// User buffers are ordinary memory of the kind the provider serves (host memory, or device
+// memory of this rank's GPU): they need not be symmetric; the scratch is. Every call is
+// collective: every rank makes the same calls in the same order with the same counts, types,
+// operations and roots. Calls are not thread-safe on one Communicator.
+//
+// The algorithms are the APERTURE_HD templates of aperture/collectives/*.h; a kernel of yours
+// can call them directly with handle().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "aperture/collectives/handle.h"
+#include "aperture/collectives/types.h"
+#include "aperture/provider.h"
+
+namespace aperture {
+
+class Team;
+
+enum class AllReduceAlgorithm { automatic, one_shot, two_shot };
+constexpr const char* name_of(AllReduceAlgorithm a) {
+  return a == AllReduceAlgorithm::one_shot ? "one-shot" : a == AllReduceAlgorithm::two_shot ? "two-shot" : "automatic";
+}
+
+using Stream = void*;  // a cudaStream_t for GPU memory; must be null for host memory
+
+class Communicator {
+ public:
+  struct Options {
+    // Bytes of one staging half per part; 0: 256 KiB on the host, 512 KiB per block on a GPU.
+    // The largest piece one barrier moves; at least 256 x world.
+    std::size_t half_bytes = 0;
+    // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 16 on a GPU.
+    int max_parts = 0;
+    // all_reduce's automatic choice: one-shot up to this many bytes, two-shot above; 0: the
+    // default: on the host 128 KiB / ranks (every size at 2 ranks), 256 KiB on a GPU.
+    std::size_t one_shot_max_bytes = 0;
+    // Threads per CUDA block (GPU only); 0: 512.
+    int block_threads = 0;
+  };
+
+  // Collective: allocates the scratch from `provider`, zeroes its flags and holds a team barrier.
+  // Provider and Team must outlive the Communicator.
+  Communicator(Provider& provider, Team& team, Options options);
+  Communicator(Provider& provider, Team& team) : Communicator(provider, team, Options{}) {}
+  // Collective: frees the scratch (the GPU's queued work is waited for first).
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return handle_.rank; }
+  int size() const { return handle_.world_size; }
+  MemoryKind memory_kind() const { return kind_; }
+  std::string_view provider_name() const;
+  const Options& options() const { return options_; }
+  // What kernels take; trivially copyable.
+  const collectives::CollectiveHandle& handle() const { return handle_; }
+
+  void barrier(Stream stream = nullptr);
+  // out = root's in (in read on root only; in == out allowed).
+  void broadcast(const void* in, void* out, std::size_t count, DataType type, int root, Stream stream = nullptr);
+  // out[r * count ...] = rank r's in[0 .. count).
+  void all_gather(const void* in, void* out, std::size_t count, DataType type, Stream stream = nullptr);
+  // in: size() * count elements; out[i] = reduction of in[rank() * count + i] over ranks.
+  void reduce_scatter(const void* in, void* out, std::size_t count, DataType type, ReduceOp op,
+                      Stream stream = nullptr);
+  // out[i] = reduction of in[i] over ranks.
+  void all_reduce(const void* in, void* out, std::size_t count, DataType type, ReduceOp op,
+                  AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic, Stream stream = nullptr);
+  // in, out: size() * count elements; out[r * count + i] = rank r's in[rank() * count + i].
+  void all_to_all(const void* in, void* out, std::size_t count, DataType type, Stream stream = nullptr);
+
+  // Typed forms: T is float, double, int32_t, int64_t (and __half, __nv_bfloat16 under nvcc).
+  template <class T>
+  void broadcast(const T* in, T* out, std::size_t count, int root, Stream stream = nullptr) {
+    broadcast(static_cast<const void*>(in), static_cast<void*>(out), count, data_type_of_v<T>, root, stream);
+  }
+  template <class T>
+  void all_gather(const T* in, T* out, std::size_t count, Stream stream = nullptr) {
+    all_gather(static_cast<const void*>(in), static_cast<void*>(out), count, data_type_of_v<T>, stream);
+  }
+  template <class T>
+  void reduce_scatter(const T* in, T* out, std::size_t count, ReduceOp op, Stream stream = nullptr) {
+    reduce_scatter(static_cast<const void*>(in), static_cast<void*>(out), count, data_type_of_v<T>, op, stream);
+  }
+  template <class T>
+  void all_reduce(const T* in, T* out, std::size_t count, ReduceOp op,
+                  AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic, Stream stream = nullptr) {
+    all_reduce(static_cast<const void*>(in), static_cast<void*>(out), count, data_type_of_v<T>, op, algorithm,
+               stream);
+  }
+  template <class T>
+  void all_to_all(const T* in, T* out, std::size_t count, Stream stream = nullptr) {
+    all_to_all(static_cast<const void*>(in), static_cast<void*>(out), count, data_type_of_v<T>, stream);
+  }
+
+  // The algorithm all_reduce(automatic) runs for `bytes` bytes per rank.
+  AllReduceAlgorithm choose_all_reduce(std::size_t bytes) const;
+  std::size_t one_shot_max_bytes() const { return options_.one_shot_max_bytes; }
+
+  // GPU memory: waits for `stream` and throws aperture::Error if a kernel's wait gave up
+  // (APERTURE_TIMEOUT) since the Communicator was made. Host memory: nothing to check (host
+  // waits throw where they give up).
+  void check(Stream stream = nullptr);
+
+ private:
+  void check_call(const char* call, std::size_t count, DataType type, bool reduces, Stream stream,
+                  std::size_t in_elements, std::size_t out_elements, const void* in, const void* out) const;
+
+  Provider& provider_;
+  Team& team_;
+  MemoryKind kind_ = MemoryKind::host;
+  Options options_;
+  Allocation scratch_;
+  collectives::CollectiveHandle handle_;
+  unsigned host_spins_ = 256;  // HostGroup::spins: fewer when this machine runs more ranks than cores
+};
+
+}  // namespace aperture

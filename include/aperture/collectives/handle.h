@@ -1,0 +1,83 @@
+// aperture/collectives/handle.h — what a kernel or CPU thread needs to run a collective.
+//
+// A CollectiveHandle is a small trivially-copyable value (pass it to kernels by value), made by
+// aperture::Communicator (aperture/collectives/communicator.h) from one symmetric scratch
+// allocation of any provider:
+//
+//   flags    [max_parts][world]  symmetric, one 64-byte line each (senders do not share lines).
+//                                flags[p][s] on rank r: the last epoch rank s has announced to
+//                                rank r for part p. Signals only ever raise it.
+//   epochs   [max_parts]         this rank's own: the last epoch part p has used. Kept in the
+//                                memory the collectives run in (device memory on a GPU), so a
+//                                kernel captured in a CUDA graph reads the current epoch on every
+//                                replay; the host passes nothing that changes between calls.
+//   status   1 word              this rank's own: non-zero once a device wait gave up.
+//   staging  [max_parts][2][half_bytes]  symmetric: what peers read from this rank.
+//
+// The epochs are the "monotonic counters": every barrier raises a part's epoch by one on every
+// rank, so no flag is ever reset and the same scratch serves every call, forever.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "aperture/config.h"
+#include "aperture/peer_view.h"
+
+namespace aperture::collectives {
+
+// Words between two flags: each flag has a cache line of its own, so the ranks announcing to
+// one rank do not take the line from each other.
+inline constexpr std::uint64_t kFlagStride = 8;
+
+struct CollectiveHandle {
+  int rank = 0;
+  int world_size = 0;
+  int max_parts = 0;                         // groups (CUDA blocks) per rank a collective may use
+  const std::int64_t* peer_bases = nullptr;  // the scratch allocation's table, where the code runs
+  std::uint64_t* flags = nullptr;            // [max_parts * world_size] x kFlagStride words, symmetric
+  std::uint64_t* epochs = nullptr;           // [max_parts], local
+  std::uint64_t* status = nullptr;           // local
+  unsigned char* staging = nullptr;          // [max_parts][2][half_bytes], symmetric
+  std::uint64_t half_bytes = 0;              // a multiple of 256
+  std::uint64_t timeout_ns = 0;              // device waits give up after this long
+
+  APERTURE_HD PeerView peers() const { return PeerView{rank, world_size, peer_bases}; }
+  // Where rank `sender` announces its epochs to this rank, for part p.
+  APERTURE_HD std::uint64_t* flag(int part, int sender) const {
+    return flags + (static_cast<std::uint64_t>(part) * static_cast<std::uint64_t>(world_size) +
+                    static_cast<std::uint64_t>(sender)) * kFlagStride;
+  }
+  // The staging half that belongs to `epoch` (data written before the barrier of that epoch and
+  // read after it), for part p.
+  APERTURE_HD unsigned char* half(int part, std::uint64_t epoch) const {
+    return staging + (static_cast<std::uint64_t>(part) * 2 + (epoch & 1)) * half_bytes;
+  }
+};
+
+static_assert(std::is_trivially_copyable_v<CollectiveHandle>, "a CollectiveHandle is passed to kernels by value");
+
+// The byte layout of the scratch allocation, shared by the host class and its tests.
+struct ScratchLayout {
+  std::uint64_t flags_offset = 0;
+  std::uint64_t epochs_offset = 0;
+  std::uint64_t status_offset = 0;
+  std::uint64_t staging_offset = 0;
+  std::uint64_t total_bytes = 0;
+
+  static constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+  static constexpr ScratchLayout make(int world, int max_parts, std::uint64_t half_bytes) {
+    ScratchLayout l;
+    l.flags_offset = 0;
+    l.epochs_offset =
+        round_up(static_cast<std::uint64_t>(max_parts) * static_cast<std::uint64_t>(world) * kFlagStride * 8, 256);
+    l.status_offset = l.epochs_offset + round_up(static_cast<std::uint64_t>(max_parts) * 8, 256);
+    l.staging_offset = l.status_offset + 256;
+    l.total_bytes = l.staging_offset + static_cast<std::uint64_t>(max_parts) * 2 * half_bytes;
+    return l;
+  }
+  // The bytes to zero before first use: flags, epochs and status (not the staging).
+  constexpr std::uint64_t control_bytes() const { return staging_offset; }
+};
+
+}  // namespace aperture::collectives

@@ -1,0 +1,246 @@
+// src/collectives/communicator.cpp — aperture::Communicator: the scratch, the argument checks,
+// and the choice between the CPU code and the GPU launchers.
+#include "aperture/collectives/communicator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <limits>
+#include <string>
+
+#include "aperture/detail/host_wait.h"
+#include "aperture/error.h"
+#include "aperture/team.h"
+#include "dispatch.h"
+
+namespace aperture {
+
+namespace {
+
+using collectives::detail::Call;
+using collectives::detail::Kind;
+
+constexpr std::size_t kHostHalfBytes = 256 * 1024;
+constexpr std::size_t kDeviceHalfBytes = 512 * 1024;
+constexpr int kDeviceParts = 16;
+// One-shot reads world x the data, two-shot about 2x with one more barrier: on the host the
+// cross-over measured near 32 KiB at 4 ranks (docs/PERFORMANCE.md), so 128 KiB / world; at
+// two ranks one-shot was faster at every size measured.
+constexpr std::size_t kHostOneShotTotal = 128 * 1024;
+constexpr std::size_t kDeviceOneShotMax = 256 * 1024;
+constexpr int kDeviceThreads = 512;
+constexpr std::size_t kDeviceBytesPerPart = 64 * 1024;  // a block per this many bytes moved, up to max_parts
+
+std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+bool host_type(DataType t) {
+  return t == DataType::float32 || t == DataType::float64 || t == DataType::int32 || t == DataType::int64;
+}
+
+}  // namespace
+
+Communicator::Communicator(Provider& provider, Team& team, Options options)
+    : provider_(provider), team_(team), kind_(provider.memory_kind()), options_(options) {
+  const bool device = kind_ == MemoryKind::device;
+  if (device && !collectives::detail::device_support_compiled())
+    throw Error("Communicator: provider " + std::string(provider.name()) +
+                " serves GPU memory, but aperture_collectives was built without CUDA; rebuild with nvcc found");
+  const int world = team.size();
+  if (options_.max_parts < 0 || options_.max_parts > 1024)
+    throw Error("Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
+                " is out of range; give 0 (the default) or 1 to 1024");
+  if (options_.max_parts == 0) options_.max_parts = device ? kDeviceParts : 1;
+  if (!device && options_.max_parts != 1)
+    throw Error("Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
+                " on host memory: a CPU rank runs each collective on one thread; give 0 or 1");
+  if (options_.block_threads == 0) options_.block_threads = kDeviceThreads;
+  if (options_.block_threads < 32 || options_.block_threads > 1024 || options_.block_threads % 32 != 0 ||
+      options_.block_threads < world)
+    throw Error("Communicator: Options::block_threads = " + std::to_string(options_.block_threads) +
+                " must be a multiple of 32 from 32 to 1024, and at least the team size (" + std::to_string(world) + ")");
+  if (options_.half_bytes == 0) options_.half_bytes = device ? kDeviceHalfBytes : kHostHalfBytes;
+  const std::size_t least = 256 * static_cast<std::size_t>(world);
+  if (options_.half_bytes < least)
+    throw Error("Communicator: Options::half_bytes = " + std::to_string(options_.half_bytes) +
+                " is too small for " + std::to_string(world) + " ranks: give at least 256 x ranks = " +
+                std::to_string(least) + " (or 0 for the default)");
+  options_.half_bytes = round_up(options_.half_bytes, 256);
+  if (options_.one_shot_max_bytes == 0) {
+    // Two ranks on the host: one-shot reads 2x the data like two-shot, with one barrier fewer.
+    options_.one_shot_max_bytes = device       ? kDeviceOneShotMax
+                                  : world <= 2 ? std::numeric_limits<std::size_t>::max()
+                                               : kHostOneShotTotal / static_cast<std::size_t>(world);
+  }
+
+  // A rank with other options would split the data differently: refuse before any memory.
+  team.check_same("Communicator", {{"half_bytes", options_.half_bytes},
+                                   {"max_parts", static_cast<std::uint64_t>(options_.max_parts)},
+                                   {"one_shot_max_bytes", options_.one_shot_max_bytes},
+                                   {"block_threads", static_cast<std::uint64_t>(options_.block_threads)}});
+
+  const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes);
+  scratch_ = provider.allocate(layout.total_bytes, 256);
+  try {
+    if (!scratch_.map.all_direct()) {
+      std::string peers;
+      for (int p : scratch_.map.indirect_peers()) peers += (peers.empty() ? "" : ", ") + std::to_string(p);
+      throw Error("Communicator: provider " + std::string(provider.name()) + " cannot reach rank(s) " + peers +
+                  " by load/store from rank " + std::to_string(team.rank()) +
+                  " (table entry 0); the collectives need every rank directly addressable (one node, peer access)");
+    }
+    auto* base = static_cast<unsigned char*>(scratch_.ptr);
+    handle_.rank = team.rank();
+    handle_.world_size = world;
+    handle_.max_parts = options_.max_parts;
+    handle_.peer_bases = scratch_.map.peer_bases();
+    handle_.flags = reinterpret_cast<std::uint64_t*>(base + layout.flags_offset);
+    handle_.epochs = reinterpret_cast<std::uint64_t*>(base + layout.epochs_offset);
+    handle_.status = reinterpret_cast<std::uint64_t*>(base + layout.status_offset);
+    handle_.staging = base + layout.staging_offset;
+    handle_.half_bytes = options_.half_bytes;
+    handle_.timeout_ns = detail::host_timeout_ns();
+    if (device) {
+      collectives::detail::device_select(scratch_.ptr);
+      collectives::detail::device_zero(base, layout.control_bytes());
+    } else {
+      std::memset(base, 0, layout.control_bytes());
+    }
+    // Ranks that share cores: a waiter yields almost at once, so the rank it waits for runs.
+    const unsigned cores = std::thread::hardware_concurrency();
+    host_spins_ = cores != 0 && static_cast<unsigned>(team.local_size()) > cores ? 16 : 256;
+    if (const char* spins = std::getenv("APERTURE_COLLECTIVES_SPINS"); spins != nullptr && *spins != '\0')
+      host_spins_ = static_cast<unsigned>(std::strtoul(spins, nullptr, 10));
+    team.barrier();  // every rank's flags are zero before anyone signals
+  } catch (...) {
+    provider.free(scratch_);
+    throw;
+  }
+}
+
+Communicator::~Communicator() {
+  try {
+    if (kind_ == MemoryKind::device) collectives::detail::device_synchronize();
+    team_.barrier();  // peers may still read this rank's staging of the last call
+    provider_.free(scratch_);
+  } catch (...) {
+    // A destructor does not throw; a rank that failed has already reported why.
+  }
+}
+
+std::string_view Communicator::provider_name() const { return provider_.name(); }
+
+AllReduceAlgorithm Communicator::choose_all_reduce(std::size_t bytes) const {
+  // One rank: nothing to scatter; one-shot is a copy.
+  if (size() == 1 || bytes <= options_.one_shot_max_bytes) return AllReduceAlgorithm::one_shot;
+  return AllReduceAlgorithm::two_shot;
+}
+
+void Communicator::check_call(const char* call, std::size_t count, DataType type, bool reduces, Stream stream,
+                              std::size_t in_elements, std::size_t out_elements, const void* in,
+                              const void* out) const {
+  // Messages are built only on the way out: this runs on every call.
+  const auto who = [call] { return std::string("Communicator::") + call; };
+  if (kind_ == MemoryKind::host) {
+    if (!host_type(type))
+      throw Error(who() + ": " + name_of(type) + " is a GPU type; on host memory (provider " +
+                  std::string(provider_.name()) + ") the collectives take float32, float64, int32 and int64");
+    if (stream != nullptr)
+      throw Error(who() + ": a stream was given, but provider " + std::string(provider_.name()) +
+                  " serves host memory, where the call runs on this thread; pass no stream");
+  } else if (type == DataType::float64 || type == DataType::int64) {
+    throw Error(who() + ": " + name_of(type) + " is not compiled for GPUs; use float32, float16, bfloat16 or int32");
+  }
+  (void)reduces;
+  const std::size_t world = static_cast<std::size_t>(size());
+  if (count > std::numeric_limits<std::size_t>::max() / world / 8)
+    throw Error(who() + ": count = " + std::to_string(count) + " elements is too large");
+  if (count != 0 && ((in_elements != 0 && in == nullptr) || (out_elements != 0 && out == nullptr)))
+    throw Error(who() + ": a null buffer with count = " + std::to_string(count) + "; give buffers of " +
+                std::to_string(in_elements) + " (in) and " + std::to_string(out_elements) + " (out) elements");
+  if (kind_ == MemoryKind::device && count != 0) {
+    collectives::detail::device_check_pointer(call, "in", in, stream);
+    collectives::detail::device_check_pointer(call, "out", out, stream);
+  }
+}
+
+namespace {
+
+// Blocks for a GPU call: enough to keep each busy with kDeviceBytesPerPart, at most max_parts.
+int parts_for(std::size_t bytes, int max_parts) {
+  const std::size_t want = (bytes + kDeviceBytesPerPart - 1) / kDeviceBytesPerPart;
+  return static_cast<int>(want < 1 ? 1 : want > static_cast<std::size_t>(max_parts) ? max_parts : want);
+}
+
+}  // namespace
+
+#define APERTURE_COLLECTIVE_RUN(call_struct, payload_bytes)                                                         \
+  do {                                                                                                              \
+    if (kind_ == MemoryKind::host) {                                                                                \
+      collectives::detail::run_on_host(handle_, call_struct, host_spins_);                                                       \
+    } else {                                                                                                        \
+      collectives::detail::device_launch(handle_, call_struct, parts_for(payload_bytes, options_.max_parts),        \
+                                         options_.block_threads, stream);                                           \
+    }                                                                                                               \
+  } while (0)
+
+void Communicator::barrier(Stream stream) {
+  check_call("barrier", 0, DataType::float32, false, stream, 0, 0, nullptr, nullptr);
+  Call c;
+  c.kind = Kind::barrier;
+  if (kind_ == MemoryKind::host) {
+    collectives::detail::run_on_host(handle_, c, host_spins_);
+  } else {
+    collectives::detail::device_launch(handle_, c, 1, options_.block_threads, stream);
+  }
+}
+
+void Communicator::broadcast(const void* in, void* out, std::size_t count, DataType type, int root, Stream stream) {
+  if (root < 0 || root >= size())
+    throw Error("Communicator::broadcast: root " + std::to_string(root) + " is not a rank of this team of " +
+                std::to_string(size()));
+  check_call("broadcast", count, type, false, stream, rank() == root ? count : 0, count, in, out);
+  Call c{Kind::broadcast, in, out, count, type, ReduceOp::sum, root};
+  APERTURE_COLLECTIVE_RUN(c, count * size_of(type));
+}
+
+void Communicator::all_gather(const void* in, void* out, std::size_t count, DataType type, Stream stream) {
+  check_call("all_gather", count, type, false, stream, count, count * size(), in, out);
+  Call c{Kind::all_gather, in, out, count, type, ReduceOp::sum, 0};
+  APERTURE_COLLECTIVE_RUN(c, count * size_of(type) * size());
+}
+
+void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, DataType type, ReduceOp op,
+                                  Stream stream) {
+  check_call("reduce_scatter", count, type, true, stream, count * size(), count, in, out);
+  Call c{Kind::reduce_scatter, in, out, count, type, op, 0};
+  APERTURE_COLLECTIVE_RUN(c, count * size_of(type) * size());
+}
+
+void Communicator::all_reduce(const void* in, void* out, std::size_t count, DataType type, ReduceOp op,
+                              AllReduceAlgorithm algorithm, Stream stream) {
+  check_call("all_reduce", count, type, true, stream, count, count, in, out);
+  const std::size_t bytes = count * size_of(type);
+  if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
+  Call c{algorithm == AllReduceAlgorithm::two_shot ? Kind::all_reduce_two_shot : Kind::all_reduce_one_shot,
+         in, out, count, type, op, 0};
+  APERTURE_COLLECTIVE_RUN(c, bytes);
+}
+
+void Communicator::all_to_all(const void* in, void* out, std::size_t count, DataType type, Stream stream) {
+  check_call("all_to_all", count, type, false, stream, count * size(), count * size(), in, out);
+  Call c{Kind::all_to_all, in, out, count, type, ReduceOp::sum, 0};
+  APERTURE_COLLECTIVE_RUN(c, count * size_of(type) * size());
+}
+
+#undef APERTURE_COLLECTIVE_RUN
+
+void Communicator::check(Stream stream) {
+  if (kind_ != MemoryKind::device) return;
+  if (!collectives::detail::device_status_ok(handle_, stream))
+    throw Error("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
+                "): a collective kernel's wait gave up after APERTURE_TIMEOUT (" +
+                std::to_string(handle_.timeout_ns / 1000000000.0) +
+                " s): a peer rank did not make the same collective call, or failed; results since are invalid");
+}
+
+}  // namespace aperture

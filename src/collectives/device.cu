@@ -1,0 +1,182 @@
+// src/collectives/device.cu — the collectives as CUDA kernels: the same templates the CPU runs,
+// with one CUDA block as the Group and a grid of blocks splitting the data. Every kernel takes
+// only the handle and the call's arguments by value; epochs live in device memory, so a launch
+// may be captured in a CUDA graph and replayed.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "aperture/collectives/all_gather.h"
+#include "aperture/collectives/all_reduce.h"
+#include "aperture/collectives/all_to_all.h"
+#include "aperture/collectives/barrier.h"
+#include "aperture/collectives/broadcast.h"
+#include "aperture/collectives/group.h"
+#include "aperture/collectives/reduce_scatter.h"
+#include "aperture/error.h"
+#include "dispatch.h"
+
+namespace aperture::collectives::detail {
+
+namespace {
+
+void check_cuda(cudaError_t status, const std::string& call) {
+  if (status != cudaSuccess)
+    throw Error("collectives: " + call + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
+                ")");
+}
+
+__global__ void barrier_kernel(CollectiveHandle h) { barrier(BlockGroup{}, h); }
+
+template <class T>
+__global__ void broadcast_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count, int root) {
+  broadcast(BlockGroup{}, h, in, out, count, root);
+}
+template <class T>
+__global__ void all_gather_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  all_gather(BlockGroup{}, h, in, out, count);
+}
+template <class T>
+__global__ void all_to_all_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  all_to_all(BlockGroup{}, h, in, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void reduce_scatter_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  reduce_scatter<Op>(BlockGroup{}, h, in, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  all_reduce_one_shot<Op>(BlockGroup{}, h, in, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void all_reduce_two_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  all_reduce_two_shot<Op>(BlockGroup{}, h, in, out, count);
+}
+
+struct Launch {
+  dim3 grid;
+  dim3 block;
+  cudaStream_t stream;
+};
+
+template <ReduceOp Op, class T>
+void launch_reduction(const Launch& l, const CollectiveHandle& h, const Call& c) {
+  const auto* in = static_cast<const T*>(c.in);
+  auto* out = static_cast<T*>(c.out);
+  switch (c.kind) {
+    case Kind::reduce_scatter:
+      reduce_scatter_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
+      break;
+    case Kind::all_reduce_one_shot:
+      all_reduce_one_shot_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
+      break;
+    case Kind::all_reduce_two_shot:
+      all_reduce_two_shot_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
+      break;
+    default: throw Error("collectives: internal: not a reduction");
+  }
+}
+
+template <class T>
+void launch_typed(const Launch& l, const CollectiveHandle& h, const Call& c) {
+  const auto* in = static_cast<const T*>(c.in);
+  auto* out = static_cast<T*>(c.out);
+  switch (c.kind) {
+    case Kind::broadcast: broadcast_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count, c.root); return;
+    case Kind::all_gather: all_gather_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count); return;
+    case Kind::all_to_all: all_to_all_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count); return;
+    default: break;
+  }
+  switch (c.op) {
+    case ReduceOp::sum: launch_reduction<ReduceOp::sum, T>(l, h, c); break;
+    case ReduceOp::min: launch_reduction<ReduceOp::min, T>(l, h, c); break;
+    case ReduceOp::max: launch_reduction<ReduceOp::max, T>(l, h, c); break;
+  }
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::barrier: return "barrier";
+    case Kind::broadcast: return "broadcast";
+    case Kind::all_gather: return "all_gather";
+    case Kind::reduce_scatter: return "reduce_scatter";
+    case Kind::all_reduce_one_shot: return "all_reduce (one-shot)";
+    case Kind::all_reduce_two_shot: return "all_reduce (two-shot)";
+    default: return "all_to_all";
+  }
+}
+
+}  // namespace
+
+bool device_support_compiled() { return true; }
+
+int device_select(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  check_cuda(cudaPointerGetAttributes(&attributes, ptr), "cudaPointerGetAttributes(scratch)");
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
+    throw Error("collectives: the provider said its memory is on the GPU, but cudaPointerGetAttributes says the "
+                "scratch is not device memory (type " + std::to_string(static_cast<int>(attributes.type)) + ")");
+  check_cuda(cudaSetDevice(attributes.device), "cudaSetDevice");
+  int sms = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, attributes.device),
+             "cudaDeviceGetAttribute(MultiProcessorCount)");
+  return sms;
+}
+
+void device_zero(void* base, std::uint64_t bytes) {
+  check_cuda(cudaMemset(base, 0, bytes), "cudaMemset(collective flags)");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after zeroing the collective flags");
+}
+
+void device_launch(const CollectiveHandle& h, const Call& c, int parts, int threads, void* stream) {
+  const Launch l{dim3(static_cast<unsigned>(parts)), dim3(static_cast<unsigned>(threads)),
+                 static_cast<cudaStream_t>(stream)};
+  if (c.kind == Kind::barrier) {
+    barrier_kernel<<<l.grid, l.block, 0, l.stream>>>(h);
+  } else {
+    switch (c.type) {
+      case DataType::float32: launch_typed<float>(l, h, c); break;
+      case DataType::int32: launch_typed<std::int32_t>(l, h, c); break;
+      case DataType::float16: launch_typed<__half>(l, h, c); break;
+      case DataType::bfloat16: launch_typed<__nv_bfloat16>(l, h, c); break;
+      default: throw Error(std::string("collectives: ") + name_of(c.type) + " is not compiled for GPUs");
+    }
+  }
+  check_cuda(cudaGetLastError(), std::string("launching the ") + kind_name(c.kind) + " kernel (" +
+                                     std::to_string(parts) + " blocks of " + std::to_string(threads) + " threads)");
+}
+
+bool device_status_ok(const CollectiveHandle& h, void* stream) {
+  check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+  std::uint64_t status = 0;
+  check_cuda(cudaMemcpy(&status, h.status, sizeof status, cudaMemcpyDeviceToHost), "cudaMemcpy(status)");
+  return status == 0;
+}
+
+void device_synchronize() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+void device_check_pointer(const char* call, const char* what, const void* ptr, void* stream) {
+  if (ptr == nullptr) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture) != cudaSuccess) {
+    cudaGetLastError();
+    return;  // the launch will say what is wrong with the stream
+  }
+  if (capture != cudaStreamCaptureStatusNone) return;
+  cudaPointerAttributes attributes{};
+  const cudaError_t status = cudaPointerGetAttributes(&attributes, ptr);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clear it
+    throw Error(std::string("Communicator::") + call + ": cudaPointerGetAttributes(" + what + ") failed: " +
+                cudaGetErrorString(status));
+  }
+  const bool reachable = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged ||
+                         (attributes.type == cudaMemoryTypeHost && attributes.devicePointer != nullptr);
+  if (!reachable)
+    throw Error(std::string("Communicator::") + call + ": `" + what +
+                "` is ordinary host memory, which a GPU kernel cannot read; on GPU memory give device memory "
+                "(cudaMalloc, or an allocation of any provider) or pinned, mapped host memory");
+}
+
+}  // namespace aperture::collectives::detail

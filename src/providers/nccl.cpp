@@ -1,0 +1,387 @@
+// The "nccl" provider: GPU memory owned by NCCL, a foreign allocator with per-allocation tables.
+//
+// Each allocation is ncclMemAlloc'd and registered as a symmetric window
+// (ncclCommWindowRegister(..., NCCL_WIN_COLL_SYMMETRIC)). NCCL maps every load/store-accessible
+// (LSA) peer's copy of a window into this process, but says where only on the device: a
+// one-block kernel (nccl_peer_table.cu) asks ncclGetPeerPointer for each peer through NCCL
+// 2.28's device API and writes the table straight into device memory. Entry [me] is the pointer
+// ncclMemAlloc returned (NCCL's own mapping of it is another address of the same memory). A peer
+// outside the LSA team has entry 0 and is not direct: NCCL would still compute an address for
+// it, so membership is checked, never inferred from the pointer.
+//
+// Windows are placed wherever NCCL puts them, so nothing ties one allocation's peer distances to
+// another's: each allocation has its own table and translates only its own memory
+// (is_linear() is false).
+//
+// Start-up: ncclCommInitRank with a unique id made by rank 0 and broadcast over the Team (so
+// `aperture launch`, mpirun and torchrun all work), one GPU per rank (local_rank % device
+// count), then ncclDevCommCreate, then one window whose table is proved by storing through it.
+// NVLink multicast is off (NCCL_NVLS_ENABLE=0, set before NCCL starts; no multimem is asked
+// of the device communicator): aperture never uses it, and on a shared host it can take every
+// GPU out of service.
+//
+// Collective: the constructor, allocate, free and the destructor (which deregisters every window
+// still live and destroys the communicator).
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aperture/error.h"
+#include "aperture/provider.h"
+#include "aperture/team.h"
+#include "detail/format.h"
+#include "providers/cuda_check.h"
+#include "providers/foreign_gpu.h"
+#include "providers/nccl_peer_table.h"
+#include "providers/registry.h"
+
+namespace aperture::detail {
+
+namespace {
+
+using foreign_gpu::agree_or_throw;
+using foreign_gpu::CurrentDevice;
+
+constexpr const char* kWho = "nccl";
+constexpr int kMinimumVersion = 22800;  // 2.28.0: the device API (ncclDevCommCreate, ncclGetPeerPointer)
+// ncclMemAlloc returns memory aligned to the VMM granularity (2 MiB on current GPUs); larger
+// alignments are refused rather than hoped for.
+constexpr std::size_t kMaxAlignment = std::size_t{2} << 20;
+
+// "<call> failed: <ncclGetErrorString> (<ncclGetLastError>)".
+std::string nccl_failure(ncclResult_t rc, std::string_view call, ncclComm_t comm = nullptr) {
+  if (rc == ncclSuccess) return {};
+  std::string message = format("{} failed: {}", call, ncclGetErrorString(rc));
+  if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0') message += format(" ({})", last);
+  return message;
+}
+
+std::string version_text(int code) {
+  // NCCL_VERSION(X, Y, Z) = X * 10000 + Y * 100 + Z since 2.9.
+  return format("{}.{}.{}", code / 10000, code / 100 % 100, code % 100);
+}
+
+int runtime_version() {
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) return 0;
+  return version;
+}
+
+std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
+
+class NcclProvider final : public Provider {
+ public:
+  explicit NcclProvider(Team& team) : team_(team) {
+    team_.check_same("nccl provider start", {});
+    // Everything from here on is undone by release() if a later step throws.
+    struct Cleanup {
+      NcclProvider* self;
+      bool armed = true;
+      ~Cleanup() {
+        if (armed) self->release(/*orderly=*/false);
+      }
+    } cleanup{this};
+    choose_device();
+    {
+      CurrentDevice current(device_, kWho);
+      start_communicator();
+      verify_first_window();
+    }
+    APERTURE_CUDA_CHECK(cudaSetDevice(device_), kWho);  // leave this rank's GPU current
+    cleanup.armed = false;
+  }
+
+  // Collective, like window deregistration. While an exception unwinds (ranks may be out of
+  // step) the communicator is aborted instead, which waits for no one.
+  ~NcclProvider() override { release(/*orderly=*/std::uncaught_exceptions() == 0); }
+
+  std::string_view name() const override { return kWho; }
+  MemoryKind memory_kind() const override { return MemoryKind::device; }
+  bool is_linear() const override { return false; }
+
+  Allocation allocate(std::size_t bytes, std::size_t alignment) override {
+    team_.check_same("nccl allocate", {{"bytes", bytes}, {"alignment", alignment}});
+    check_allocation_request(kWho, bytes, alignment);
+    if (alignment > kMaxAlignment)
+      throw Error(format("nccl allocate: alignment {} exceeds the largest ncclMemAlloc gives ({} bytes)", alignment,
+                         kMaxAlignment));
+    CurrentDevice current(device_, kWho);
+    Window window = open_window(bytes, alignment);
+    Allocation allocation;
+    allocation.ptr = window.ptr;
+    allocation.bytes = bytes;
+    allocation.map = window.map;
+    const auto base = reinterpret_cast<std::uintptr_t>(window.ptr);
+    live_.emplace(base, std::move(window));
+    return allocation;
+  }
+
+  void free(Allocation& allocation) override {
+    const auto found = live_.find(reinterpret_cast<std::uintptr_t>(allocation.ptr));
+    // Allocations are numbered in order, the same on every rank: comparing the numbers catches
+    // ranks freeing different allocations or in a different order.
+    const std::uint64_t id = found == live_.end() ? 0 : found->second.id;
+    team_.check_same("nccl free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
+    if (found == live_.end())
+      throw Error(format("nccl free: {} is not a live allocation of this provider (freed twice, or allocated by "
+                         "another provider); free each allocation once, with the provider that made it",
+                         allocation.ptr));
+    CurrentDevice current(device_, kWho);
+    std::string error = close_window(found->second);
+    live_.erase(found);
+    allocation = Allocation{};
+    agree_or_throw(team_, kWho, "freeing a window", error);
+  }
+
+  SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    auto it = live_.upper_bound(address);
+    if (ptr != nullptr && it != live_.begin()) {
+      const SymmetricAddressMap& map = std::prev(it)->second.map;
+      if (map.owns(ptr, bytes)) {
+        std::vector<std::int64_t> table = map.view_table(ptr, bytes);
+        TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "nccl view table");
+        return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
+      }
+      if (address < map.allocation_base + std::max<std::size_t>(map.allocation_bytes, 1))
+        throw Error(format("nccl symmetric_address_map: [{}, +{} bytes) starts inside this provider's allocation "
+                           "[{:#x}, +{} bytes) but runs past its end; describe a range within one allocation",
+                           ptr, bytes, map.allocation_base, map.allocation_bytes));
+    }
+    throw Error(format("nccl symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this provider "
+                       "(freed, or allocated by another provider?); an NCCL window is described through the provider "
+                       "that registered it",
+                       ptr, bytes));
+  }
+
+ private:
+  struct Window {
+    std::uint64_t id = 0;
+    void* ptr = nullptr;             // from ncclMemAlloc
+    ncclWindow_t window = nullptr;   // from ncclCommWindowRegister
+    SymmetricAddressMap map;
+  };
+
+  void choose_device() {
+    std::string why;
+    const int count = foreign_gpu::gpu_count(why);
+    if (count > 0) {
+      why = foreign_gpu::one_gpu_per_rank(kWho, team_.local_size(), count);
+      device_ = team_.local_rank() % count;
+    }
+    if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device_));
+    if (why.empty()) why = APERTURE_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    agree_or_throw(team_, kWho, "choosing its GPU", why);
+  }
+
+  void start_communicator() {
+    // Never multicast: set before NCCL reads its environment (at its first call).
+    ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/1);
+    ncclUniqueId id{};
+    std::string error;
+    if (team_.rank() == 0) error = nccl_failure(ncclGetUniqueId(&id), "ncclGetUniqueId(&id)");
+    agree_or_throw(team_, kWho, "making NCCL's unique id", error);
+    team_.broadcast(&id, sizeof id, 0);
+
+    ncclComm_t comm = nullptr;
+    error = nccl_failure(ncclCommInitRank(&comm, team_.size(), id, team_.rank()),
+                         format("ncclCommInitRank(&comm, {} ranks, id, rank {})", team_.size(), team_.rank()));
+    if (error.empty()) comm_ = comm;
+    agree_or_throw(team_, kWho, "starting its NCCL communicator", error);
+
+    error = nccl_device::DeviceComm::create(comm_, dev_comm_);
+    agree_or_throw(team_, kWho, "creating NCCL's device communicator", error);
+    if (dev_comm_->world_rank() != team_.rank() || dev_comm_->world_size() != team_.size())
+      error = format("NCCL's device communicator says rank {} of {}, the team rank {} of {}", dev_comm_->world_rank(),
+                     dev_comm_->world_size(), team_.rank(), team_.size());
+    agree_or_throw(team_, kWho, "creating NCCL's device communicator", error);
+  }
+
+  // The first window's table is proved, not assumed: every rank stores through it into every
+  // direct peer and checks what arrived in its own copy.
+  void verify_first_window() {
+    Window probe = open_window(static_cast<std::size_t>(team_.size()) * sizeof(std::uint64_t), 256);
+    const std::vector<std::int64_t> table(probe.map.host_peer_bases().begin(), probe.map.host_peer_bases().end());
+    std::string error = foreign_gpu::verify_peer_stores(team_, probe.ptr, table);
+    if (!error.empty())
+      error += format("\n  (this rank is {} of an LSA team of {}; table:", dev_comm_->lsa_rank(), dev_comm_->lsa_size());
+    for (std::size_t p = 0; p < table.size() && !error.empty(); ++p)
+      error += format(" {:#x}", static_cast<std::uint64_t>(table[p]));
+    if (!error.empty()) error += ")";
+    const std::string closing = close_window(probe);
+    agree_or_throw(team_, kWho, "storing through its first window's table", error.empty() ? closing : error);
+  }
+
+  // Collective: allocates, zeroes and registers one window and builds its table.
+  Window open_window(std::size_t bytes, std::size_t alignment) {
+    // Registered windows are whole 4 KiB pages, the same size on every rank.
+    const std::size_t window_bytes = round_up(std::max<std::size_t>(bytes, 1), NCCL_WIN_REQUIRED_ALIGNMENT);
+    Window w;
+    std::string error = nccl_failure(ncclMemAlloc(&w.ptr, window_bytes), format("ncclMemAlloc(&ptr, {})", window_bytes),
+                                     comm_);
+    if (!error.empty()) error += "; free allocations (the GPU may be out of memory)";
+    if (error.empty() && reinterpret_cast<std::uintptr_t>(w.ptr) % alignment != 0)
+      error = format("ncclMemAlloc returned {}, which is not aligned to {}", w.ptr, alignment);
+    // Zeroed like the other providers' fresh memory, so flags start at 0; done before any peer
+    // can reach it (registration below is collective).
+    if (error.empty()) error = APERTURE_CUDA_TRY(cudaMemsetAsync(w.ptr, 0, window_bytes, stream_));
+    if (error.empty()) error = APERTURE_CUDA_TRY(cudaStreamSynchronize(stream_));
+    if (!error.empty() && w.ptr != nullptr) {
+      (void)ncclMemFree(w.ptr);
+      w.ptr = nullptr;
+    }
+    agree_or_throw(team_, kWho, "allocating", error);
+
+    error = nccl_failure(ncclCommWindowRegister(comm_, w.ptr, window_bytes, &w.window, NCCL_WIN_COLL_SYMMETRIC),
+                         format("ncclCommWindowRegister(comm, ptr, {}, &window, NCCL_WIN_COLL_SYMMETRIC)", window_bytes),
+                         comm_);
+    if (error.empty() && w.window == nullptr)
+      error = "ncclCommWindowRegister gave no window: this communicator does not support symmetric memory (it needs "
+              "CUDA VMM, NCCL_CUMEM_ENABLE not 0, and P2P between the GPUs)";
+    if (!error.empty()) (void)ncclMemFree(w.ptr);
+    agree_or_throw(team_, kWho, "registering a window", error);
+
+    // The table, written by the kernel straight into device memory; the host copy is read back.
+    const std::size_t entries = static_cast<std::size_t>(team_.size()) + 1;  // + NCCL's own local mapping
+    void* device_table = nullptr;
+    error = APERTURE_CUDA_TRY(cudaMalloc(&device_table, entries * sizeof(std::int64_t)));
+    std::vector<std::int64_t> table(entries, 0);
+    if (error.empty())
+      error = dev_comm_->fill_peer_table(w.window, w.ptr, static_cast<std::int64_t*>(device_table), stream_);
+    if (error.empty())
+      error = APERTURE_CUDA_TRY(
+          cudaMemcpy(table.data(), device_table, entries * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
+    if (error.empty() && table[team_.size()] == 0) error = "ncclGetLocalPointer gave NULL for a registered window";
+    if (!error.empty()) {
+      if (device_table != nullptr) (void)cudaFree(device_table);
+      error = "building the window's peer table: " + error;
+      const std::string closing = close_window(w);
+      if (!closing.empty()) error += "; then " + closing;
+    }
+    agree_or_throw(team_, kWho, "building a window's table", error);
+
+    table.resize(team_.size());
+    const int device = device_;
+    std::shared_ptr<const void> owner(device_table, [device](const void* p) {
+      int previous = -1;
+      if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+      if (previous != device) (void)cudaSetDevice(device);
+      (void)cudaFree(const_cast<void*>(p));
+      if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
+      (void)cudaGetLastError();
+    });
+    w.map = SymmetricAddressMap::from_table(
+        kWho, team_.rank(), std::move(table), bytes,
+        TablePlacement{static_cast<const std::int64_t*>(device_table), std::move(owner)});
+    w.id = next_id_++;
+    return w;
+  }
+
+  // Collective (window deregistration). Returns "" or what failed; the memory is freed anyway.
+  // A map of the window may outlive it: its table stays readable, the memory does not.
+  std::string close_window(Window& w) {
+    std::string error;
+    if (w.window != nullptr) {
+      // No kernel of ours may still be using the window when NCCL unmaps it.
+      error = APERTURE_CUDA_TRY(cudaDeviceSynchronize());
+      const std::string deregister =
+          nccl_failure(ncclCommWindowDeregister(comm_, w.window), "ncclCommWindowDeregister(comm, window)", comm_);
+      if (error.empty()) error = deregister;
+      w.window = nullptr;
+    }
+    if (w.ptr != nullptr) {
+      const std::string freed = nccl_failure(ncclMemFree(w.ptr), "ncclMemFree(ptr)", comm_);
+      if (error.empty()) error = freed;
+      w.ptr = nullptr;
+    }
+    return error;
+  }
+
+  // Undoes whatever the constructor got done. Never throws. `orderly`: every rank is here
+  // together, so windows are deregistered and the communicator finalized; otherwise the
+  // communicator is aborted (that waits for no one) and only local memory is released.
+  void release(bool orderly) {
+    if (device_ < 0) return;
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    if (previous != device_) (void)cudaSetDevice(device_);
+    (void)cudaDeviceSynchronize();
+    if (orderly && comm_ != nullptr) {
+      std::vector<std::pair<std::uint64_t, std::uintptr_t>> by_age;
+      for (auto& [base, w] : live_) by_age.emplace_back(w.id, base);
+      std::sort(by_age.begin(), by_age.end());
+      for (auto& [id, base] : by_age) (void)close_window(live_.at(base));
+      dev_comm_.reset();
+      (void)ncclCommFinalize(comm_);
+      (void)ncclCommDestroy(comm_);
+    } else {
+      if (dev_comm_) dev_comm_->forget();  // an aborted communicator takes its device side with it
+      dev_comm_.reset();
+      if (comm_ != nullptr) (void)ncclCommAbort(comm_);
+      for (auto& [base, w] : live_)
+        if (w.ptr != nullptr) (void)ncclMemFree(w.ptr);
+    }
+    live_.clear();
+    comm_ = nullptr;
+    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+    (void)cudaGetLastError();
+    if (previous >= 0 && previous != device_) (void)cudaSetDevice(previous);
+    device_ = -1;
+  }
+
+  Team& team_;
+  int device_ = -1;                 // this rank's GPU, as this process numbers it
+  cudaStream_t stream_ = nullptr;   // for zeroing and the table kernel
+  ncclComm_t comm_ = nullptr;
+  std::unique_ptr<nccl_device::DeviceComm> dev_comm_;
+  std::map<std::uintptr_t, Window> live_;  // live windows by base address
+  std::uint64_t next_id_ = 1;
+};
+
+}  // namespace
+
+ProviderEntry nccl_entry() {
+  ProviderEntry entry;
+  entry.name = kWho;
+  entry.status = [] {
+    ProviderStatus status{kWho, true, false, {}};
+    const int version = runtime_version();
+    if (version < kMinimumVersion) {
+      status.reason = format("NCCL {} was found at run time (built against {}); the nccl provider needs NCCL 2.28 or "
+                             "newer for its device API; put a newer libnccl.so.2 first on the library path",
+                             version == 0 ? std::string("(unknown version)") : version_text(version),
+                             version_text(NCCL_VERSION_CODE));
+      return status;
+    }
+    std::string why;
+    const int count = foreign_gpu::gpu_count(why);
+    if (count == 0) {
+      status.reason = why;
+      return status;
+    }
+    if (why = foreign_gpu::one_gpu_per_rank(kWho, foreign_gpu::local_ranks_from_env(), count); !why.empty()) {
+      status.reason = why;
+      return status;
+    }
+    status.available = true;
+    status.reason = format("ncclMemAlloc + symmetric windows (NCCL {}), a table per allocation from ncclGetPeerPointer; "
+                           "{} GPU(s) here, each rank uses GPU local_rank % {}; peers outside the load/store team are "
+                           "not direct",
+                           version_text(version), count, count);
+    return status;
+  };
+  entry.make = [](Team& team) -> std::unique_ptr<Provider> { return std::make_unique<NcclProvider>(team); };
+  return entry;
+}
+
+}  // namespace aperture::detail

@@ -1,0 +1,446 @@
+// The "nvshmem" provider: GPU memory owned by NVSHMEM, the seed's rocSHMEM provider on NVIDIA.
+//
+// nvshmem_align allocates from NVSHMEM's symmetric heap, and nvshmem_ptr(ptr, pe) says where
+// pe's copy of a heap address is mapped in this process (NULL: pe is not reachable by
+// load/store, e.g. another node). NVSHMEM maps each peer's whole heap as one range, so the
+// distance to a peer's copy is the same for every allocation and one table serves all of them.
+// That is checked at start-up, not assumed: a second allocation is translated with the first
+// one's table, compared with nvshmem_ptr, and stored through.
+//
+// Only NVSHMEM's host library is used (libnvshmem_host.so.3: nvshmemx_hostlib_init_attr,
+// nvshmem_align, nvshmem_ptr, nvshmem_free), so aperture needs no relocatable device code and
+// no libnvshmem_device.a. Kernels reach the memory through aperture's device operations; a
+// program that also wants NVSHMEM's own device API initialises NVSHMEM itself (nvshmem_init or
+// nvshmemx_init_attr, with libnvshmem_device.a) before making the provider, which then uses
+// that runtime as it finds it (its PEs must be the team's ranks) and leaves finalizing to it.
+//
+// Start-up: NVSHMEM's unique-id bootstrap, the id made by rank 0 and broadcast over the Team,
+// so `aperture launch`, mpirun and torchrun all work without an NVSHMEM launcher. Each rank
+// takes GPU local_rank % device count (one GPU per rank), made current before NVSHMEM starts.
+// NVLink multicast stays off (NVSHMEM_DISABLE_NVLS=1 unless the caller set it): aperture never
+// uses it, and on a shared host it can take every GPU out of service.
+//
+// Collective: the constructor, allocate, free and the destructor (which frees every allocation
+// still live; nvshmem_free is collective).
+//
+// Process lifetime: NVSHMEM starts once per process, with the first provider, and is finalized
+// at a successful exit (it cannot start again after that). A failing rank leaves without
+// finalizing: nvshmemx_hostlib_finalize waits for every PE, and the others may be stuck
+// elsewhere waiting for this one.
+#include <nvshmem_host.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "aperture/error.h"
+#include "aperture/provider.h"
+#include "aperture/team.h"
+#include "detail/format.h"
+#include "providers/cuda_check.h"
+#include "providers/foreign_gpu.h"
+#include "providers/registry.h"
+
+namespace aperture::detail {
+
+namespace {
+
+using foreign_gpu::agree_or_throw;
+using foreign_gpu::CurrentDevice;
+
+constexpr const char* kWho = "nvshmem";
+
+// "status 7 (NVSHMEMX_ERROR_INTERNAL)": NVSHMEM's host calls return these codes.
+std::string nvshmem_status_text(int status) {
+  const char* name = nullptr;
+  switch (status) {
+    case NVSHMEMX_SUCCESS: name = "NVSHMEMX_SUCCESS"; break;
+    case NVSHMEMX_ERROR_INVALID_VALUE: name = "NVSHMEMX_ERROR_INVALID_VALUE"; break;
+    case NVSHMEMX_ERROR_OUT_OF_MEMORY: name = "NVSHMEMX_ERROR_OUT_OF_MEMORY"; break;
+    case NVSHMEMX_ERROR_NOT_SUPPORTED: name = "NVSHMEMX_ERROR_NOT_SUPPORTED"; break;
+    case NVSHMEMX_ERROR_SYMMETRY: name = "NVSHMEMX_ERROR_SYMMETRY"; break;
+    case NVSHMEMX_ERROR_GPU_NOT_SELECTED: name = "NVSHMEMX_ERROR_GPU_NOT_SELECTED"; break;
+    case NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED: name = "NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED"; break;
+    case NVSHMEMX_ERROR_INTERNAL: name = "NVSHMEMX_ERROR_INTERNAL"; break;
+    default: break;
+  }
+  return name != nullptr ? format("status {} ({})", status, name) : format("status {}", status);
+}
+
+std::string nvshmem_version() {
+  return format("{}.{}.{}", NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION, NVSHMEM_VENDOR_PATCH_VERSION);
+}
+
+// ---- the process-wide NVSHMEM runtime ----------------------------------------------------------
+
+enum class RuntimeState { idle, owned, adopted, finalized };
+
+struct Runtime {
+  std::mutex mutex;
+  RuntimeState state = RuntimeState::idle;
+};
+
+Runtime& runtime() {
+  static Runtime* instance = new Runtime;  // never destroyed: the exit handler still needs it
+  return *instance;
+}
+
+// Registered after NVSHMEM started (and so after the CUDA runtime did), so it runs before the
+// CUDA runtime's own teardown. Finalizes only a runtime aperture started, and only on success.
+void finalize_at_exit(int status, void*) {
+  Runtime& r = runtime();
+  {
+    std::lock_guard lock(r.mutex);
+    if (r.state != RuntimeState::owned) return;
+    r.state = RuntimeState::finalized;
+  }
+  if (status == 0) nvshmemx_hostlib_finalize();
+}
+
+bool runtime_usable() {
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mutex);
+  return r.state == RuntimeState::owned || r.state == RuntimeState::adopted;
+}
+
+// Collective. Starts NVSHMEM over `team` on the current device, or adopts the one the program
+// started; either way NVSHMEM's PEs must be the team's ranks.
+void start_runtime(Team& team) {
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mutex);  // held throughout: one start at a time in a process
+  // Every rank must take the same branch, or some would wait in the bootstrap for the others.
+  const int status = nvshmemx_init_status();
+  const bool running_here = status >= NVSHMEM_STATUS_IS_INITIALIZED;
+  std::string error;
+  if (r.state == RuntimeState::finalized)
+    error = "NVSHMEM was already finalized in this process and cannot start again; create nvshmem providers before "
+            "the program starts exiting";
+  else if (r.state == RuntimeState::idle && status == NVSHMEM_STATUS_IS_BOOTSTRAPPED)
+    error = "NVSHMEM is half-initialised in this process (bootstrapped, no device selected); finish its "
+            "initialisation (nvshmem_init / nvshmemx_init_attr) or leave it to the provider";
+  const std::uint64_t mine = running_here ? 1 : 0;
+  std::vector<std::uint64_t> all(team.size());
+  team.allgather(&mine, all.data(), sizeof mine);
+  for (int q = 0; q < team.size() && error.empty(); ++q)
+    if (all[q] != mine)
+      error = format("NVSHMEM is {} on this rank but {} on rank {}; start it on every rank or on none",
+                     running_here ? "running" : "not running", all[q] != 0 ? "running" : "not running", q);
+  agree_or_throw(team, kWho, "starting NVSHMEM", error);
+
+  if (!running_here) {
+    // Never multicast: aperture does not use it, and it can put a shared host's GPUs out of
+    // service. A value the caller set is kept.
+    ::setenv("NVSHMEM_DISABLE_NVLS", "1", /*overwrite=*/0);
+    // One machine: no network transport to look for (saves probing for InfiniBand).
+    if (team.local_size() == team.size()) ::setenv("NVSHMEM_REMOTE_TRANSPORT", "none", /*overwrite=*/0);
+
+    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
+    if (team.rank() == 0) {
+      if (const int rc = nvshmemx_get_uniqueid(&id); rc != 0)
+        error = format("nvshmemx_get_uniqueid failed with {}", nvshmem_status_text(rc));
+    }
+    agree_or_throw(team, kWho, "making NVSHMEM's unique id", error);
+    team.broadcast(&id, sizeof id, 0);
+
+    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+    if (const int rc = nvshmemx_set_attr_uniqueid_args(team.rank(), team.size(), &id, &attr); rc != 0) {
+      error = format("nvshmemx_set_attr_uniqueid_args(rank {}, {} ranks) failed with {}", team.rank(), team.size(),
+                     nvshmem_status_text(rc));
+    } else if (const int rc2 = nvshmemx_hostlib_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr); rc2 != 0) {
+      error = format("nvshmemx_hostlib_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID) failed with {}; run with "
+                     "NVSHMEM_DEBUG=INFO to see NVSHMEM's reason",
+                     nvshmem_status_text(rc2));
+    } else {
+      r.state = RuntimeState::owned;
+#if defined(__GLIBC__)
+      ::on_exit(finalize_at_exit, nullptr);  // like atexit, but told the exit status
+#else
+      std::atexit([] { finalize_at_exit(0, nullptr); });
+#endif
+    }
+  } else if (r.state == RuntimeState::idle) {
+    r.state = RuntimeState::adopted;  // the program started it and will finalize it
+  }
+  if (error.empty()) {
+    // PE i must be team rank i: the table is indexed by team rank and filled by nvshmem_ptr(.., pe).
+    const int pe = nvshmem_my_pe();
+    const int pes = nvshmem_n_pes();
+    if (pe != team.rank() || pes != team.size())
+      error = format("NVSHMEM's PE {} of {} is not this team's rank {} of {}; NVSHMEM must run over the same ranks "
+                     "as the team (one NVSHMEM job per process: every nvshmem provider of a process uses the same "
+                     "team's ranks)",
+                     pe, pes, team.rank(), team.size());
+  }
+  agree_or_throw(team, kWho, "starting NVSHMEM", error);
+}
+
+// ---- the provider --------------------------------------------------------------------------------
+
+class NvshmemProvider final : public Provider {
+ public:
+  explicit NvshmemProvider(Team& team) : team_(team) {
+    team_.check_same("nvshmem provider start", {});
+    choose_device();
+    {
+      CurrentDevice current(device_, kWho);
+      start_runtime(team_);  // collective; make_provider has checked every rank asked for it
+      learn_and_verify_linear_heap();
+    }
+    // Leave this rank's GPU current, as NVSHMEM expects for its later calls.
+    APERTURE_CUDA_CHECK(cudaSetDevice(device_), kWho);
+  }
+
+  ~NvshmemProvider() override {
+    // Collective, like nvshmem_free. Skipped after finalize (static destruction at exit: the
+    // memory went with the heap) and while an exception unwinds: ranks may be out of step then,
+    // and a collective free would wait for ranks that never come.
+    if (!runtime_usable() || std::uncaught_exceptions() > 0) return;
+    std::vector<std::pair<std::uint64_t, void*>> by_age;
+    for (auto& [base, live] : live_) by_age.emplace_back(live.id, reinterpret_cast<void*>(base));
+    std::sort(by_age.begin(), by_age.end());
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    if (previous != device_) (void)cudaSetDevice(device_);
+    for (auto& [id, ptr] : by_age) nvshmem_free(ptr);
+    if (previous >= 0 && previous != device_) (void)cudaSetDevice(previous);
+    (void)cudaGetLastError();
+  }
+
+  std::string_view name() const override { return kWho; }
+  MemoryKind memory_kind() const override { return MemoryKind::device; }
+  bool is_linear() const override { return true; }
+
+  Allocation allocate(std::size_t bytes, std::size_t alignment) override {
+    // Compare first, so a rank with other arguments fails every rank instead of hanging them.
+    team_.check_same("nvshmem allocate", {{"bytes", bytes}, {"alignment", alignment}});
+    check_allocation_request(kWho, bytes, alignment);
+    require_running("allocate");
+    CurrentDevice current(device_, kWho);
+    // At least one byte, so an empty allocation still has an address of its own.
+    void* ptr = nvshmem_align(alignment, std::max<std::size_t>(bytes, 1));
+    std::string error;
+    if (ptr == nullptr)
+      error = format("nvshmem_align({}, {}) returned NULL: NVSHMEM's symmetric heap is full; free allocations or raise "
+                     "NVSHMEM_SYMMETRIC_SIZE (e.g. NVSHMEM_SYMMETRIC_SIZE=4G)",
+                     alignment, bytes);
+    else if (reinterpret_cast<std::uintptr_t>(ptr) % alignment != 0)
+      error = format("nvshmem_align({}, {}) returned {}, which is not aligned", alignment, bytes, ptr);
+    // Zeroed like the other providers' fresh memory, so flags start at 0; agreeing on it is the
+    // barrier that keeps every peer's stores after this rank's memset.
+    if (error.empty()) error = APERTURE_CUDA_TRY(cudaMemset(ptr, 0, std::max<std::size_t>(bytes, 1)));
+    if (error.empty()) error = APERTURE_CUDA_TRY(cudaDeviceSynchronize());
+    agree_or_throw(team_, kWho, "allocating", error);
+
+    Allocation allocation;
+    allocation.ptr = ptr;
+    allocation.bytes = bytes;
+    allocation.map = map_for(ptr, bytes);
+    live_.emplace(reinterpret_cast<std::uintptr_t>(ptr), Live{next_id_++, allocation.map});
+    return allocation;
+  }
+
+  void free(Allocation& allocation) override {
+    const auto found = live_.find(reinterpret_cast<std::uintptr_t>(allocation.ptr));
+    // Allocations are numbered in order, the same on every rank: comparing the numbers catches
+    // ranks freeing different allocations or in a different order.
+    const std::uint64_t id = found == live_.end() ? 0 : found->second.id;
+    team_.check_same("nvshmem free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
+    if (found == live_.end())
+      throw Error(format("nvshmem free: {} is not a live allocation of this provider (freed twice, or allocated by "
+                         "another provider); free each allocation once, with the provider that made it",
+                         allocation.ptr));
+    require_running("free");
+    CurrentDevice current(device_, kWho);
+    nvshmem_free(allocation.ptr);
+    live_.erase(found);
+    allocation = Allocation{};
+  }
+
+  SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    const std::uintptr_t end = address + std::max<std::size_t>(bytes, 1);
+    for (auto it = live_.begin(); it != live_.end() && it->first < end; ++it) {
+      const SymmetricAddressMap& map = it->second.map;
+      if (map.owns(ptr, bytes)) return placed(map.view_table(ptr, bytes), bytes);
+      if (address < map.allocation_base + std::max<std::size_t>(map.allocation_bytes, 1))
+        throw Error(format("nvshmem symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation "
+                           "[{:#x}, +{} bytes) but does not lie inside it; describe a range within one allocation",
+                           ptr, bytes, map.allocation_base, map.allocation_bytes));
+    }
+    return map_of_foreign_symmetric_memory(ptr, bytes);
+  }
+
+ private:
+  struct Live {
+    std::uint64_t id;
+    SymmetricAddressMap map;
+  };
+
+  void choose_device() {
+    std::string why;
+    const int count = foreign_gpu::gpu_count(why);
+    if (count > 0) {
+      why = foreign_gpu::one_gpu_per_rank(kWho, team_.local_size(), count);
+      device_ = team_.local_rank() % count;
+    }
+    if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device_));
+    agree_or_throw(team_, kWho, "choosing its GPU", why);
+  }
+
+  void require_running(const char* call) const {
+    if (!runtime_usable())
+      throw Error(format("nvshmem {}: NVSHMEM is no longer running (it was finalized at exit); use the provider only "
+                         "before the program exits",
+                         call));
+  }
+
+  // Learns where each peer's heap is mapped (from allocation A) and proves the heap is linear:
+  // allocation B, translated with A's table, must be where nvshmem_ptr says B is, and a value
+  // stored there must arrive in the peer's own B.
+  void learn_and_verify_linear_heap() {
+    const int n = team_.size();
+    const int me = team_.rank();
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(std::uint64_t);
+    void* a = nvshmem_malloc(bytes);
+    void* b = nvshmem_malloc(bytes);
+    struct FreeBoth {  // collective; every rank leaves this function together (agree_or_throw)
+      void* a;
+      void* b;
+      ~FreeBoth() {
+        if (b) nvshmem_free(b);
+        if (a) nvshmem_free(a);
+      }
+    } free_both{a, b};
+    agree_or_throw(team_, kWho, "allocating two buffers to check the heap",
+                   a && b ? std::string() : format("nvshmem_malloc({}) returned NULL", bytes));
+
+    std::string error;
+    direct_.assign(n, false);
+    delta_.assign(n, 0);
+    for (int p = 0; p < n; ++p) {
+      if (void* peer_a = nvshmem_ptr(a, p)) {
+        direct_[p] = true;
+        delta_[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_a) -
+                                              reinterpret_cast<std::uintptr_t>(a));
+      }
+    }
+    if (!direct_[me] || delta_[me] != 0)
+      error = format("nvshmem_ptr(ptr, own PE {}) gave {} for {}; it must give the pointer itself", me,
+                     nvshmem_ptr(a, me), a);
+    std::vector<std::int64_t> table_b(n, 0);
+    for (int p = 0; p < n && error.empty(); ++p) {
+      void* vouched = nvshmem_ptr(b, p);
+      if (!direct_[p]) {
+        if (vouched != nullptr)
+          error += format("\n  nvshmem_ptr reaches rank {} for one allocation ({}) but not for another", p, vouched);
+        continue;
+      }
+      const auto translated = reinterpret_cast<std::uintptr_t>(b) + static_cast<std::uintptr_t>(delta_[p]);
+      // Never store through a pointer nvshmem_ptr does not vouch for.
+      if (reinterpret_cast<std::uintptr_t>(vouched) != translated) {
+        error += format("\n  rank {}'s copy of a second allocation is at {} by nvshmem_ptr but at {:#x} by the first "
+                        "allocation's table",
+                        p, vouched, translated);
+        continue;
+      }
+      table_b[p] = static_cast<std::int64_t>(translated);
+    }
+    if (!error.empty()) error = "the symmetric heap is not linear (one table cannot serve every allocation):" + error;
+    agree_or_throw(team_, kWho, "checking that its heap is linear", error);
+    agree_or_throw(team_, kWho, "storing through its table", foreign_gpu::verify_peer_stores(team_, b, table_b));
+  }
+
+  // The table of an address in the heap: each direct peer's copy is at the same distance as
+  // for every other allocation.
+  SymmetricAddressMap map_for(const void* ptr, std::size_t bytes) const {
+    std::vector<std::int64_t> table(team_.size(), 0);
+    for (int p = 0; p < team_.size(); ++p)
+      if (direct_[p])
+        table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ptr) +
+                                             static_cast<std::uintptr_t>(delta_[p]));
+    return placed(std::move(table), bytes);
+  }
+
+  SymmetricAddressMap placed(std::vector<std::int64_t> table, std::size_t bytes) const {
+    TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "nvshmem device table");
+    return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
+  }
+
+  // Symmetric memory the program got from NVSHMEM itself (its own nvshmem_malloc): nvshmem_ptr
+  // answers for it directly, range end included, without assuming the heap's layout. Only
+  // ranges clear of this provider's allocations come here; a range running past the end of the
+  // program's own buffer cannot be told apart from the rest of the heap.
+  SymmetricAddressMap map_of_foreign_symmetric_memory(const void* ptr, std::size_t bytes) const {
+    const int me = team_.rank();
+    const auto* first = static_cast<const unsigned char*>(ptr);
+    const auto* last = bytes == 0 ? first : first + (bytes - 1);
+    if (ptr == nullptr || !runtime_usable() || nvshmem_ptr(first, me) != first || nvshmem_ptr(last, me) != last)
+      throw Error(format("nvshmem symmetric_address_map: [{}, +{} bytes) is neither inside a live allocation of this "
+                         "provider nor in NVSHMEM's symmetric heap (nvshmem_ptr does not know it); was it allocated "
+                         "by another provider? describe memory from nvshmem_malloc or this provider's allocate",
+                         ptr, bytes));
+    std::vector<std::int64_t> table(team_.size(), 0);
+    for (int p = 0; p < team_.size(); ++p) {
+      auto* peer_first = static_cast<const unsigned char*>(nvshmem_ptr(first, p));
+      auto* peer_last = static_cast<const unsigned char*>(nvshmem_ptr(last, p));
+      if (peer_first == nullptr) continue;
+      if (peer_last != peer_first + (last - first))
+        throw Error(format("nvshmem symmetric_address_map: [{}, +{} bytes) is not mapped in one piece for rank {} "
+                           "(nvshmem_ptr gives {} for its start and {} for its end); describe one allocation at a time",
+                           ptr, bytes, p, static_cast<const void*>(peer_first), static_cast<const void*>(peer_last)));
+      table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_first));
+    }
+    return placed(std::move(table), bytes);
+  }
+
+  Team& team_;
+  int device_ = -1;                      // this rank's GPU, as this process numbers it
+  std::vector<bool> direct_;             // nvshmem_ptr reaches the peer's heap
+  std::vector<std::int64_t> delta_;      // where a peer's copy is, minus where ours is (direct peers)
+  std::map<std::uintptr_t, Live> live_;  // live allocations by base address
+  std::uint64_t next_id_ = 1;
+};
+
+}  // namespace
+
+ProviderEntry nvshmem_entry() {
+  ProviderEntry entry;
+  entry.name = kWho;
+  entry.status = [] {
+    ProviderStatus status{kWho, true, false, {}};
+    std::string why;
+    const int count = foreign_gpu::gpu_count(why);
+    if (count == 0) {
+      status.reason = why;
+      return status;
+    }
+    if (why = foreign_gpu::one_gpu_per_rank(kWho, foreign_gpu::local_ranks_from_env(), count); !why.empty()) {
+      status.reason = why;
+      return status;
+    }
+    {
+      Runtime& r = runtime();
+      std::lock_guard lock(r.mutex);
+      if (r.state == RuntimeState::finalized) {
+        status.reason = "NVSHMEM was finalized in this process (the program is exiting)";
+        return status;
+      }
+    }
+    status.available = true;
+    status.reason = format("nvshmem_malloc + nvshmem_ptr (NVSHMEM {}, host library only), one linear heap checked at "
+                           "start-up; {} GPU(s) here, each rank uses GPU local_rank % {}; unique-id bootstrap over "
+                           "the team (aperture launch, mpirun, torchrun)",
+                           nvshmem_version(), count, count);
+    return status;
+  };
+  entry.make = [](Team& team) -> std::unique_ptr<Provider> { return std::make_unique<NvshmemProvider>(team); };
+  return entry;
+}
+
+}  // namespace aperture::detail

@@ -1,0 +1,350 @@
+// The collectives on every host provider's memory: barrier, broadcast, all-gather,
+// reduce-scatter, all-reduce (one-shot, two-shot, automatic) and all-to-all, for float, double,
+// int32 and int64, sum/min/max, in place and out of place, with the default staging and with a
+// tiny one that cuts every call into many pieces (many barriers per call). Every element of
+// every result is checked against values every rank computes for every other rank from one
+// seed, drawn fresh each run by rank 0 (printed, so a failure can be replayed with
+// APERTURE_TEST_SEED).
+#include <gtest/gtest.h>
+
+#include <aperture/collectives/collectives.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "world.h"
+
+namespace {
+
+using aperture::AllReduceAlgorithm;
+using aperture::Communicator;
+using aperture::ReduceOp;
+using test::world;
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t the_seed() {
+  static const std::uint64_t seed = [] {
+    std::uint64_t s = 0;
+    if (world().rank() == 0) {
+      const char* given = std::getenv("APERTURE_TEST_SEED");
+      s = given != nullptr ? std::strtoull(given, nullptr, 0) : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+      std::printf("collectives_test: seed %#" PRIx64 " (replay with APERTURE_TEST_SEED)\n", s);
+    }
+    world().broadcast(&s, sizeof s, 0);
+    return s;
+  }();
+  return seed;
+}
+
+// Rank `rank`'s element i of buffer `salt`: random, but the same on every rank that asks.
+// Floats in [-1, 1); integers in [-10^6, 10^6], so 8 ranks' sums fit every type.
+template <class T>
+T value(int rank, std::uint64_t salt, std::uint64_t i) {
+  const std::uint64_t h = mix(the_seed() ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull)));
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  } else {
+    return static_cast<T>(static_cast<std::int64_t>(h % 2000001) - 1000000);
+  }
+}
+
+template <class T>
+T combine(ReduceOp op, T a, T b) {
+  switch (op) {
+    case ReduceOp::sum: return static_cast<T>(a + b);
+    case ReduceOp::min: return b < a ? b : a;
+    default: return a < b ? b : a;
+  }
+}
+
+// in[i] of every rank folded in rank order, as the collectives do.
+template <class T>
+T folded(ReduceOp op, std::uint64_t salt, std::uint64_t i) {
+  T acc = value<T>(0, salt, i);
+  for (int r = 1; r < world().size(); ++r) acc = combine(op, acc, value<T>(r, salt, i));
+  return acc;
+}
+
+// Counts wrong elements; the first one's description goes into the failure message.
+struct Mismatches {
+  std::uint64_t wrong = 0, checked = 0;
+  std::string first;
+  template <class T>
+  void expect(const T& got, const T& expected, const std::string& where) {
+    ++checked;
+    if (got == expected) return;
+    if (wrong++ == 0) first = where + ": got " + std::to_string(got) + ", expected " + std::to_string(expected);
+  }
+};
+
+std::optional<aperture::ProviderStatus> status_of(const std::string& name) {
+  for (auto& s : aperture::provider_statuses())
+    if (s.name == name) return s;
+  return std::nullopt;
+}
+
+// The element counts every collective runs at: empty, below one vector, odd, one piece, several
+// pieces of the tiny staging, and several of the default one for a few.
+const std::vector<std::uint64_t> kCounts = {0, 1, 3, 17, 1000, 4099};
+
+class CollectivesTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const auto status = status_of(GetParam());
+    ASSERT_TRUE(status) << GetParam() << " is not a known provider";
+    if (!status->available) GTEST_SKIP() << GetParam() << " skipped: " << status->reason;
+    provider_ = aperture::make_provider(GetParam(), world());
+    me_ = world().rank();
+    n_ = world().size();
+    comm_ = std::make_unique<Communicator>(*provider_, world());
+    Communicator::Options tiny;
+    tiny.half_bytes = 256 * static_cast<std::size_t>(n_);  // the least there is: many pieces per call
+    tiny.one_shot_max_bytes = 512;
+    tiny_ = std::make_unique<Communicator>(*provider_, world(), tiny);
+  }
+  void TearDown() override {
+    tiny_.reset();
+    comm_.reset();
+    provider_.reset();
+  }
+  std::vector<Communicator*> communicators() { return {comm_.get(), tiny_.get()}; }
+  // A unique salt per buffer, so no two calls see the same data.
+  std::uint64_t next_salt() { return ++salt_ * 7919; }
+
+  template <class T>
+  std::vector<T> input(std::uint64_t salt, std::uint64_t count) {
+    std::vector<T> v(count);
+    for (std::uint64_t i = 0; i < count; ++i) v[i] = value<T>(me_, salt, i);
+    return v;
+  }
+
+  void report(const Mismatches& m, const std::string& what) {
+    EXPECT_EQ(m.wrong, 0u) << "rank " << me_ << " of " << n_ << ", " << GetParam() << ", " << what << ": " << m.wrong
+                           << " of " << m.checked << " elements wrong; first: " << m.first;
+    checked_ += m.checked;
+  }
+
+  template <class T>
+  void all_reduce_cases() {
+    for (Communicator* comm : communicators())
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max})
+        for (AllReduceAlgorithm algo :
+             {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::two_shot, AllReduceAlgorithm::automatic})
+          for (std::uint64_t count : kCounts)
+            for (bool in_place : {false, true}) {
+              const std::uint64_t salt = next_salt();
+              std::vector<T> in = input<T>(salt, count);
+              std::vector<T> out(count, T(-7));
+              T* dst = in_place ? in.data() : out.data();
+              comm->all_reduce(in.data(), dst, count, op, algo);
+              Mismatches m;
+              for (std::uint64_t i = 0; i < count; ++i) m.expect(dst[i], folded<T>(op, salt, i), "element " + std::to_string(i));
+              report(m, std::string("all_reduce<") + aperture::name_of(aperture::data_type_of_v<T>) + "> " +
+                            aperture::name_of(op) + " " + aperture::name_of(algo) + " count " + std::to_string(count) +
+                            (in_place ? " in place" : "") + " half " + std::to_string(comm->options().half_bytes));
+            }
+  }
+
+  template <class T>
+  void reduce_scatter_cases() {
+    for (Communicator* comm : communicators())
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max})
+        for (std::uint64_t count : kCounts)
+          for (bool in_place : {false, true}) {
+            const std::uint64_t salt = next_salt();
+            std::vector<T> in = input<T>(salt, count * n_);
+            std::vector<T> out(count, T(-7));
+            T* dst = in_place ? in.data() + me_ * count : out.data();
+            comm->reduce_scatter(in.data(), dst, count, op);
+            Mismatches m;
+            for (std::uint64_t i = 0; i < count; ++i)
+              m.expect(dst[i], folded<T>(op, salt, me_ * count + i), "element " + std::to_string(i));
+            report(m, std::string("reduce_scatter<") + aperture::name_of(aperture::data_type_of_v<T>) + "> " +
+                          aperture::name_of(op) + " count " + std::to_string(count) + (in_place ? " in place" : ""));
+          }
+  }
+
+  template <class T>
+  void movement_cases() {
+    for (Communicator* comm : communicators())
+      for (std::uint64_t count : kCounts)
+        for (bool in_place : {false, true}) {
+          const std::string suffix = std::string("<") + aperture::name_of(aperture::data_type_of_v<T>) + "> count " +
+                                     std::to_string(count) + (in_place ? " in place" : "") + " half " +
+                                     std::to_string(comm->options().half_bytes);
+          {  // all-gather
+            const std::uint64_t salt = next_salt();
+            std::vector<T> out(count * n_, T(-7));
+            std::vector<T> in = input<T>(salt, count);
+            if (in_place) std::copy(in.begin(), in.end(), out.begin() + me_ * count);
+            comm->all_gather(in_place ? out.data() + me_ * count : in.data(), out.data(), count);
+            Mismatches m;
+            for (int r = 0; r < n_; ++r)
+              for (std::uint64_t i = 0; i < count; ++i)
+                m.expect(out[r * count + i], value<T>(r, salt, i), "from rank " + std::to_string(r) + " element " + std::to_string(i));
+            report(m, "all_gather" + suffix);
+          }
+          {  // all-to-all
+            const std::uint64_t salt = next_salt();
+            std::vector<T> in = input<T>(salt, count * n_);
+            std::vector<T> out(count * n_, T(-7));
+            T* dst = in_place ? in.data() : out.data();
+            comm->all_to_all(in.data(), dst, count);
+            Mismatches m;
+            for (int r = 0; r < n_; ++r)
+              for (std::uint64_t i = 0; i < count; ++i)
+                m.expect(dst[r * count + i], value<T>(r, salt, me_ * count + i),
+                         "from rank " + std::to_string(r) + " element " + std::to_string(i));
+            report(m, "all_to_all" + suffix);
+          }
+          for (int root = 0; root < n_; ++root) {  // broadcast from every root
+            const std::uint64_t salt = next_salt();
+            std::vector<T> in = input<T>(salt, count);
+            std::vector<T> out(count, T(-7));
+            T* dst = in_place ? in.data() : out.data();
+            comm->broadcast(in.data(), dst, count, root);
+            Mismatches m;
+            for (std::uint64_t i = 0; i < count; ++i) m.expect(dst[i], value<T>(root, salt, i), "element " + std::to_string(i));
+            report(m, "broadcast root " + std::to_string(root) + suffix);
+          }
+        }
+  }
+
+  std::unique_ptr<aperture::Provider> provider_;
+  std::unique_ptr<Communicator> comm_, tiny_;
+  int me_ = 0, n_ = 1;
+  std::uint64_t salt_ = 0;
+  std::uint64_t checked_ = 0;
+};
+
+TEST_P(CollectivesTest, BarrierOrdersWritesBeforeIt) {
+  // Each round every rank writes its round number into its slot of every peer's buffer, and
+  // after the barrier finds every peer's number there: nobody left the barrier early.
+  aperture::Allocation a = provider_->allocate(static_cast<std::size_t>(n_) * sizeof(std::int64_t));
+  auto* slots = a.as<std::int64_t>();
+  for (int r = 0; r < n_; ++r) slots[r] = -1;
+  world().barrier();
+  Mismatches m;
+  for (int round = 0; round < 50; ++round) {
+    for (int r = 0; r < n_; ++r) aperture::store(slots + me_, std::int64_t{round * 1000 + me_}, me_, r, a.map.peer_bases());
+    comm_->barrier();
+    for (int r = 0; r < n_; ++r) m.expect(slots[r], std::int64_t{round * 1000 + r}, "round " + std::to_string(round) + " slot " + std::to_string(r));
+    comm_->barrier();  // nobody writes the next round before everyone has read this one
+  }
+  report(m, "barrier");
+  world().barrier();
+  provider_->free(a);
+}
+
+TEST_P(CollectivesTest, AllReduceFloat) { all_reduce_cases<float>(); }
+TEST_P(CollectivesTest, AllReduceDouble) { all_reduce_cases<double>(); }
+TEST_P(CollectivesTest, AllReduceInt32) { all_reduce_cases<std::int32_t>(); }
+TEST_P(CollectivesTest, AllReduceInt64) { all_reduce_cases<std::int64_t>(); }
+TEST_P(CollectivesTest, ReduceScatterEveryType) {
+  reduce_scatter_cases<float>();
+  reduce_scatter_cases<double>();
+  reduce_scatter_cases<std::int32_t>();
+  reduce_scatter_cases<std::int64_t>();
+}
+TEST_P(CollectivesTest, AllGatherAllToAllBroadcastEveryType) {
+  movement_cases<float>();
+  movement_cases<double>();
+  movement_cases<std::int32_t>();
+  movement_cases<std::int64_t>();
+}
+
+TEST_P(CollectivesTest, LargeAllReduceCrossesTheThreshold) {
+  // 1 MiB per rank: above the default one-shot limit from 3 ranks on (automatic picks
+  // two-shot) and four pieces of the default staging; both give bit-identical results.
+  constexpr std::uint64_t kCount = (1u << 20) / sizeof(float);
+  EXPECT_EQ(comm_->choose_all_reduce(kCount * sizeof(float)),
+            n_ <= 2 ? AllReduceAlgorithm::one_shot : AllReduceAlgorithm::two_shot);
+  EXPECT_EQ(comm_->choose_all_reduce(1024), AllReduceAlgorithm::one_shot);
+  const std::uint64_t salt = next_salt();
+  const std::vector<float> in = input<float>(salt, kCount);
+  std::vector<float> one(kCount), two(kCount);
+  comm_->all_reduce(in.data(), one.data(), kCount, ReduceOp::sum, AllReduceAlgorithm::one_shot);
+  comm_->all_reduce(in.data(), two.data(), kCount, ReduceOp::sum);
+  Mismatches m;
+  for (std::uint64_t i = 0; i < kCount; ++i) {
+    const float expected = folded<float>(ReduceOp::sum, salt, i);
+    m.expect(one[i], expected, "one-shot element " + std::to_string(i));
+    m.expect(two[i], expected, "automatic element " + std::to_string(i));
+  }
+  report(m, "large all_reduce");
+}
+
+TEST_P(CollectivesTest, BadCallsAreRefusedWithTheReason) {
+  float x = 0;
+  const std::string bad_root = test::error_of([&] { comm_->broadcast(&x, &x, 1, n_); });
+  EXPECT_NE(bad_root.find("root " + std::to_string(n_) + " is not a rank"), std::string::npos) << bad_root;
+  const std::string stream = test::error_of([&] {
+    comm_->all_reduce(&x, &x, 1, aperture::DataType::float32, ReduceOp::sum, AllReduceAlgorithm::automatic,
+                      reinterpret_cast<aperture::Stream>(0x10));
+  });
+  EXPECT_NE(stream.find("pass no stream"), std::string::npos) << stream;
+  const std::string half = test::error_of(
+      [&] { comm_->all_reduce(&x, &x, 1, aperture::DataType::float16, ReduceOp::sum); });
+  EXPECT_NE(half.find("float16 is a GPU type"), std::string::npos) << half;
+  const std::string null = test::error_of([&] { comm_->all_gather<float>(nullptr, &x, 1); });
+  EXPECT_NE(null.find("null buffer"), std::string::npos) << null;
+  Communicator::Options small;
+  small.half_bytes = 16;
+  const std::string tiny = test::error_of([&] { Communicator c(*provider_, world(), small); });
+  EXPECT_NE(tiny.find("too small"), std::string::npos) << tiny;
+  // Ranks that disagree on the options are told so, on every rank, before any memory is taken.
+  Communicator::Options differ;
+  differ.one_shot_max_bytes = 1024 + static_cast<std::size_t>(me_);
+  if (n_ > 1) {
+    const std::string mismatch = test::error_of([&] { Communicator c(*provider_, world(), differ); });
+    EXPECT_NE(mismatch.find("one_shot_max_bytes"), std::string::npos) << mismatch;
+  }
+  comm_->barrier();  // still in step after the refusals
+}
+
+TEST_P(CollectivesTest, ManyCallsReuseTheScratch) {
+  // Calls of every kind back to back, alternating the staging halves many times over.
+  Mismatches m;
+  for (int round = 0; round < 200; ++round) {
+    const std::uint64_t salt = next_salt();
+    const std::uint64_t count = 1 + static_cast<std::uint64_t>(round % 37);
+    std::vector<std::int64_t> in = input<std::int64_t>(salt, count * n_), out(count * n_);
+    switch (round % 3) {
+      case 0:
+        tiny_->all_reduce(in.data(), out.data(), count, ReduceOp::sum);
+        for (std::uint64_t i = 0; i < count; ++i) m.expect(out[i], folded<std::int64_t>(ReduceOp::sum, salt, i), "ar");
+        break;
+      case 1:
+        comm_->all_to_all(in.data(), out.data(), count);
+        for (int r = 0; r < n_; ++r)
+          for (std::uint64_t i = 0; i < count; ++i) m.expect(out[r * count + i], value<std::int64_t>(r, salt, me_ * count + i), "a2a");
+        break;
+      default:
+        tiny_->reduce_scatter(in.data(), out.data(), count, ReduceOp::max);
+        for (std::uint64_t i = 0; i < count; ++i) m.expect(out[i], folded<std::int64_t>(ReduceOp::max, salt, me_ * count + i), "rs");
+    }
+  }
+  report(m, "many calls");
+}
+
+INSTANTIATE_TEST_SUITE_P(HostProviders, CollectivesTest, ::testing::Values("shm", "mpi-window", "openshmem"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace

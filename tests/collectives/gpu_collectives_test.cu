@@ -1,0 +1,355 @@
+// The collectives on GPU memory (the cuda-ipc provider; APERTURE_GPU_PROVIDER picks another):
+// barrier, broadcast, all-gather, reduce-scatter, all-reduce (one-shot, two-shot, automatic),
+// all-to-all, for float, __half, __nv_bfloat16 and int32, sum/min/max, in place and not, with
+// the default staging and a tiny one (many pieces, many blocks); a CUDA graph replaying a
+// captured all-reduce; group_put with a block and with warps at odd offsets. Every element is
+// checked on the host against values computed there from one seed drawn by rank 0.
+//
+// A plain program (the GPU machine may lack GoogleTest), run as ranks of a job:
+//     aperture launch -n 2 -- gpu_collectives_test
+// Prints "SKIP: <reason>" and exits 77 without a GPU; prints "PASS gpu_collectives_test: N
+// checks" or "FAIL ..." and exits 0 or 1.
+#include <cuda_runtime.h>
+
+#include <aperture/aperture.h>
+#include <aperture/collectives/collectives.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using aperture::AllReduceAlgorithm;
+using aperture::Communicator;
+using aperture::ReduceOp;
+
+constexpr int kSkip = 77;
+
+void check_cuda(cudaError_t status, const char* call) {
+  if (status != cudaSuccess)
+    throw aperture::Error(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+}
+#define CUDA(call) check_cuda((call), #call)
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t g_seed = 0;
+int g_rank = 0, g_world = 1;
+long long g_checks = 0, g_failures = 0;
+
+// Rank `rank`'s element i of buffer `salt`. 16-bit floats get values with few mantissa bits.
+template <class T>
+T value(int rank, std::uint64_t salt, std::uint64_t i) {
+  const std::uint64_t h = mix(g_seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull)));
+  const double unit = static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0;  // [-1, 1)
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(static_cast<float>(unit));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(static_cast<float>(unit));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(unit);
+  } else {
+    return static_cast<T>(static_cast<std::int64_t>(h % 2000001) - 1000000);
+  }
+}
+
+template <class T>
+float to_float(T v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else return static_cast<float>(v);
+}
+
+// Folded in rank order; 16-bit floats in float, rounded once, as the kernels do.
+template <class T>
+T folded(ReduceOp op, std::uint64_t salt, std::uint64_t i) {
+  using A = aperture::collectives::Accumulate<T>;
+  auto acc = A::in(value<T>(0, salt, i));
+  for (int r = 1; r < g_world; ++r) {
+    const auto x = A::in(value<T>(r, salt, i));
+    acc = op == ReduceOp::sum ? acc + x : op == ReduceOp::min ? (x < acc ? x : acc) : (acc < x ? x : acc);
+  }
+  return A::out(acc);
+}
+
+template <class T>
+bool same(const T& a, const T& b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
+
+// Checks a whole buffer; prints the first wrong element of it.
+template <class T, class Expected>
+void expect_all(const std::vector<T>& got, std::uint64_t n, Expected expected, const std::string& what) {
+  std::uint64_t wrong = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const T e = expected(i);
+    if (!same(got[i], e) && wrong++ == 0 && g_failures < 20)
+      std::fprintf(stderr, "rank %d: %s: element %" PRIu64 " is %g, expected %g\n", g_rank, what.c_str(), i,
+                   static_cast<double>(to_float(got[i])), static_cast<double>(to_float(e)));
+  }
+  g_checks += static_cast<long long>(n) + 1;
+  if (wrong != 0) ++g_failures;
+}
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  std::uint64_t n = 0;
+  explicit DeviceBuffer(std::uint64_t count) : n(count) { CUDA(cudaMalloc(&ptr, (count ? count : 1) * sizeof(T))); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  // The collectives run on a non-blocking stream, which the legacy default stream's copies do
+  // not order with: each of these waits until it is done.
+  void upload(const std::vector<T>& v) {
+    CUDA(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA(cudaDeviceSynchronize());
+  }
+  std::vector<T> download(std::uint64_t count) const {
+    std::vector<T> v(count);
+    CUDA(cudaMemcpy(v.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  void poison() {
+    CUDA(cudaMemset(ptr, 0x7b, (n ? n : 1) * sizeof(T)));
+    CUDA(cudaDeviceSynchronize());
+  }
+};
+
+template <class T>
+std::vector<T> input(std::uint64_t salt, std::uint64_t count) {
+  std::vector<T> v(count);
+  for (std::uint64_t i = 0; i < count; ++i) v[i] = value<T>(g_rank, salt, i);
+  return v;
+}
+
+std::uint64_t g_salt = 0;
+std::uint64_t next_salt() { return ++g_salt * 7919; }
+
+template <class T>
+const char* tname() { return aperture::name_of(aperture::data_type_of_v<T>); }
+
+template <class T>
+void run_type(Communicator& comm, cudaStream_t stream, const std::vector<std::uint64_t>& counts) {
+  const int me = g_rank, n = g_world;
+  const std::string half = " half " + std::to_string(comm.options().half_bytes);
+  for (std::uint64_t count : counts) {
+    for (bool in_place : {false, true}) {
+      const std::string suffix = std::string("<") + tname<T>() + "> count " + std::to_string(count) +
+                                 (in_place ? " in place" : "") + half;
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
+        for (AllReduceAlgorithm algo : {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::two_shot, AllReduceAlgorithm::automatic}) {
+          const std::uint64_t salt = next_salt();
+          DeviceBuffer<T> in(count), out(count);
+          in.upload(input<T>(salt, count));
+          out.poison();
+          T* dst = in_place ? in.ptr : out.ptr;
+          comm.all_reduce(in.ptr, dst, count, op, algo, stream);
+          comm.check(stream);
+          expect_all((in_place ? in : out).download(count), count, [&](std::uint64_t i) { return folded<T>(op, salt, i); },
+                     std::string("all_reduce ") + aperture::name_of(op) + " " + aperture::name_of(algo) + suffix);
+        }
+        {
+          const std::uint64_t salt = next_salt();
+          DeviceBuffer<T> in(count * n), out(count);
+          in.upload(input<T>(salt, count * n));
+          out.poison();
+          T* dst = in_place ? in.ptr + me * count : out.ptr;
+          comm.reduce_scatter(in.ptr, dst, count, op, stream);
+          comm.check(stream);
+          std::vector<T> got = in_place ? in.download(count * n) : out.download(count);
+          if (in_place) got.erase(got.begin(), got.begin() + me * count);
+          expect_all(got, count, [&](std::uint64_t i) { return folded<T>(op, salt, me * count + i); },
+                     std::string("reduce_scatter ") + aperture::name_of(op) + suffix);
+        }
+      }
+      {
+        const std::uint64_t salt = next_salt();
+        DeviceBuffer<T> in(count), out(count * n);
+        in.upload(input<T>(salt, count));
+        out.poison();
+        if (in_place) CUDA(cudaMemcpy(out.ptr + me * count, in.ptr, count * sizeof(T), cudaMemcpyDeviceToDevice));
+        CUDA(cudaDeviceSynchronize());
+        comm.all_gather(in_place ? out.ptr + me * count : in.ptr, out.ptr, count, stream);
+        comm.check(stream);
+        const std::vector<T> got = out.download(count * n);
+        expect_all(got, count * n, [&](std::uint64_t i) { return value<T>(static_cast<int>(i / (count ? count : 1)), salt, i % (count ? count : 1)); },
+                   "all_gather" + suffix);
+      }
+      {
+        const std::uint64_t salt = next_salt();
+        DeviceBuffer<T> in(count * n), out(count * n);
+        in.upload(input<T>(salt, count * n));
+        out.poison();
+        T* dst = in_place ? in.ptr : out.ptr;
+        comm.all_to_all(in.ptr, dst, count, stream);
+        comm.check(stream);
+        expect_all((in_place ? in : out).download(count * n), count * n,
+                   [&](std::uint64_t i) { const std::uint64_t c = count ? count : 1; return value<T>(static_cast<int>(i / c), salt, me * count + i % c); },
+                   "all_to_all" + suffix);
+      }
+      for (int root = 0; root < n; ++root) {
+        const std::uint64_t salt = next_salt();
+        DeviceBuffer<T> in(count), out(count);
+        in.upload(input<T>(salt, count));
+        out.poison();
+        T* dst = in_place ? in.ptr : out.ptr;
+        comm.broadcast(in.ptr, dst, count, root, stream);
+        comm.check(stream);
+        expect_all((in_place ? in : out).download(count), count, [&](std::uint64_t i) { return value<T>(root, salt, i); },
+                   "broadcast root " + std::to_string(root) + suffix);
+      }
+    }
+  }
+}
+
+// A captured all-reduce replayed with new input each time: the epochs live on the GPU.
+void graph_replay(Communicator& comm, cudaStream_t stream) {
+  constexpr std::uint64_t kCount = 100003;
+  DeviceBuffer<float> in(kCount), out(kCount);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  comm.all_reduce(in.ptr, out.ptr, kCount, ReduceOp::sum, AllReduceAlgorithm::automatic, stream);
+  comm.barrier(stream);
+  comm.all_reduce(in.ptr, in.ptr, kCount, ReduceOp::max, AllReduceAlgorithm::one_shot, stream);
+  CUDA(cudaStreamEndCapture(stream, &graph));
+  CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 10; ++replay) {
+    const std::uint64_t salt = next_salt();
+    in.upload(input<float>(salt, kCount));
+    CUDA(cudaGraphLaunch(exec, stream));
+    comm.check(stream);
+    expect_all(out.download(kCount), kCount, [&](std::uint64_t i) { return folded<float>(ReduceOp::sum, salt, i); },
+               "graph replay " + std::to_string(replay) + " all_reduce sum");
+    expect_all(in.download(kCount), kCount, [&](std::uint64_t i) { return folded<float>(ReduceOp::max, salt, i); },
+               "graph replay " + std::to_string(replay) + " all_reduce max in place");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// group_put by a block and by warps into the right neighbour's symmetric buffer, at offsets
+// that are not 16-byte aligned (the byte-wise heads and tails) and at ones that are.
+__global__ void put_kernel(aperture::PeerView peers, unsigned char* dst, const unsigned char* src, std::uint64_t bytes,
+                           std::uint64_t offset, int use_warps) {
+  const int right = (peers.rank + 1) % peers.world_size;
+  if (use_warps) {
+    const aperture::collectives::WarpGroup g;
+    const std::uint64_t share = (bytes + g.parts() - 1) / g.parts();
+    const std::uint64_t begin = share * g.part() < bytes ? share * g.part() : bytes;
+    const std::uint64_t end = begin + share < bytes ? begin + share : bytes;
+    aperture::collectives::group_put(g, dst + offset + begin, src + begin, end - begin, peers.rank, right, peers.peer_bases);
+  } else {
+    aperture::collectives::group_put(aperture::collectives::BlockGroup{}, dst + offset, src, bytes, peers.rank, right,
+                                     peers.peer_bases);
+  }
+}
+
+void group_put_cases(aperture::Provider& provider, Communicator& comm, cudaStream_t stream) {
+  constexpr std::uint64_t kBytes = 1 << 20;
+  aperture::Allocation a = provider.allocate(kBytes + 64);
+  DeviceBuffer<unsigned char> src(kBytes);
+  const int left = (g_rank + g_world - 1) % g_world;
+  for (std::uint64_t offset : {0, 16, 3}) {
+    for (int warps : {0, 1}) {
+      const std::uint64_t salt = next_salt();
+      std::vector<unsigned char> mine(kBytes);
+      for (std::uint64_t i = 0; i < kBytes; ++i) mine[i] = static_cast<unsigned char>(mix(salt ^ (i * 31 + g_rank)) & 0xff);
+      src.upload(mine);
+      CUDA(cudaMemset(a.ptr, 0, kBytes + 64));
+      CUDA(cudaDeviceSynchronize());
+      comm.barrier(stream);  // nobody puts before its neighbour has cleared
+      put_kernel<<<warps ? 8 : 4, 256, 0, stream>>>(a.map.peer_view(), static_cast<unsigned char*>(a.ptr), src.ptr, kBytes - 5,
+                                                    offset, warps);
+      CUDA(cudaGetLastError());
+      comm.barrier(stream);  // the kernels' writes are visible after a barrier (its fence + signal)
+      comm.check(stream);
+      std::vector<unsigned char> got(kBytes + 64);
+      CUDA(cudaMemcpy(got.data(), a.ptr, got.size(), cudaMemcpyDeviceToHost));
+      std::vector<unsigned char> got_range(got.begin() + offset, got.begin() + offset + kBytes - 5);
+      expect_all(got_range, kBytes - 5,
+                 [&](std::uint64_t i) { return static_cast<unsigned char>(mix(salt ^ (i * 31 + left)) & 0xff); },
+                 "group_put " + std::string(warps ? "warps" : "block") + " offset " + std::to_string(offset));
+    }
+  }
+  comm.barrier(stream);
+  comm.check(stream);
+  provider.free(a);
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no CUDA device here\n");
+    return kSkip;
+  }
+  try {
+    aperture::Team team = aperture::Team::from_env();
+    g_rank = team.rank();
+    g_world = team.size();
+    const char* chosen = std::getenv("APERTURE_GPU_PROVIDER");
+    const std::string name = chosen != nullptr && *chosen != '\0' ? chosen : "cuda-ipc";
+    for (const auto& s : aperture::provider_statuses())
+      if (s.name == name && !s.available) {
+        std::printf("SKIP: provider %s cannot run here: %s\n", name.c_str(), s.reason.c_str());
+        return kSkip;
+      }
+    auto provider = aperture::make_provider(name, team);
+    if (g_rank == 0) {
+      const char* given = std::getenv("APERTURE_TEST_SEED");
+      g_seed = given != nullptr ? std::strtoull(given, nullptr, 0) : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+      std::printf("gpu_collectives_test: %d rank(s) on %s, seed %#" PRIx64 "\n", g_world, name.c_str(), g_seed);
+    }
+    team.broadcast(&g_seed, sizeof g_seed, 0);
+    {
+      Communicator comm(*provider, team);
+      Communicator::Options small;
+      small.half_bytes = 4096;  // many pieces per block
+      small.max_parts = 4;
+      small.one_shot_max_bytes = 2048;
+      Communicator tiny(*provider, team, small);
+      cudaStream_t stream = nullptr;
+      CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      const std::vector<std::uint64_t> counts = {0, 1, 3, 17, 1000, 70001, (1u << 20) + 5};
+      const std::vector<std::uint64_t> small_counts = {0, 5, 1000, 20000};
+      for (int round = 0; round < 3; ++round) comm.barrier(stream);
+      run_type<float>(comm, stream, counts);
+      run_type<__half>(comm, stream, counts);
+      run_type<__nv_bfloat16>(comm, stream, counts);
+      run_type<std::int32_t>(comm, stream, counts);
+      run_type<float>(tiny, stream, small_counts);
+      run_type<__half>(tiny, stream, small_counts);
+      graph_replay(comm, stream);
+      group_put_cases(*provider, comm, stream);
+      comm.check(stream);
+      CUDA(cudaStreamDestroy(stream));
+    }
+    long long all[2] = {g_checks, g_failures}, sums[2] = {0, 0};
+    std::vector<long long> gathered(2 * static_cast<std::size_t>(g_world));
+    team.allgather(all, gathered.data(), sizeof all);
+    for (int r = 0; r < g_world; ++r) {
+      sums[0] += gathered[2 * r];
+      sums[1] += gathered[2 * r + 1];
+    }
+    if (sums[1] != 0) {
+      std::printf("FAIL gpu_collectives_test: %lld of %lld checks failed (rank %d: %lld)\n", sums[1], sums[0], g_rank, g_failures);
+      return 1;
+    }
+    if (g_rank == 0) std::printf("PASS gpu_collectives_test: %lld checks\n", sums[0]);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: FAIL gpu_collectives_test: %s\n", g_rank, e.what());
+    return 1;
+  }
+}

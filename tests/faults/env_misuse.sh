@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# env_misuse.sh APERTURE TEAM_PROBE: malformed environments and launcher misuse, end to end.
+# Each case starts tests/faults/team_probe (or `aperture launch`) the way a user would get it
+# wrong and checks: an aperture::Error (probe exit 3) or a usage error (launcher exit 2), whose
+# message names the variable or value and the fix, within a few seconds (no hang).
+set -u
+aperture=$1 probe=$2
+failures=0 passed=0
+
+# expect NAME EXPECTED_EXIT NEEDLE... -- COMMAND...
+expect() {
+  local name=$1 want=$2; shift 2
+  local needles=()
+  while [[ $1 != -- ]]; do needles+=("$1"); shift; done
+  shift
+  local start rc elapsed
+  start=$(date +%s)
+  out=$(timeout 30 "$@" 2>&1); rc=$?  # global: a caller may look at it
+  elapsed=$(( $(date +%s) - start ))
+  local ok=1
+  [[ $rc == "$want" ]] || ok=0
+  for needle in "${needles[@]}"; do grep -qF -- "$needle" <<<"$out" || ok=0; done
+  (( elapsed <= 10 )) || ok=0
+  if (( ok )); then
+    passed=$((passed + 1)); echo "ok   - $name"
+  else
+    failures=$((failures + 1)); echo "FAIL - $name: exit $rc (want $want) after ${elapsed}s, output: $out"
+  fi
+}
+
+clean=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB -u APERTURE_JOB_TOKEN -u OMPI_COMM_WORLD_RANK
+       -u OMPI_COMM_WORLD_SIZE -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT APERTURE_TIMEOUT=1)
+torch=("${clean[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=29500)
+closed_port=$(( 40000 + RANDOM % 20000 ))
+
+expect "RANK=abc" 3 "RANK='abc' is not an integer" "0..65535" -- "${torch[@]}" RANK=abc WORLD_SIZE=2 "$probe"
+expect "RANK=-1" 3 "RANK=-1 is out of range" -- "${torch[@]}" RANK=-1 WORLD_SIZE=2 "$probe"
+expect "WORLD_SIZE=0" 3 "WORLD_SIZE=0 is out of range" "1..65536" -- "${torch[@]}" RANK=0 WORLD_SIZE=0 "$probe"
+expect "rank >= size" 3 "RANK=2 is not below WORLD_SIZE=2" "0..1" -- "${torch[@]}" RANK=2 WORLD_SIZE=2 "$probe"
+expect "RANK without WORLD_SIZE" 3 "RANK is set but WORLD_SIZE is not" -- "${torch[@]}" RANK=0 "$probe"
+expect "MASTER_PORT=http" 3 "MASTER_PORT='http' is not an integer" -- "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=http "$probe"
+expect "MASTER_PORT=70000" 3 "MASTER_PORT=70000 is out of range" "1..65535" -- "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=70000 "$probe"
+expect "MASTER_PORT=65535" 3 "APERTURE_MASTER_PORT" -- "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=65535 "$probe"
+expect "no MASTER_ADDR" 3 "MASTER_ADDR/MASTER_PORT are not" -- "${clean[@]}" RANK=1 WORLD_SIZE=2 "$probe"
+expect "unreachable MASTER_ADDR:PORT" 3 "cannot reach the rendezvous hub at tcp:127.0.0.1:$((closed_port + 1))" "MASTER_ADDR/MASTER_PORT" -- \
+  "${clean[@]}" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port "$probe"
+expect "unresolvable MASTER_ADDR" 3 "cannot resolve host 'no-such-host.invalid'" -- \
+  "${clean[@]}" RANK=1 WORLD_SIZE=2 MASTER_ADDR=no-such-host.invalid MASTER_PORT=29500 "$probe"
+expect "OMPI rank >= size" 3 "OMPI_COMM_WORLD_RANK=4 is not below OMPI_COMM_WORLD_SIZE=4" -- \
+  "${clean[@]}" OMPI_COMM_WORLD_RANK=4 OMPI_COMM_WORLD_SIZE=4 "$probe"
+expect "APERTURE_RANK without APERTURE_HUB" 3 "APERTURE_HUB is not" "aperture launch" -- \
+  "${clean[@]}" APERTURE_RANK=0 APERTURE_WORLD_SIZE=2 "$probe"
+expect "malformed APERTURE_HUB" 3 "malformed hub address 'bogus'" "unix:@name or tcp:host:port" -- \
+  "${clean[@]}" APERTURE_RANK=0 APERTURE_WORLD_SIZE=2 APERTURE_HUB=bogus "$probe"
+expect "APERTURE_HUB nobody listens on" 3 "cannot reach the rendezvous hub at unix:@aperture-nobody-here" -- \
+  "${clean[@]}" APERTURE_RANK=0 APERTURE_WORLD_SIZE=2 APERTURE_HUB=unix:@aperture-nobody-here "$probe"
+expect "APERTURE_TIMEOUT=abc" 3 "APERTURE_TIMEOUT='abc' is not a positive number" -- \
+  env APERTURE_TIMEOUT=abc RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port "$probe"
+expect "APERTURE_HEAP_SIZE=lots" 3 "APERTURE_HEAP_SIZE='lots' is not a size" -- "${clean[@]}" APERTURE_HEAP_SIZE=lots "$probe" shm
+expect "unknown provider" 3 "unknown provider 'nope'" "available here: " -- "${clean[@]}" "$probe" nope
+expect "launch -n 0" 2 "0" -- "$aperture" launch -n 0 -- true
+expect "launch -n 1025" 2 "1025" -- "$aperture" launch -n 1025 -- true
+expect "launch without a program" 2 "" -- "$aperture" launch -n 2
+expect "launch of a missing program" 2 "/nonexistent/program" -- "$aperture" launch -n 2 -- /nonexistent/program
+expect "launch of a file that is not executable" 2 "/etc/hostname" -- "$aperture" launch -n 2 -- /etc/hostname
+expect "launch --timeout abc" 2 "--timeout" -- "$aperture" launch -n 2 --timeout abc -- true
+expect "launch with APERTURE_TIMEOUT=abc" 2 "APERTURE_TIMEOUT='abc'" -- env APERTURE_TIMEOUT=abc "$aperture" launch -n 2 -- true
+
+# A world larger than the shm provider can map here: every rank maps every peer's heap, so with
+# the address space limited to ~3 heaps the job of 4 ranks fails on every rank, naming the rank
+# and the fix (sanitizer builds reserve terabytes of shadow memory and cannot run under a limit).
+if ldd "$probe" | grep -q -e libasan -e libtsan; then
+  echo "skip - world larger than the address space holds (sanitizer build)"
+else
+  expect "world larger than shm can map" 3 "mmap of rank" "lower APERTURE_HEAP_SIZE" -- \
+    env APERTURE_HEAP_SIZE=1G APERTURE_TIMEOUT=10 "$aperture" launch -n 4 -- sh -c "ulimit -v 3500000 && exec $probe shm"
+  reports=$(grep -c "probe error: aperture: shm" <<<"$out")
+  if [[ $reports == 4 ]]; then passed=$((passed + 1)); echo "ok   - world larger than shm can map: every rank says so"
+  else failures=$((failures + 1)); echo "FAIL - world larger than shm can map: $reports of 4 ranks reported"; fi
+  expect "the same heaps fit a smaller world" 0 "probe ok: rank 0 of 2" -- \
+    env APERTURE_HEAP_SIZE=1G APERTURE_TIMEOUT=10 "$aperture" launch -n 2 -- sh -c "ulimit -v 3500000 && exec $probe shm"
+fi
+
+echo "env_misuse: $passed passed, $failures failed"
+(( failures == 0 ))

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# security_test.sh APERTURE JOB_PROBE STRANGER: what another user, and another job of the same
+# user, can do to a running job (docs/SECURITY.md: the threat model and what each check shows).
+#
+# Another user (created here when run as root: useradd aperture-stranger):
+#   - cannot join a job's hub over its abstract Unix socket, even holding the job's token
+#     (the hub checks SO_PEERCRED), and cannot read the token from the ranks' environment;
+#   - cannot open a rank's heap (/proc/PID/fd/N of its memfd), its memory (/proc/PID/mem) or
+#     its mappings (/proc/PID/map_files);
+#   - cannot lure a rank into its own fake hub: a rank refuses a hub of another user before it
+#     sends a byte (so not its token either).
+# Another job of the same user, or any stranger:
+#   - is refused with the wrong token, sending garbage, or claiming a rank already connected,
+#     and the job goes on (its ranks then check that their data and Team are intact);
+#   - over TCP (torchrun/mpirun jobs) is refused by the token alone, without taking the rank it
+#     claimed, and an idle connection does not hold the job up;
+#   - never sees the same token twice (fresh random token per launch).
+# Without root the cross-user checks are skipped (APERTURE_SECURITY_REQUIRE_USER=1 makes that
+# a failure, as .ci/run does).
+set -u
+aperture=$1 job_probe=$2 stranger_bin=$3
+failures=0 passed=0 skipped=0
+export APERTURE_TIMEOUT=30 APERTURE_HEAP_SIZE=64M
+user=aperture-stranger
+
+ok() { passed=$((passed + 1)); echo "ok   - $*"; }
+bad() { failures=$((failures + 1)); echo "FAIL - $*"; }
+skip() { skipped=$((skipped + 1)); echo "skip - $*"; }
+check() {  # check NAME COMMAND...: the command must exit 0 (a stranger kept out)
+  local name=$1; shift
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [[ $rc == 0 ]]; then ok "$name: $out"; else bad "$name (exit $rc): $out"; fi
+}
+
+work=$(mktemp -d)
+chmod 755 "$work"
+trap 'touch "$work/job/release" "$work/tcp/release" 2>/dev/null; sleep 0.3; kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+cp "$stranger_bin" "$work/stranger" && chmod 755 "$work/stranger"
+stranger="$work/stranger"
+
+# --- who plays the other user ----------------------------------------------------------------
+as_other=()
+if [[ $(id -u) == 0 ]]; then
+  if ! id "$user" >/dev/null 2>&1; then
+    useradd --system --no-create-home --shell /usr/sbin/nologin "$user" 2>/dev/null ||
+      useradd -r -M -s /bin/false "$user" 2>/dev/null || true
+  fi
+  if id "$user" >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+    as_other=(setpriv --reuid="$(id -u "$user")" --regid="$(id -g "$user")" --clear-groups --)
+  fi
+fi
+if [[ ${#as_other[@]} == 0 ]]; then
+  if [[ "${APERTURE_SECURITY_REQUIRE_USER:-0}" == 1 ]]; then
+    bad "cannot act as another user (needs root, useradd and setpriv); the cross-user checks did not run"
+  fi
+fi
+cross_user() {  # cross_user NAME COMMAND...: a check run as the other user, or skipped
+  local name=$1; shift
+  if [[ ${#as_other[@]} == 0 ]]; then skip "$name (not root: no other user to act as)"; return; fi
+  check "$name" "${as_other[@]}" "$@"
+}
+
+wait_for() {  # wait_for FILE...: until each exists (at most 30 s)
+  local deadline=$((SECONDS + 30)) f
+  for f in "$@"; do
+    while [[ ! -e $f ]]; do
+      (( SECONDS < deadline )) || return 1
+      sleep 0.05
+    done
+  done
+}
+
+# --- a job under `aperture launch`: abstract Unix socket hub, shm heaps ---------------------------
+mkdir -p "$work/job"
+"$aperture" launch -n 2 -- "$job_probe" "$work/job" >"$work/job.out" 2>&1 &
+job=$!
+if ! wait_for "$work/job/rank.0" "$work/job/rank.1"; then
+  bad "the launched job did not start: $(cat "$work/job.out")"
+else
+  read -r pid0 memfd0 hub < "$work/job/rank.0"
+  read -r pid1 memfd1 _ < "$work/job/rank.1"
+  token=$(tr '\0' '\n' < "/proc/$pid0/environ" | sed -n 's/^APERTURE_JOB_TOKEN=//p')
+  [[ $hub == unix:@* ]] && ok "the hub listens on an abstract socket ($hub): no file to leave behind or chmod" ||
+    bad "hub address $hub is not an abstract Unix socket"
+  grep -q "@${hub#unix:@}" /proc/net/unix && ok "the hub's socket is listed as abstract in /proc/net/unix" ||
+    bad "the hub's socket is not in /proc/net/unix"
+  [[ ${#token} -ge 32 ]] && ok "the job token has ${#token} hex digits" || bad "job token '$token' is short"
+  [[ $memfd0 -ge 0 ]] && ok "rank 0's heap is a memfd (/proc/$pid0/fd/$memfd0); nothing in /dev/shm" ||
+    bad "rank 0 has no memfd heap"
+  ls /dev/shm 2>/dev/null | grep -qi aperture && bad "/dev/shm has aperture files: $(ls /dev/shm)"
+
+  # Another user.
+  cross_user "another user cannot join the hub with a guessed token" "$stranger" hello "$hub" 1 2 guessed
+  cross_user "another user cannot join the hub even with the job's token" "$stranger" hello "$hub" 1 2 "$token"
+  cross_user "another user cannot send the hub garbage" "$stranger" garbage "$hub"
+  cross_user "another user cannot open rank 0's heap" "$stranger" open "/proc/$pid0/fd/$memfd0"
+  cross_user "another user cannot open rank 1's heap" "$stranger" open "/proc/$pid1/fd/$memfd1"
+  cross_user "another user cannot read rank 0's memory" "$stranger" open "/proc/$pid0/mem"
+  cross_user "another user cannot read the job token from the environment" "$stranger" open "/proc/$pid0/environ"
+  heap_map=$(ls -l "/proc/$pid0/map_files/" 2>/dev/null | awk '/aperture-shm-heap/ {print $9; exit}')
+  if [[ -n $heap_map ]]; then
+    cross_user "another user cannot open rank 0's heap mapping" "$stranger" open "/proc/$pid0/map_files/$heap_map"
+  fi
+  # Another job of the same user (or a stale environment): wrong token, garbage, a taken rank.
+  check "the same user with another job's token is refused" "$stranger" hello "$hub" 1 2 not-this-jobs-token
+  out=$("$stranger" hello "$hub" 1 2 not-this-jobs-token 2>&1)
+  grep -q "wrong job token" <<<"$out" && ok "the refusal says why: $out" || bad "the refusal does not say 'wrong job token': $out"
+  check "the same user's garbage is dropped" "$stranger" garbage "$hub"
+  check "the same user cannot take a rank already connected, even with the token" "$stranger" hello "$hub" 1 2 "$token"
+  check "the same user claiming a rank outside the world is refused" "$stranger" hello "$hub" 7 2 "$token"
+  check "the same user claiming another world size is refused" "$stranger" hello "$hub" 0 3 "$token"
+fi
+touch "$work/job/release"
+wait "$job"; rc=$?
+if [[ $rc == 0 ]] && [[ $(grep -c "job-probe ok" "$work/job.out") == 2 ]]; then
+  ok "the job went on unharmed: both ranks checked their Team and every peer's data"
+else
+  bad "the job did not survive the strangers (exit $rc): $(cat "$work/job.out")"
+fi
+
+# --- a rank never talks to a hub of another user ---------------------------------------------------
+if [[ ${#as_other[@]} != 0 ]]; then
+  name="aperture-fake-hub-$$"
+  "${as_other[@]}" "$stranger" listen "$name" 4 >"$work/fake.out" 2>&1 &
+  fake=$!
+  sleep 0.5
+  out=$(env -u RANK -u WORLD_SIZE APERTURE_RANK=0 APERTURE_WORLD_SIZE=2 APERTURE_HUB="unix:@$name" \
+        APERTURE_JOB_TOKEN=secret APERTURE_TIMEOUT=2 "$job_probe" "$work" 2>&1)
+  wait "$fake"; rc=$?
+  if grep -q "runs as another user" <<<"$out" && [[ $rc == 0 ]]; then
+    ok "a rank refuses a hub run by another user and sends it nothing: $(tail -1 "$work/fake.out")"
+  else
+    bad "a rank talked to another user's hub: rank said: $out; fake hub: $(cat "$work/fake.out")"
+  fi
+else
+  skip "a rank refuses a hub of another user (not root)"
+fi
+
+# --- a torchrun-style job: TCP hub in rank 0, strangers refused by the token --------------------
+mkdir -p "$work/tcp"
+port=$(( 20000 + (RANDOM * 7 + $$) % 30000 ))
+tcp_token="tcp-secret-$RANDOM$RANDOM"
+tcp_env=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB WORLD_SIZE=2 MASTER_ADDR=127.0.0.1
+         MASTER_PORT=$port APERTURE_JOB_TOKEN=$tcp_token)
+"${tcp_env[@]}" RANK=0 LOCAL_RANK=0 "$job_probe" "$work/tcp" >"$work/tcp0.out" 2>&1 &
+tcp0=$!
+hub_hex=$(printf '%04X' $((port + 1)))
+for _ in $(seq 100); do
+  awk -v p=":$hub_hex" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
+  sleep 0.05
+done
+tcp_hub="tcp:127.0.0.1:$((port + 1))"
+"$stranger" idle "$tcp_hub" 3 >"$work/idle.out" 2>&1 &
+idle=$!
+if [[ ${#as_other[@]} != 0 ]]; then
+  cross_user "another user over TCP, claiming rank 1 with a guessed token, is refused" "$stranger" hello "$tcp_hub" 1 2 guessed
+  cross_user "another user's garbage over TCP is dropped" "$stranger" garbage "$tcp_hub"
+else
+  check "a stranger over TCP, claiming rank 1 with a guessed token, is refused" "$stranger" hello "$tcp_hub" 1 2 guessed
+  check "garbage over TCP is dropped" "$stranger" garbage "$tcp_hub"
+fi
+check "a stranger over TCP with a token of the same length is refused" "$stranger" hello "$tcp_hub" 1 2 \
+  "$(printf '%*s' ${#tcp_token} '' | tr ' ' x)"
+# Rank 1 arrives after all that: its rank was not taken, the job forms and runs.
+"${tcp_env[@]}" RANK=1 LOCAL_RANK=1 "$job_probe" "$work/tcp" >"$work/tcp1.out" 2>&1 &
+tcp1=$!
+if wait_for "$work/tcp/rank.0" "$work/tcp/rank.1"; then
+  touch "$work/tcp/release"
+  wait "$tcp0"; rc0=$?
+  wait "$tcp1"; rc1=$?
+  if [[ $rc0 == 0 && $rc1 == 0 ]]; then ok "the TCP job formed and ran after the strangers (an idle one still connected)"
+  else bad "the TCP job failed: rank 0 ($rc0): $(cat "$work/tcp0.out"); rank 1 ($rc1): $(cat "$work/tcp1.out")"; fi
+else
+  bad "the TCP job did not form: rank 0: $(cat "$work/tcp0.out"); rank 1: $(cat "$work/tcp1.out")"
+  touch "$work/tcp/release"
+fi
+wait "$idle" 2>/dev/null
+
+# --- every launch has its own token -------------------------------------------------------------
+t1=$("$aperture" launch -n 1 -- sh -c 'echo "$APERTURE_JOB_TOKEN"' 2>&1 | sed 's/^\[rank 0\] //')
+t2=$("$aperture" launch -n 1 -- sh -c 'echo "$APERTURE_JOB_TOKEN"' 2>&1 | sed 's/^\[rank 0\] //')
+if [[ -n $t1 && $t1 != "$t2" && $t1 =~ ^[0-9a-f]{32,}$ ]]; then ok "two launches get two random tokens"
+else bad "tokens are not fresh per launch: '$t1' and '$t2'"; fi
+
+echo "security: $passed passed, $failures failed, $skipped skipped"
+(( failures == 0 ))
