@@ -1,7 +1,7 @@
 // tools/info.cpp — `aperture info`: what this build can do on this machine.
 //
 // The version, every known provider with whether it runs here (and why not), the default
-// provider, the CPUs, and the team when run as a rank of a job. Under a launcher every rank
+// provider, the CPUs, the GPUs with which pairs can reach each other, and the team when run as a rank of a job. Under a launcher every rank
 // prints its team line; only rank 0 prints the rest, so `aperture launch -n 4 -- aperture info`
 // stays readable.
 #include <sched.h>
@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "info_gpu.h"
 #include "launch.h"
 
 #include "aperture/config.h"
@@ -29,7 +30,8 @@ const char* const kInfoUsage =
     "usage: aperture info\n"
     "\n"
     "Prints the aperture version, each provider and whether it can run on this machine (or why\n"
-    "not), the default provider, the CPUs, and the team when run as a rank of a job (e.g.\n"
+    "not), the default provider, the CPUs, the GPUs and which pairs reach each other (peer\n"
+    "access), and the team when run as a rank of a job (e.g.\n"
     "`aperture launch -n 2 -- aperture info`).\n";
 
 
@@ -95,6 +97,7 @@ int info_main(int argc, char** argv) {
     std::printf("aperture %s\n", APERTURE_VERSION_STRING);
     print_providers();
     print_cpus();
+    print_gpus();
   }
   std::printf("%s\n", team_line.c_str());
   std::fflush(stdout);
