@@ -163,6 +163,12 @@ fi
 # --- 5. the same tests as CTest registers them (gpu.<test>.np1/np2, skipped without a GPU) ---
 step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
 
+# --- 5b. the collectives on GPU memory, and `aperture bench` at 2 ranks (bench/gpu-collectives.sh:
+# its own build of tests/collectives; the test at 1 and 2 ranks; the bench's CSV/JSON/PNG) ------
+step gpu-collectives 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" \
+  bash "$root/bench/gpu-collectives.sh"
+grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/gpu-collectives.log" | head -80
+
 # --- 6. compute-sanitizer ---------------------------------------------------------------------
 # gpu_provider_test makes CUDA calls fail on purpose (the error translation is under test), so
 # its API errors are not reported; every other run reports them.
