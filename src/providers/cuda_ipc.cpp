@@ -34,6 +34,7 @@
 #include "aperture/team.h"
 #include "detail/format.h"
 #include "providers/cuda_check.h"
+#include "providers/provider_common.h"
 #include "providers/registry.h"
 #include "providers/symmetric_heap.h"
 
@@ -45,32 +46,6 @@ constexpr std::size_t kDefaultHeapBytes = std::size_t{1} << 30;
 // Allocations may ask for any power-of-two alignment up to the alignment every rank's heap base
 // has in every process (cudaMalloc gives 2 MiB for large blocks), and never more than this.
 constexpr std::size_t kMaxAlignmentCap = std::size_t{2} << 20;
-
-// APERTURE_GPU_HEAP_SIZE: bytes, with an optional K/M/G/T suffix (powers of 1024), as the shm
-// provider reads APERTURE_HEAP_SIZE.
-std::size_t gpu_heap_bytes_from_env() {
-  const char* text = std::getenv("APERTURE_GPU_HEAP_SIZE");
-  if (text == nullptr || *text == '\0') return kDefaultHeapBytes;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  std::size_t scale = 1;
-  if (end != text && *end != '\0' && end[1] == '\0') {
-    switch (*end) {
-      case 'K': case 'k': scale = std::size_t{1} << 10; ++end; break;
-      case 'M': case 'm': scale = std::size_t{1} << 20; ++end; break;
-      case 'G': case 'g': scale = std::size_t{1} << 30; ++end; break;
-      case 'T': case 't': scale = std::size_t{1} << 40; ++end; break;
-      default: break;
-    }
-  }
-  if (end == text || *end != '\0' || errno == ERANGE || *text == '-' || value == 0 ||
-      value > (std::size_t{1} << 44) / scale)
-    throw Error(detail::format("APERTURE_GPU_HEAP_SIZE='{}' is not a size; give bytes with an optional K, M, G or T "
-                               "suffix (e.g. 4G), at least 1 and at most 16T",
-                               text));
-  return static_cast<std::size_t>(value) * scale;
-}
 
 // Makes `device` current on this thread for the guard's lifetime and restores the previous one,
 // so provider calls work whichever device the caller has made current since.
@@ -103,7 +78,8 @@ std::size_t lowest_set_bit(std::uint64_t x) { return x == 0 ? 0 : static_cast<st
 
 class CudaIpcProvider final : public Provider {
  public:
-  explicit CudaIpcProvider(Team& team) : team_(team), heap_bytes_(gpu_heap_bytes_from_env()), heap_(heap_bytes_) {
+  explicit CudaIpcProvider(Team& team)
+      : team_(team), heap_bytes_(size_from_env("APERTURE_GPU_HEAP_SIZE", kDefaultHeapBytes)), heap_(heap_bytes_) {
     team_.check_same("cuda-ipc provider start", {{"heap_bytes", heap_bytes_}});
     const int me = team_.rank();
     bases_.assign(team_.size(), 0);
@@ -117,7 +93,7 @@ class CudaIpcProvider final : public Provider {
 
     Published mine{};
     std::string local_error = create_local_heap(mine);
-    agree_or_throw("creating its GPU heap", local_error);
+    agree_or_throw(team_, "cuda-ipc", "creating its GPU heap", local_error);
 
     std::vector<Published> everyone(team_.size());
     team_.allgather(&mine, everyone.data(), sizeof mine);
@@ -125,7 +101,7 @@ class CudaIpcProvider final : public Provider {
       if (r == me || !team_.same_node(r) || everyone[r].has_handle == 0) continue;  // not direct
       local_error = open_peer(r, everyone[r]);
     }
-    agree_or_throw("mapping its peers' GPU heaps", local_error);
+    agree_or_throw(team_, "cuda-ipc", "mapping its peers' GPU heaps", local_error);
 
     // The largest alignment every rank can honour: the alignment of the least aligned base in
     // any rank's table, so every rank accepts and refuses the same requests.
@@ -254,16 +230,6 @@ class CudaIpcProvider final : public Provider {
     return {};
   }
 
-  // Every rank learns whether any rank failed a step, so all of them throw together instead of
-  // some waiting forever in the next collective call.
-  void agree_or_throw(const char* step, const std::string& local_error) {
-    const std::uint64_t failed = local_error.empty() ? 0 : 1;
-    std::vector<std::uint64_t> all(team_.size());
-    team_.allgather(&failed, all.data(), sizeof failed);
-    if (!local_error.empty()) throw Error(detail::format("cuda-ipc (rank {}) {}: {}", team_.rank(), step, local_error));
-    for (int r = 0; r < team_.size(); ++r)
-      if (all[r] != 0) throw Error(detail::format("cuda-ipc: rank {} failed {}; see its error", r, step));
-  }
 
   std::size_t offset_of(const void* ptr, const char* call) const {
     const auto address = reinterpret_cast<std::uintptr_t>(ptr);

@@ -55,6 +55,7 @@
 #include "providers/cu_check.h"
 #include "providers/cuda_check.h"
 #include "providers/foreign_gpu.h"
+#include "providers/provider_common.h"
 #include "providers/registry.h"
 #include "providers/symmetric_heap.h"
 
@@ -65,32 +66,6 @@ namespace {
 constexpr const char* kWho = "cuda-vmm";
 constexpr std::size_t kDefaultHeapBytes = std::size_t{256} << 20;
 constexpr std::size_t kDefaultReserveBytes = std::size_t{64} << 30;
-
-// A size variable: bytes, with an optional K/M/G/T suffix (powers of 1024), as
-// APERTURE_GPU_HEAP_SIZE is read by cuda-ipc.
-std::size_t size_from_env(const char* variable, std::size_t fallback) {
-  const char* text = std::getenv(variable);
-  if (text == nullptr || *text == '\0') return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  std::size_t scale = 1;
-  if (end != text && *end != '\0' && end[1] == '\0') {
-    switch (*end) {
-      case 'K': case 'k': scale = std::size_t{1} << 10; ++end; break;
-      case 'M': case 'm': scale = std::size_t{1} << 20; ++end; break;
-      case 'G': case 'g': scale = std::size_t{1} << 30; ++end; break;
-      case 'T': case 't': scale = std::size_t{1} << 40; ++end; break;
-      default: break;
-    }
-  }
-  if (end == text || *end != '\0' || errno == ERANGE || *text == '-' || value == 0 ||
-      value > (std::size_t{1} << 44) / scale)
-    throw Error(detail::format("{}='{}' is not a size; give bytes with an optional K, M, G or T suffix (e.g. 4G), at "
-                               "least 1 and at most 16T",
-                               variable, text));
-  return static_cast<std::size_t>(value) * scale;
-}
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
 

@@ -20,6 +20,7 @@
 #include "aperture/team.h"
 #include "detail/format.h"
 #include "providers/cuda_check.h"
+#include "providers/provider_common.h"
 
 namespace aperture::detail::foreign_gpu {
 
@@ -77,16 +78,7 @@ inline std::string one_gpu_per_rank(std::string_view who, int local_ranks, int g
                 local_ranks, gpus, who, gpus);
 }
 
-// Every rank learns whether any rank failed a step, so all of them throw together instead of
-// some waiting forever in the next collective call.
-inline void agree_or_throw(Team& team, std::string_view who, std::string_view step, const std::string& local_error) {
-  const std::uint64_t failed = local_error.empty() ? 0 : 1;
-  std::vector<std::uint64_t> all(team.size());
-  team.allgather(&failed, all.data(), sizeof failed);
-  if (!local_error.empty()) throw Error(format("{} (rank {}) {}: {}", who, team.rank(), step, local_error));
-  for (int r = 0; r < team.size(); ++r)
-    if (all[r] != 0) throw Error(format("{}: rank {} failed {}; see its error", who, r, step));
-}
+using detail::agree_or_throw;  // providers/provider_common.h
 
 // A device copy of `table` on `device` for the kernels, freed with the last copy of the map.
 // cudaFree waits for the device, so a kernel still reading the table is never left with freed

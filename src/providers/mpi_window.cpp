@@ -28,6 +28,7 @@
 #include "aperture/team.h"
 #include "bootstrap/mpi.h"
 #include "detail/format.h"
+#include "providers/provider_common.h"
 #include "providers/registry.h"
 
 namespace aperture::detail {
@@ -98,7 +99,7 @@ class MpiWindowProvider final : public Provider {
         error = detail::format("the team communicator gave rank {} to team rank {}", team_comm_rank, team_.rank());
     }
     try {
-      agree_or_throw("creating its communicators", error);
+      agree_or_throw(team_, "mpi-window", "creating its communicators", error);
     } catch (...) {
       release_communicators();  // the destructor does not run for a constructor that throws
       throw;
@@ -177,7 +178,7 @@ class MpiWindowProvider final : public Provider {
                      table[team_.rank()], ptr);
     try {
       // A rank that failed before the exchange still holds its error, so one agreement covers both halves.
-      agree_or_throw("allocating a window", error);
+      agree_or_throw(team_, "mpi-window", "allocating a window", error);
     } catch (...) {
       if (win != MPI_WIN_NULL) MPI_Win_free(&win);  // collective: every rank gets here together
       throw;
@@ -238,16 +239,6 @@ class MpiWindowProvider final : public Provider {
                          call));
   }
 
-  // Every rank learns whether any rank failed a step, so all of them throw together instead of
-  // some waiting in the next collective call.
-  void agree_or_throw(const char* step, const std::string& local_error) {
-    const std::uint64_t failed = local_error.empty() ? 0 : 1;
-    std::vector<std::uint64_t> all(team_.size());
-    team_.allgather(&failed, all.data(), sizeof failed);
-    if (!local_error.empty()) throw Error(detail::format("mpi-window (rank {}) {}: {}", team_.rank(), step, local_error));
-    for (int r = 0; r < team_.size(); ++r)
-      if (all[r] != 0) throw Error(detail::format("mpi-window: rank {} failed {}; see its error", r, step));
-  }
 
   Team& team_;
   MPI_Comm team_comm_ = MPI_COMM_NULL;  // MPI_COMM_WORLD with team ranks as its ranks

@@ -35,6 +35,7 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "detail/format.h"
+#include "providers/provider_common.h"
 #include "providers/registry.h"
 
 namespace aperture::detail {
@@ -174,7 +175,7 @@ class OpenShmemProvider final : public Provider {
                      alignment, bytes);
     else if (reinterpret_cast<std::uintptr_t>(ptr) % alignment != 0)
       error = detail::format("shmem_align({}, {}) returned {}, which is not aligned", alignment, bytes, ptr);
-    agree_or_throw("allocating", error);
+    agree_or_throw(team_, "openshmem", "allocating", error);
 
     Allocation allocation;
     allocation.ptr = ptr;
@@ -266,7 +267,7 @@ class OpenShmemProvider final : public Provider {
         if (a) shmem_free(a);
       }
     } free_both{a, b};
-    agree_or_throw("allocating two buffers to check the heap",
+    agree_or_throw(team_, "openshmem", "allocating two buffers to check the heap",
                    a && b ? std::string() : detail::format("shmem_malloc({}) returned NULL", bytes));
 
     direct_.assign(n, false);
@@ -315,7 +316,7 @@ class OpenShmemProvider final : public Provider {
     }
     if (!error.empty())
       error = "the symmetric heap is not linear (one table cannot serve every allocation):" + error;
-    agree_or_throw("checking that its heap is linear", error);
+    agree_or_throw(team_, "openshmem", "checking that its heap is linear", error);
   }
 
   // The table of an address in the heap: each direct peer's copy is at the same distance as
@@ -356,16 +357,6 @@ class OpenShmemProvider final : public Provider {
     return SymmetricAddressMap::from_table("openshmem", team_.rank(), std::move(table), bytes);
   }
 
-  // Every rank learns whether any rank failed a step, so all of them throw together instead of
-  // some waiting in the next collective call.
-  void agree_or_throw(const char* step, const std::string& local_error) {
-    const std::uint64_t failed = local_error.empty() ? 0 : 1;
-    std::vector<std::uint64_t> all(team_.size());
-    team_.allgather(&failed, all.data(), sizeof failed);
-    if (!local_error.empty()) throw Error(detail::format("openshmem (rank {}) {}: {}", team_.rank(), step, local_error));
-    for (int r = 0; r < team_.size(); ++r)
-      if (all[r] != 0) throw Error(detail::format("openshmem: rank {} failed {}; see its error", r, step));
-  }
 
   Team& team_;
   std::vector<bool> direct_;          // shmem_ptr reaches the peer's heap

@@ -18,6 +18,7 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "detail/format.h"
+#include "providers/provider_common.h"
 #include "providers/registry.h"
 #include "providers/symmetric_heap.h"
 
@@ -31,30 +32,6 @@ constexpr std::size_t kDefaultHeapBytes = std::size_t{1} << 30;
 constexpr std::size_t kHeapAlignment = std::size_t{2} << 20;
 
 std::string errno_text() { return detail::format("{} (errno {})", std::strerror(errno), errno); }
-
-// APERTURE_HEAP_SIZE: bytes, with an optional K/M/G/T suffix (powers of 1024).
-std::size_t heap_bytes_from_env() {
-  const char* text = std::getenv("APERTURE_HEAP_SIZE");
-  if (text == nullptr || *text == '\0') return kDefaultHeapBytes;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  std::size_t scale = 1;
-  if (end != text && *end != '\0' && end[1] == '\0') {
-    switch (*end) {
-      case 'K': case 'k': scale = std::size_t{1} << 10; ++end; break;
-      case 'M': case 'm': scale = std::size_t{1} << 20; ++end; break;
-      case 'G': case 'g': scale = std::size_t{1} << 30; ++end; break;
-      case 'T': case 't': scale = std::size_t{1} << 40; ++end; break;
-      default: break;
-    }
-  }
-  if (end == text || *end != '\0' || errno == ERANGE || *text == '-' || value == 0 || value > (std::size_t{1} << 44) / scale)
-    throw Error(detail::format("APERTURE_HEAP_SIZE='{}' is not a size; give bytes with an optional K, M, G or T suffix "
-                       "(e.g. 4G), at least 1 and at most 16T",
-                       text));
-  return static_cast<std::size_t>(value) * scale;
-}
 
 // Maps `fd` (length `bytes`) shared, at an address aligned to kHeapAlignment.
 void* map_aligned(int fd, std::size_t bytes) {
@@ -77,7 +54,8 @@ void* map_aligned(int fd, std::size_t bytes) {
 
 class ShmProvider final : public Provider {
  public:
-  explicit ShmProvider(Team& team) : team_(team), heap_bytes_(heap_bytes_from_env()), heap_(heap_bytes_) {
+  explicit ShmProvider(Team& team)
+      : team_(team), heap_bytes_(size_from_env("APERTURE_HEAP_SIZE", kDefaultHeapBytes)), heap_(heap_bytes_) {
     team_.check_same("shm provider start", {{"heap_bytes", heap_bytes_}});
     memfd_ = ::memfd_create("aperture-shm-heap", MFD_CLOEXEC);
     if (memfd_ < 0) throw Error("shm: memfd_create failed: " + errno_text());
@@ -97,7 +75,7 @@ class ShmProvider final : public Provider {
     } else {
       bases_[team_.rank()] = reinterpret_cast<std::int64_t>(mine);
     }
-    agree_or_throw("creating its heap", local_error);
+    agree_or_throw(team_, "shm", "creating its heap", local_error);
 
     struct Published {
       std::int64_t pid;
@@ -125,7 +103,7 @@ class ShmProvider final : public Provider {
       }
       bases_[r] = reinterpret_cast<std::int64_t>(peer);
     }
-    agree_or_throw("mapping its peers' heaps", local_error);
+    agree_or_throw(team_, "shm", "mapping its peers' heaps", local_error);
     cleanup.armed = false;
   }
 
@@ -200,16 +178,6 @@ class ShmProvider final : public Provider {
   }
 
  private:
-  // Every rank learns whether any rank failed a step, so all of them throw together instead of
-  // some waiting forever in the next collective call.
-  void agree_or_throw(const char* step, const std::string& local_error) {
-    const std::uint64_t failed = local_error.empty() ? 0 : 1;
-    std::vector<std::uint64_t> all(team_.size());
-    team_.allgather(&failed, all.data(), sizeof failed);
-    if (!local_error.empty()) throw Error(detail::format("shm (rank {}) {}: {}", team_.rank(), step, local_error));
-    for (int r = 0; r < team_.size(); ++r)
-      if (all[r] != 0) throw Error(detail::format("shm: rank {} failed {}; see its error", r, step));
-  }
 
   std::size_t offset_of(const void* ptr, const char* call) const {
     const auto address = reinterpret_cast<std::uintptr_t>(ptr);
