@@ -1,45 +1,62 @@
 #!/usr/bin/env bash
-# bench/gpu-collectives.sh — on the GPU machine: build and run the GPU collectives test at 1 and 2
-# ranks and `aperture bench` on GPU memory (cuda-ipc) at 2 ranks; about 3-4 minutes on 2x H200.
+# bench/gpu-collectives.sh — on the GPU machine: build and run the GPU collectives test at 2 ranks
+# and `aperture bench` on GPU memory (cuda-ipc) at 2 ranks, aperture against NCCL (when found:
+# cmake/nccl.cmake takes it from the CUDA toolkit or the nvidia-nccl-cu13 wheel); about 4
+# minutes on 2x H200.
 #
 #   bench/gpu-collectives.sh                 build in /tmp/build-gpu-coll, results in $OUT or the build dir
-#   BUILD_DIR=... RESULTS=... PROVIDER=cuda-vmm bench/gpu-collectives.sh
+#   BUILD_DIR=... RESULTS=... PROVIDER=cuda-vmm SIZES=4K,...,1G SWEEP=1 bench/gpu-collectives.sh
 #
 # It configures tests/collectives on its own (the library, the `aperture` command and the GPU
-# test; no GoogleTest or MPI needed). Results: gpu-collectives-test.np{1,2}.log,
-# gpu-bench.{txt,csv,json,png}. Exit status: 0 when the tests passed and the bench ran.
+# test; no GoogleTest or MPI needed). Results, at most six files: gpu-bench.{txt,csv,png},
+# sweep.txt (SWEEP=1: the large collectives again with 128 blocks, for tuning) and logs.tar.gz
+# (machine, configure, build and test logs, the JSON). Exit status: 0 when the test passed and
+# the bench ran.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-/tmp/build-gpu-coll}"
-results="${RESULTS:-${OUT:-$build}/gpu-collectives}"
+results="${RESULTS:-${OUT:-$build}}"
+logs="$build/logs"
 provider="${PROVIDER:-cuda-ipc}"
-mkdir -p "$results"
-# NVLink multicast stays off for everything started here.
+sizes="${SIZES:-4K,16K,64K,256K,1M,4M,16M,64M,256M}"
+mkdir -p "$results" "$logs"
+# NVLink multicast stays off for everything started here (aperture, NCCL, NVSHMEM, torch).
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export APERTURE_GPU_HEAP_SIZE="${APERTURE_GPU_HEAP_SIZE:-2G}" APERTURE_TIMEOUT="${APERTURE_TIMEOUT:-60}"
+export APERTURE_GPU_HEAP_SIZE="${APERTURE_GPU_HEAP_SIZE:-4G}" APERTURE_TIMEOUT="${APERTURE_TIMEOUT:-60}"
 export APERTURE_GPU_PROVIDER="$provider"
 status=0
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+pack() { tar -czf "$results/logs.tar.gz" -C "$logs" . 2>/dev/null; }
 
-{ nvidia-smi -L; nvidia-smi topo -m; } >"$results/machine.txt" 2>&1
+{ date -u; nvidia-smi -L; nvidia-smi topo -m; } >"$logs/machine.txt" 2>&1
 timeout 120 cmake -S "$root/tests/collectives" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DAPERTURE_MPI=OFF -DAPERTURE_OPENSHMEM=OFF >"$results/configure.log" 2>&1 || { tail -20 "$results/configure.log"; exit 1; }
-timeout 300 cmake --build "$build" --parallel "$(nproc)" --target gpu_collectives_test aperture-cli \
-  >"$results/build.log" 2>&1 || { tail -30 "$results/build.log"; exit 1; }
+  -DAPERTURE_MPI=OFF -DAPERTURE_OPENSHMEM=OFF >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log"; pack; exit 1; }
+grep -m1 "nccl provider" "$logs/configure.log"
+timeout 200 cmake --build "$build" --parallel "$(nproc)" --target gpu_collectives_test aperture-cli \
+  >"$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; pack; exit 1; }
+echo "built after ${SECONDS}s"
 aperture="$build/aperture/tools/aperture"
 
-for n in 1 2; do
-  timeout --kill-after=10 150 "$aperture" launch -n "$n" --timeout 140 -- "$build/gpu_collectives_test" \
-    >"$results/gpu-collectives-test.np$n.log" 2>&1
+for n in ${TEST_RANKS:-2}; do
+  timeout --kill-after=10 90 "$aperture" launch -n "$n" --timeout 80 -- "$build/gpu_collectives_test" \
+    >"$logs/gpu-collectives-test.np$n.log" 2>&1
   rc=$?
-  echo "gpu_collectives_test np$n: exit $rc: $(grep -m1 -E '^(\[rank 0\] )?(PASS|FAIL|SKIP)' "$results/gpu-collectives-test.np$n.log")"
-  (( rc != 0 && rc != 77 )) && { status=1; tail -20 "$results/gpu-collectives-test.np$n.log"; }
+  echo "gpu_collectives_test np$n: exit $rc: $(grep -m1 -E '^(\[rank 0\] )?(PASS|FAIL|SKIP)' "$logs/gpu-collectives-test.np$n.log")"
+  (( rc != 0 && rc != 77 )) && { status=1; tail -20 "$logs/gpu-collectives-test.np$n.log"; }
 done
+echo "tested after ${SECONDS}s"
 
-timeout --kill-after=10 200 "$aperture" bench --provider "$provider" -n 2 --trials 5 \
-  --csv "$results/gpu-bench.csv" --json "$results/gpu-bench.json" --png "$results/gpu-bench.png" \
+timeout --kill-after=10 "${BENCH_TIMEOUT:-150}" "$aperture" bench --provider "$provider" -n 2 --trials 5 --trial-ms 10 \
+  --sizes "$sizes" --csv "$results/gpu-bench.csv" --json "$logs/gpu-bench.json" --png "$results/gpu-bench.png" \
   >"$results/gpu-bench.txt" 2>&1 || status=1
 cat "$results/gpu-bench.txt"
-echo "gpu-collectives: results in $results (exit $status)"
+echo "benched after ${SECONDS}s"
+if [[ "${SWEEP:-0}" == 1 ]] && (( SECONDS < ${SWEEP_UNTIL:-240} )); then
+  timeout --kill-after=5 40 "$aperture" bench --provider "$provider" -n 2 --trials 3 --trial-ms 10 --max-parts 128 \
+    --ops all_reduce,all_gather,reduce_scatter --sizes 16M,256M >"$results/sweep.txt" 2>&1
+  cat "$results/sweep.txt"
+fi
+pack
+echo "gpu-collectives: results in $results (exit $status, ${SECONDS}s)"
 exit $status

@@ -38,8 +38,11 @@ const char* const kBenchUsage =
     "    reduce_scatter, all_reduce (automatic, .one_shot, .two_shot) and all_to_all against\n"
     "    Open MPI's MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce and\n"
     "    MPI_Alltoall (float32, sum), started in the same processes through mpirun;\n"
-    "  GPU memory (cuda-ipc, ...): put/get against the copy engine (cudaMemcpyPeerAsync), and the\n"
-    "    collectives (float32 and bfloat16).\n"
+    "  GPU memory (cuda-ipc, ...): put/get against the same kernel on raw peer pointers and the\n"
+    "    copy engine; signal/wait_until_ge ping-pong against a raw-pointer one; the collectives\n"
+    "    (bfloat16 and float32) against NCCL in the same processes (ncclAllReduce, ncclAllGather,\n"
+    "    ncclReduceScatter, ncclBroadcast, grouped ncclSend/ncclRecv) on cudaMalloc buffers and on\n"
+    "    symmetric windows, every side as CUDA graphs of captured calls (when built with NCCL).\n"
     "Each figure is the median of T trials, each trial the slowest rank's mean over enough\n"
     "back-to-back calls to last about --trial-ms, after a team barrier.\n"
     "\n"
@@ -48,11 +51,13 @@ const char* const kBenchUsage =
     "                   2 on GPU memory)\n"
     "  --ops LIST       e.g. all_reduce,all_gather (default: all of the memory kind)\n"
     "  --sizes LIST     bytes of each rank's input, e.g. 4K,64K,1M (default: 64 B to 4 MiB by\n"
-    "                   4x on host memory, 4 KiB to 256 MiB on GPU memory)\n"
+    "                   4x on host memory, 4 KiB to 256 MiB by 4x on GPU memory)\n"
     "  --trials T       trials per figure (default 5)\n"
     "  --trial-ms MS    length of one trial (default 20)\n"
     "  --csv FILE, --json FILE, --png FILE   write the rows (the PNG needs gnuplot)\n"
     "  --no-mpi         start the ranks without mpirun (no MPI columns)\n"
+    "  --max-parts N, --half-bytes B   GPU: the Communicator's blocks per call and staging half\n"
+    "                   (tuning; default: the Communicator's defaults)\n"
     "  --from-csv FILE  measure nothing: print the table of a CSV written before, and write the\n"
     "                   --json/--png/--csv of it\n";
 
@@ -116,6 +121,10 @@ Parsed parse_bench_args(int argc, char** argv) {
       p.from_csv = value;
     } else if (take_option_value(argc, argv, i, "", "--rows", value, "rows.csv")) {
       o.rows_file = value;
+    } else if (take_option_value(argc, argv, i, "", "--max-parts", value, "64")) {
+      o.max_parts = static_cast<int>(parse_integer("--max-parts", value, 0, 1024));
+    } else if (take_option_value(argc, argv, i, "", "--half-bytes", value, "512K")) {
+      o.half_bytes = parse_bytes("--half-bytes", value);
     } else if (arg == "--no-mpi") {
       o.mpi = false;
       ++i;
@@ -245,6 +254,8 @@ int bench_main(int argc, char** argv) {
                      "--trial-ms", std::to_string(static_cast<int>(o.trial_seconds * 1e3 + 0.5))};
       if (!p.ops_text.empty()) launch.args.insert(launch.args.end(), {"--ops", p.ops_text});
       if (!p.sizes_text.empty()) launch.args.insert(launch.args.end(), {"--sizes", p.sizes_text});
+      if (o.max_parts != 0) launch.args.insert(launch.args.end(), {"--max-parts", std::to_string(o.max_parts)});
+      if (o.half_bytes != 0) launch.args.insert(launch.args.end(), {"--half-bytes", std::to_string(o.half_bytes)});
       launch.use_mpi = use_mpi;
       launch.prefix_stdout = false;
       std::fprintf(stderr, "aperture bench: %d rank%s on %s%s ...\n", n, n == 1 ? "" : "s", o.provider.c_str(),

@@ -5,11 +5,13 @@
 // reduce-scatter, all-reduce and all-to-all against Open MPI's MPI_Bcast, MPI_Allgather,
 // MPI_Reduce_scatter_block, MPI_Allreduce and MPI_Alltoall, in the same processes (the ranks
 // are started through mpirun when aperture is built with MPI). GPU (GPU providers): put/get
-// against the copy engine (cudaMemcpyPeerAsync), and the collectives (NCCL columns later).
+// against the same kernel on raw peer pointers and the copy engine (cudaMemcpyAsync), a
+// signal/wait_until_ge ping-pong against a raw-pointer one, and the collectives against NCCL in
+// the same processes, on cudaMalloc buffers and on NCCL symmetric windows (when built with NCCL).
 //
-// Both sides are timed the same way: a warm-up, then `trials` trials of `iters` back-to-back
-// calls, each trial after a team barrier; a trial's time per call is its slowest rank's, and
-// the median trial is reported.
+// Every side is timed the same way: a warm-up, then `trials` trials of `iters` back-to-back
+// calls (on GPUs: launches of a CUDA graph of several captured calls), each trial after a team
+// barrier; a trial's time per call is its slowest rank's, and the median trial is reported.
 #pragma once
 
 #include <cstddef>
@@ -36,9 +38,11 @@ struct BenchOptions {
   std::string rows_file;                   // internal: where a worker leaves its rows for the driver
   bool worker = false;                     // internal: this process is one rank
   bool mpi = true;                         // driver: start ranks through mpirun when built with MPI
+  int max_parts = 0;                       // GPU: Communicator::Options::max_parts (0: its default)
+  std::size_t half_bytes = 0;              // GPU: Communicator::Options::half_bytes (0: its default)
 };
 
-// One measurement: aperture's time for `op` at `bytes`, and the baseline's in the same run.
+// One measurement: aperture's time for `op` at `bytes`, and up to two baselines' in the same run.
 struct BenchRow {
   std::string memory;    // "cpu" or "gpu"
   std::string op;        // put, get, broadcast, all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, ...
@@ -46,10 +50,18 @@ struct BenchRow {
   int ranks = 0;
   std::size_t bytes = 0;  // each rank's input buffer
   double aperture_us = 0;
-  std::string baseline;  // memcpy, MPI_Allreduce, copy engine, ... or "-" when none ran
+  std::string baseline;  // memcpy, MPI_Allreduce, NCCL, raw peer pointer, ... or "-" when none ran
   double baseline_us = 0;  // 0 when none ran
   int iters = 0;
+  std::string baseline2 = "-";  // a second baseline: NCCL on symmetric windows, the copy engine, ...
+  double baseline2_us = 0;
 };
+
+// Bus bandwidth as nccl-tests computes it, GB/s: the op's nccl-tests size (all-reduce: the
+// buffer; all-gather: the whole output; reduce-scatter and all-to-all: the whole input) over the
+// time, times 2(n-1)/n for all-reduce and (n-1)/n for all-gather, reduce-scatter and
+// all-to-all; plain bytes / time for the rest.
+double bus_gbps(const BenchRow& row, double us);
 
 // Per call, microseconds: median over trials of the slowest rank's mean.
 struct Timed {

@@ -53,38 +53,66 @@ std::string now_utc() {
 
 }  // namespace
 
+double bus_gbps(const BenchRow& r, double us) {
+  if (us <= 0 || r.bytes == 0) return 0.0;
+  const double n = r.ranks;
+  double size = static_cast<double>(r.bytes), factor = 1.0;
+  if (r.op.rfind("all_reduce", 0) == 0) {
+    factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
+  } else if (r.op == "all_gather") {
+    size *= n;  // nccl-tests: the whole output
+    factor = n > 1 ? (n - 1) / n : 1.0;
+  } else if (r.op == "reduce_scatter" || r.op == "all_to_all") {
+    factor = n > 1 ? (n - 1) / n : 1.0;  // row bytes are already the whole input
+  }
+  return size / us / 1e3 * factor;
+}
+
 void print_table(const std::vector<BenchRow>& rows) {
   if (rows.empty()) return;
-  std::printf("%-20s %5s %9s  %10s %8s   %-24s %10s %8s  %7s\n", "op", "ranks", "bytes", "aperture", "GB/s",
-              "baseline", "baseline", "GB/s", "ratio");
-  std::printf("%-20s %5s %9s  %10s %8s   %-24s %10s %8s  %7s\n", "", "", "per rank", "us/call", "", "", "us/call", "",
-              "ap/base");
+  bool second = false;
+  for (const BenchRow& r : rows) second = second || r.baseline2_us > 0;
+  std::printf("%-19s %-8s %5s %9s  %9s %7s | %-16s %9s %7s %6s", "op", "type", "ranks", "bytes", "aperture", "busbw",
+              "baseline", "us/call", "busbw", "ratio");
+  if (second) std::printf(" | %-16s %9s %7s %6s", "baseline 2", "us/call", "busbw", "ratio");
+  std::printf("\n");
   std::string last_op;
   for (const BenchRow& r : rows) {
     if (!last_op.empty() && r.op != last_op) std::printf("\n");
     last_op = r.op;
-    char base_us[32] = "-", base_bw[32] = "-", ratio[32] = "-";
-    if (r.baseline_us > 0) {
-      std::snprintf(base_us, sizeof base_us, "%.2f", r.baseline_us);
-      std::snprintf(base_bw, sizeof base_bw, "%.2f", gbps(r.bytes, r.baseline_us));
-      std::snprintf(ratio, sizeof ratio, "%.2fx", r.aperture_us / r.baseline_us);
-    }
-    std::printf("%-20s %5d %9s  %10.2f %8.2f   %-24s %10s %8s  %7s\n", r.op.c_str(), r.ranks,
-                format_bytes(r.bytes).c_str(), r.aperture_us, gbps(r.bytes, r.aperture_us), r.baseline.c_str(), base_us,
-                base_bw, ratio);
+    const auto columns = [&](const std::string& name, double us) {
+      char u[32] = "-", bw[32] = "-", ratio[32] = "-";
+      if (us > 0) {
+        std::snprintf(u, sizeof u, "%.2f", us);
+        std::snprintf(bw, sizeof bw, "%.1f", bus_gbps(r, us));
+        std::snprintf(ratio, sizeof ratio, "%.2fx", r.aperture_us / us);
+      }
+      std::printf(" | %-16s %9s %7s %6s", name.c_str(), u, bw, ratio);
+    };
+    std::printf("%-19s %-8s %5d %9s  %9.2f %7.1f", r.op.c_str(), r.type.c_str(), r.ranks, format_bytes(r.bytes).c_str(),
+                r.aperture_us, bus_gbps(r, r.aperture_us));
+    columns(r.baseline, r.baseline_us);
+    if (second) columns(r.baseline2, r.baseline2_us);
+    std::printf("\n");
   }
-  std::printf("ratio: aperture's time / the baseline's (below 1: aperture is faster). GB/s: bytes per rank / time.\n");
+  std::printf("ratio: aperture's time / the baseline's (below 1: aperture is faster). bytes: each rank's input.\n"
+              "busbw: GB/s as nccl-tests computes it (all_reduce x 2(n-1)/n of the buffer; all_gather, reduce_scatter,\n"
+              "all_to_all x (n-1)/n of the whole output/input; others bytes / time). ping_pong: one-way latency in us.\n");
   std::fflush(stdout);
 }
 
 void write_csv(const std::string& path, const std::vector<BenchRow>& rows) {
   std::ofstream out(path);
   if (!out) throw Error("bench: cannot write " + path);
-  out << "memory,op,type,ranks,bytes,iters,aperture_us,aperture_GBps,baseline,baseline_us,baseline_GBps,time_ratio\n";
+  out << "memory,op,type,ranks,bytes,iters,aperture_us,aperture_GBps,baseline,baseline_us,baseline_GBps,time_ratio,"
+         "aperture_busGBps,baseline_busGBps,baseline2,baseline2_us,baseline2_busGBps,time_ratio2\n";
   for (const BenchRow& r : rows) {
     out << r.memory << ',' << r.op << ',' << r.type << ',' << r.ranks << ',' << r.bytes << ',' << r.iters << ','
         << r.aperture_us << ',' << gbps(r.bytes, r.aperture_us) << ',' << r.baseline << ',' << r.baseline_us << ','
-        << gbps(r.bytes, r.baseline_us) << ',' << (r.baseline_us > 0 ? r.aperture_us / r.baseline_us : 0.0) << '\n';
+        << gbps(r.bytes, r.baseline_us) << ',' << (r.baseline_us > 0 ? r.aperture_us / r.baseline_us : 0.0) << ','
+        << bus_gbps(r, r.aperture_us) << ',' << bus_gbps(r, r.baseline_us) << ',' << r.baseline2 << ','
+        << r.baseline2_us << ',' << bus_gbps(r, r.baseline2_us) << ','
+        << (r.baseline2_us > 0 ? r.aperture_us / r.baseline2_us : 0.0) << '\n';
   }
   if (!out) throw Error("bench: writing " + path + " failed");
 }
@@ -111,6 +139,10 @@ std::vector<BenchRow> read_csv(const std::string& path) {
     r.aperture_us = std::strtod(f[6].c_str(), nullptr);
     r.baseline = f[8];
     r.baseline_us = std::strtod(f[9].c_str(), nullptr);
+    if (f.size() >= 18) {  // written by a bench with a second baseline column
+      r.baseline2 = f[14];
+      r.baseline2_us = std::strtod(f[15].c_str(), nullptr);
+    }
     rows.push_back(r);
   }
   return rows;
@@ -131,40 +163,46 @@ void write_json(const std::string& path, const std::vector<BenchRow>& rows) {
         << ", \"aperture_us\": " << r.aperture_us << ", \"aperture_GBps\": " << gbps(r.bytes, r.aperture_us)
         << ", \"baseline\": \"" << json_escape(r.baseline) << "\", \"baseline_us\": " << r.baseline_us
         << ", \"baseline_GBps\": " << gbps(r.bytes, r.baseline_us)
-        << ", \"time_ratio\": " << (r.baseline_us > 0 ? r.aperture_us / r.baseline_us : 0.0) << "}"
+        << ", \"time_ratio\": " << (r.baseline_us > 0 ? r.aperture_us / r.baseline_us : 0.0)
+        << ", \"aperture_busGBps\": " << bus_gbps(r, r.aperture_us) << ", \"baseline_busGBps\": " << bus_gbps(r, r.baseline_us)
+        << ", \"baseline2\": \"" << json_escape(r.baseline2) << "\", \"baseline2_us\": " << r.baseline2_us
+        << ", \"baseline2_busGBps\": " << bus_gbps(r, r.baseline2_us) << "}"
         << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";
   if (!out) throw Error("bench: writing " + path + " failed");
 }
 
-// One panel per op; a solid line per rank count for aperture, a dashed one for its baseline.
+// One panel per op; a solid line per rank count for aperture, a dashed one for its baseline and a
+// dotted one for the second baseline (when measured). Bus bandwidth, as the table.
 void write_png(const std::string& path, const std::vector<BenchRow>& rows) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("aperture-bench-plot." + std::to_string(getpid()));
   fs::create_directories(dir);
   std::vector<std::string> ops;
   std::map<std::string, std::set<int>> ranks_of;
-  std::map<std::string, std::string> baseline_of;
+  std::map<std::string, std::string> baseline_of, baseline2_of;
   for (const BenchRow& r : rows) {
     if (r.bytes == 0) continue;  // a barrier moves no bytes: no point on a bandwidth plot
-    const std::string key = r.memory + " " + r.op;
+    const std::string key = r.memory + " " + r.op + " " + r.type;  // one line per type, not one zigzag
     if (std::find(ops.begin(), ops.end(), key) == ops.end()) ops.push_back(key);
     ranks_of[key].insert(r.ranks);
     baseline_of[key] = r.baseline;
     std::ofstream data(dir / (std::to_string(std::find(ops.begin(), ops.end(), key) - ops.begin()) + "_" +
                               std::to_string(r.ranks) + ".dat"),
                        std::ios::app);
-    data << r.bytes << ' ' << gbps(r.bytes, r.aperture_us) << ' '
-         << (r.baseline_us > 0 ? std::to_string(gbps(r.bytes, r.baseline_us)) : std::string("NaN")) << '\n';
+    data << r.bytes << ' ' << bus_gbps(r, r.aperture_us) << ' '
+         << (r.baseline_us > 0 ? std::to_string(bus_gbps(r, r.baseline_us)) : std::string("NaN")) << ' '
+         << (r.baseline2_us > 0 ? std::to_string(bus_gbps(r, r.baseline2_us)) : std::string("NaN")) << '\n';
+    if (r.baseline2_us > 0) baseline2_of[key] = r.baseline2;
   }
   const int columns = ops.size() > 4 ? 3 : static_cast<int>(std::max<std::size_t>(ops.size(), 1));
   const int lines = static_cast<int>((ops.size() + columns - 1) / columns);
   std::ofstream gp(dir / "plot.gp");
   gp << "set terminal pngcairo size " << 520 * columns << "," << 380 * lines << " font 'sans,9'\n"
      << "set output '" << fs::absolute(path).string() << "'\n"
-     << "set multiplot layout " << lines << "," << columns << " title 'aperture bench: bandwidth (bytes per rank / time) vs size, " << now_utc() << "'\n"
-     << "set termoption noenhanced\nset logscale xy 2\nset format x '%.0b%B'\nset xlabel 'bytes per rank'\nset ylabel 'GB/s'\n"
+     << "set multiplot layout " << lines << "," << columns << " title 'aperture bench: bus bandwidth (as nccl-tests) vs size, " << now_utc() << "'\n"
+     << "set termoption noenhanced\nset logscale xy 2\nset format x '%.0b%B'\nset xlabel 'bytes per rank'\nset ylabel 'busbw GB/s'\n"
      << "set key left top font ',8'\nset grid\n";
   for (std::size_t i = 0; i < ops.size(); ++i) {
     gp << "set title '" << ops[i] << " (dashed: " << baseline_of[ops[i]] << ")'\nplot ";
@@ -177,6 +215,9 @@ void write_png(const std::string& path, const std::vector<BenchRow>& rows) {
       gp << "'" << file << "' using 1:2 with linespoints lc " << color << " lw 2 title 'aperture " << n << " ranks', '"
          << file << "' using 1:3 with linespoints lc " << color << " dt 2 title '" << baseline_of[ops[i]] << " " << n
          << " ranks'";
+      if (baseline2_of.count(ops[i]) != 0)
+        gp << ", '" << file << "' using 1:4 with linespoints lc " << color << " dt 3 title '" << baseline2_of[ops[i]]
+           << " " << n << " ranks'";
       ++color;
     }
     gp << "\n";

@@ -22,7 +22,10 @@ using collectives::detail::Kind;
 
 constexpr std::size_t kHostHalfBytes = 256 * 1024;
 constexpr std::size_t kDeviceHalfBytes = 512 * 1024;
-constexpr int kDeviceParts = 16;
+// Blocks per GPU collective at the most: 16 left NVLink half idle (about 110 GB/s of bus bandwidth
+// at 256 MiB); each block keeps 512 threads x 4 x 16 bytes in flight, and 64 of them cover the
+// link's bandwidth x latency with room to spare.
+constexpr int kDeviceParts = 64;
 // One-shot reads world x the data, two-shot about 2x with one more barrier: on the host the
 // cross-over measured near 32 KiB at 4 ranks (docs/PERFORMANCE.md), so 128 KiB / world; at
 // two ranks one-shot was faster at every size measured.
@@ -54,10 +57,13 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     throw Error("Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
                 " on host memory: a CPU rank runs each collective on one thread; give 0 or 1");
   if (options_.block_threads == 0) options_.block_threads = kDeviceThreads;
-  if (options_.block_threads < 32 || options_.block_threads > 1024 || options_.block_threads % 32 != 0 ||
+  // The kernels are compiled for at most kDeviceThreads threads (__launch_bounds__ in device.cu):
+  // that bound is what lets the reductions keep several vectors in flight in registers.
+  if (options_.block_threads < 32 || options_.block_threads > kDeviceThreads || options_.block_threads % 32 != 0 ||
       options_.block_threads < world)
     throw Error("Communicator: Options::block_threads = " + std::to_string(options_.block_threads) +
-                " must be a multiple of 32 from 32 to 1024, and at least the team size (" + std::to_string(world) + ")");
+                " must be a multiple of 32 from 32 to " + std::to_string(kDeviceThreads) +
+                ", and at least the team size (" + std::to_string(world) + ")");
   if (options_.half_bytes == 0) options_.half_bytes = device ? kDeviceHalfBytes : kHostHalfBytes;
   const std::size_t least = 256 * static_cast<std::size_t>(world);
   if (options_.half_bytes < least)

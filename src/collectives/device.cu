@@ -27,30 +27,34 @@ void check_cuda(cudaError_t status, const std::string& call) {
                 ")");
 }
 
-__global__ void barrier_kernel(CollectiveHandle h) { barrier(BlockGroup{}, h); }
+// Communicator::Options::block_threads may be anything up to 1024: every kernel must launch with
+// that many threads, so the compiler keeps each within 64 registers a thread.
+constexpr int kMaxThreads = 512;
+
+__global__ void __launch_bounds__(kMaxThreads) barrier_kernel(CollectiveHandle h) { barrier(BlockGroup{}, h); }
 
 template <class T>
-__global__ void broadcast_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count, int root) {
+__global__ void __launch_bounds__(kMaxThreads) broadcast_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count, int root) {
   broadcast(BlockGroup{}, h, in, out, count, root);
 }
 template <class T>
-__global__ void all_gather_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+__global__ void __launch_bounds__(kMaxThreads) all_gather_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   all_gather(BlockGroup{}, h, in, out, count);
 }
 template <class T>
-__global__ void all_to_all_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+__global__ void __launch_bounds__(kMaxThreads) all_to_all_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   all_to_all(BlockGroup{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
-__global__ void reduce_scatter_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+__global__ void __launch_bounds__(kMaxThreads) reduce_scatter_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   reduce_scatter<Op>(BlockGroup{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
-__global__ void all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+__global__ void __launch_bounds__(kMaxThreads) all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   all_reduce_one_shot<Op>(BlockGroup{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
-__global__ void all_reduce_two_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+__global__ void __launch_bounds__(kMaxThreads) all_reduce_two_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   all_reduce_two_shot<Op>(BlockGroup{}, h, in, out, count);
 }
 

@@ -305,6 +305,11 @@ TEST_P(CollectivesTest, BadCallsAreRefusedWithTheReason) {
   small.half_bytes = 16;
   const std::string tiny = test::error_of([&] { Communicator c(*provider_, world(), small); });
   EXPECT_NE(tiny.find("too small"), std::string::npos) << tiny;
+  // The GPU kernels are compiled for at most 512 threads a block (__launch_bounds__).
+  Communicator::Options wide;
+  wide.block_threads = 1024;
+  const std::string threads = test::error_of([&] { Communicator c(*provider_, world(), wide); });
+  EXPECT_NE(threads.find("from 32 to 512"), std::string::npos) << threads;
   // Ranks that disagree on the options are told so, on every rank, before any memory is taken.
   Communicator::Options differ;
   differ.one_shot_max_bytes = 1024 + static_cast<std::size_t>(me_);

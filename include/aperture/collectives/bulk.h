@@ -76,28 +76,76 @@ __device__ inline void device_reduce_peers(std::uint64_t thread, std::uint64_t t
   const bool vector_out = reinterpret_cast<std::uintptr_t>(out) % kVectorBytes == 0 &&
                           reinterpret_cast<std::uintptr_t>(local) % kVectorBytes == 0;
   const std::uint64_t vectors = vector_out ? count / V : 0;
-  for (std::uint64_t v = thread; v < vectors; v += threads) {
-    Acc acc[V];
-    {
-      const uint4 raw = reinterpret_cast<const uint4*>(aperture::translate(local, me, 0, peer_bases))[v];
-      Pack p;
-      memcpy(&p, &raw, sizeof raw);
-#pragma unroll
-      for (std::uint64_t k = 0; k < V; ++k) acc[k] = A::in(p.v[k]);
-    }
-    for (int s = 1; s < world; ++s) {
-      const uint4 raw = reinterpret_cast<const uint4*>(aperture::translate(local, me, s, peer_bases))[v];
-      Pack p;
-      memcpy(&p, &raw, sizeof raw);
-#pragma unroll
-      for (std::uint64_t k = 0; k < V; ++k) acc[k] = Combine<Op>::apply(acc[k], A::in(p.v[k]));
-    }
+  const auto unpack = [](const uint4& raw) {
+    Pack p;
+    memcpy(&p, &raw, sizeof raw);
+    return p;
+  };
+  const auto store = [&](std::uint64_t v, const Acc (&acc)[V]) {
     Pack r;
 #pragma unroll
     for (std::uint64_t k = 0; k < V; ++k) r.v[k] = A::out(acc[k]);
     uint4 raw;
     memcpy(&raw, &r, sizeof raw);
     reinterpret_cast<uint4*>(out)[v] = raw;
+  };
+  std::uint64_t v = thread;
+  // Bytes in flight hide NVLink's latency: kUnroll vectors per thread per rank, and at two ranks
+  // both ranks' loads issued before any is used (rank order of the fold is kept either way).
+  constexpr int kUnroll = sizeof(T) <= 2 ? 4 : 2;  // more for 32-bit types spills at 128 registers
+  if (world == 2) {
+    const auto* a = reinterpret_cast<const uint4*>(aperture::translate(local, me, 0, peer_bases));
+    const auto* b = reinterpret_cast<const uint4*>(aperture::translate(local, me, 1, peer_bases));
+    for (; v + (kUnroll - 1) * threads < vectors; v += kUnroll * threads) {
+      uint4 ra[kUnroll], rb[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        ra[u] = a[v + u * threads];
+        rb[u] = b[v + u * threads];
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const Pack pa = unpack(ra[u]), pb = unpack(rb[u]);
+        Acc acc[V];
+#pragma unroll
+        for (std::uint64_t k = 0; k < V; ++k) acc[k] = Combine<Op>::apply(A::in(pa.v[k]), A::in(pb.v[k]));
+        store(v + u * threads, acc);
+      }
+    }
+  } else {
+    constexpr int kUnrollAny = 2;  // world x kUnrollAny loads in flight; registers stay within 64
+    for (; v + (kUnrollAny - 1) * threads < vectors; v += kUnrollAny * threads) {
+      Acc acc[kUnrollAny][V];
+      for (int s = 0; s < world; ++s) {
+        const auto* src = reinterpret_cast<const uint4*>(aperture::translate(local, me, s, peer_bases));
+        uint4 raw[kUnrollAny];
+#pragma unroll
+        for (int u = 0; u < kUnrollAny; ++u) raw[u] = src[v + u * threads];
+#pragma unroll
+        for (int u = 0; u < kUnrollAny; ++u) {
+          const Pack p = unpack(raw[u]);
+#pragma unroll
+          for (std::uint64_t k = 0; k < V; ++k)
+            acc[u][k] = s == 0 ? A::in(p.v[k]) : Combine<Op>::apply(acc[u][k], A::in(p.v[k]));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnrollAny; ++u) store(v + u * threads, acc[u]);
+    }
+  }
+  for (; v < vectors; v += threads) {
+    Acc acc[V];
+    {
+      const Pack p = unpack(reinterpret_cast<const uint4*>(aperture::translate(local, me, 0, peer_bases))[v]);
+#pragma unroll
+      for (std::uint64_t k = 0; k < V; ++k) acc[k] = A::in(p.v[k]);
+    }
+    for (int s = 1; s < world; ++s) {
+      const Pack p = unpack(reinterpret_cast<const uint4*>(aperture::translate(local, me, s, peer_bases))[v]);
+#pragma unroll
+      for (std::uint64_t k = 0; k < V; ++k) acc[k] = Combine<Op>::apply(acc[k], A::in(p.v[k]));
+    }
+    store(v, acc);
   }
   for (std::uint64_t i = vectors * V + thread; i < count; i += threads) {
     Acc acc = A::in(aperture::translate(local, me, 0, peer_bases)[i]);

@@ -49,12 +49,12 @@ class Communicator {
     // Bytes of one staging half per part; 0: 256 KiB on the host, 512 KiB per block on a GPU.
     // The largest piece one barrier moves; at least 256 x world.
     std::size_t half_bytes = 0;
-    // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 16 on a GPU.
+    // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 64 on a GPU.
     int max_parts = 0;
     // all_reduce's automatic choice: one-shot up to this many bytes, two-shot above; 0: the
     // default: on the host 128 KiB / ranks (every size at 2 ranks), 256 KiB on a GPU.
     std::size_t one_shot_max_bytes = 0;
-    // Threads per CUDA block (GPU only); 0: 512.
+    // Threads per CUDA block (GPU only), 32 to 512 (the kernels' launch bound); 0: 512.
     int block_threads = 0;
   };
 

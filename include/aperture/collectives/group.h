@@ -90,9 +90,15 @@ struct BlockGroup {
   // The other threads' stores reached this one through __syncthreads; the system fence makes
   // them visible to other GPUs before this thread's signal (fences are cumulative).
   __device__ void fence() const { __threadfence_system(); }
+  // A barrier's peer usually arrives within a few microseconds: poll without sleeping first (the
+  // backoff of wait_until_ge_for would add up to a microsecond to every barrier), then wait
+  // bounded as usual.
   __device__ bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns) const {
+    for (int spin = 0; spin < kBarrierSpins; ++spin)
+      if (aperture::detail::load_acquire(flag) >= value) return true;
     return aperture::wait_until_ge_for(flag, value, timeout_ns, nullptr);
   }
+  static constexpr int kBarrierSpins = 4096;
 };
 
 // One warp of a block; every warp of the grid is its own group (part = global warp index).
