@@ -21,6 +21,9 @@
 namespace aperture {
 
 namespace detail {
+// Device waits poll this many times before they start sleeping between polls.
+inline constexpr unsigned kDeviceSpinPolls = 256;
+
 APERTURE_HD std::uint64_t load_acquire(const std::uint64_t* flag) {
   auto* f = const_cast<std::uint64_t*>(flag);  // atomic_ref needs a non-const object; we only load.
   return with_atomic_ref(f, scope::system, [](auto ref) -> std::uint64_t { return ref.load(memory_order::acquire); });
@@ -43,12 +46,15 @@ APERTURE_HD bool wait_until_ge_for(const std::uint64_t* local_flag, std::uint64_
                                    std::uint64_t* seen) {
   APERTURE_IF_DEVICE_ELSE(
       (std::uint64_t start = 0; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start)); unsigned sleep_ns = 32;
-       for (;;) {
+       for (unsigned poll = 0;; ++poll) {
          const std::uint64_t v = detail::load_acquire(local_flag);
          if (v >= value) {
            if (seen) *seen = v;
            return true;
          }
+         // A signal usually lands within a microsecond: poll flat out first, then back off so
+         // a long wait does not keep the memory system busy.
+         if (poll < detail::kDeviceSpinPolls) continue;
          std::uint64_t now = 0;
          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
          if (now - start >= timeout_ns) {
