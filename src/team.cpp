@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -28,6 +29,21 @@ std::string this_host() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   return name;
+}
+
+// Two ranks are on the same machine when they run on the same kernel. The host name alone is not
+// enough: machines can share one (cloned VMs, containers named alike), and shm would then open
+// /proc/<pid>/fd of whatever local process has a remote rank's pid. The kernel's boot id tells
+// machines apart; the host name keeps the key readable.
+std::string node_identity() {
+  std::string identity = this_host();
+  if (std::FILE* file = std::fopen("/proc/sys/kernel/random/boot_id", "re")) {
+    char boot_id[64] = {};
+    if (std::fgets(boot_id, sizeof boot_id, file) != nullptr)
+      identity += "/" + std::string(boot_id, std::strcspn(boot_id, "\n"));
+    std::fclose(file);
+  }
+  return identity;
 }
 
 // Rank 0 of a torchrun or mpirun job serves the hub on a thread and joins it like any rank.
@@ -132,10 +148,10 @@ Team Team::from_env() {
 void Team::learn_nodes() {
   // Ranks on the same machine share a host name; they are the ones that can map each other's
   // host memory.
-  constexpr std::size_t kHost = 64;
+  constexpr std::size_t kHost = 256;  // a host name (at most 64 bytes on Linux), '/', a boot id
   char mine[kHost] = {};
-  const std::string host = this_host();
-  std::memcpy(mine, host.data(), std::min(host.size(), kHost - 1));
+  const std::string host = node_identity();
+  host.copy(mine, kHost - 1);  // mine stays NUL-terminated: it was zeroed
   std::vector<char> all(kHost * static_cast<std::size_t>(size_));
   transport_->allgather(mine, all.data(), kHost);
   std::map<std::string, int> node_ids;

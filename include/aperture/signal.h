@@ -6,8 +6,9 @@
 // thread wrote before signal() is visible to the waiter after the wait returns.
 //
 // Host waits spin briefly and then back off to yielding and sleeping, and give up with an
-// aperture::Error after APERTURE_TIMEOUT seconds (default 60). Device waits back off with
-// __nanosleep; wait_until_ge_for bounds them.
+// aperture::Error after APERTURE_TIMEOUT seconds (default 60), or as soon as this process's Team
+// learns that the job failed (a rank died: the error names it; see detail/host_wait.h). Device
+// waits back off with __nanosleep; wait_until_ge_for bounds them.
 #pragma once
 
 #include <cstdint>

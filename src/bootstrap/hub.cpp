@@ -346,6 +346,12 @@ void Hub::State::fail(const std::string& reason) {
   }
   changed.notify_all();
   for (auto& [rank, a] : arrivals) reply(rank, 1, a.request.seq, reason);
+  // The ranks not waiting on us hear it too, unasked (call number 0): one blocked on a flag that
+  // a dead rank will never signal learns it through the job watch of its host wait.
+  constexpr std::size_t kMaxNotice = 4096;  // small enough to sit in any socket buffer unread
+  const std::string notice = reason.size() <= kMaxNotice ? reason : reason.substr(0, kMaxNotice) + " [...]";
+  for (int rank = 0; rank < options.world_size; ++rank)
+    if (connection_of_rank[rank] >= 0 && arrivals.count(rank) == 0) reply(rank, 1, 0, notice);
   arrivals.clear();
 }
 

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
+#include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "bootstrap/hub.h"
 #include "bootstrap/wire.h"
@@ -19,6 +21,27 @@ std::string host_name() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   return name;
+}
+
+constexpr std::uint64_t kMaxErrorText = std::uint64_t{16} << 20;
+
+// The live clients of this process, for the job watch of host waits. Never destroyed: a wait in
+// another thread may ask while the process exits.
+struct Watched {
+  std::mutex mutex;
+  std::vector<HubClient*> clients;
+};
+Watched& watched() {
+  static auto* instance = new Watched;
+  return *instance;
+}
+
+std::string job_failure() {
+  auto& w = watched();
+  std::lock_guard lock(w.mutex);
+  for (HubClient* client : w.clients)
+    if (std::string failure = client->poll_failure(); !failure.empty()) return failure;
+  return {};
 }
 }  // namespace
 
@@ -47,18 +70,33 @@ HubClient::HubClient(const std::string& address, int rank, int world_size, const
   wire::set_field(hello.token, token);
   wire::set_field(hello.host, host_name());
   wire::HelloReply answer;
-  if (!write_all(fd_.get(), &hello, sizeof hello) || !wait_readable(fd_.get(), timeout_ + kHubMargin) ||
-      !read_all(fd_.get(), &answer, sizeof answer) || answer.magic != wire::kMagic)
-    throw Error(detail::format("rank {}: the rendezvous hub at {} did not accept the connection (no answer to the hello)",
-                       rank, address));
+  const char* failure = nullptr;
+  if (!write_all(fd_.get(), &hello, sizeof hello)) failure = "closed the connection before this rank's hello was sent";
+  else if (!wait_readable(fd_.get(), timeout_ + kHubMargin)) failure = "did not answer this rank's hello in time";
+  else if (!read_all(fd_.get(), &answer, sizeof answer)) failure = "closed the connection without answering the hello";
+  else if (answer.magic != wire::kMagic) failure = "answered the hello with something that is not an aperture hub";
+  if (failure != nullptr)
+    throw Error(detail::format("rank {}: the rendezvous hub at {} {}: the launcher, or rank 0 that hosts the hub, "
+                               "exited or was killed (or the address is not this job's hub)",
+                               rank, address, failure));
   if (answer.status != 0) {
     std::string text(std::min<std::uint64_t>(answer.text_bytes, 4096), '\0');
     read_all(fd_.get(), text.data(), text.size());
     throw Error(detail::format("rank {}: the rendezvous hub at {} refused this rank: {}", rank, address, text));
   }
+  auto& w = watched();
+  std::lock_guard lock(w.mutex);
+  w.clients.push_back(this);
+  job_watch.store(&job_failure, std::memory_order_release);
 }
 
 HubClient::~HubClient() {
+  {
+    auto& w = watched();
+    std::lock_guard lock(w.mutex);
+    std::erase(w.clients, this);
+  }
+  std::lock_guard io(io_mutex_);
   if (fd_ && broken_.empty()) {
     wire::Request goodbye;
     goodbye.op = wire::Op::goodbye;
@@ -76,7 +114,38 @@ HubClient::~HubClient() {
 
 void HubClient::own_hub(std::unique_ptr<Hub> hub) { hub_ = std::move(hub); }
 
+std::string HubClient::poll_failure() {
+  std::unique_lock io(io_mutex_, std::try_to_lock);
+  if (!io.owns_lock()) return {};  // a Team call is in flight: it will hear the failure itself
+  if (!broken_.empty() || !fd_) return broken_;
+  if (!wait_readable(fd_.get(), std::chrono::milliseconds(0))) return {};
+  // Between calls the hub only speaks to say the job failed, or closes because it is gone.
+  wire::Reply notice;
+  if (!read_all(fd_.get(), &notice, sizeof notice)) {
+    broken_ = detail::format("rank {}: lost the connection to the rendezvous hub at {} (the launcher, or rank 0 that "
+                             "hosts it, exited or was killed)",
+                             rank_, address_);
+    return broken_;
+  }
+  take_notice(notice);
+  return broken_;
+}
+
+std::string HubClient::take_notice(const wire::Reply& notice) {
+  if (notice.magic != wire::kMagic || notice.seq != 0 || notice.status == 0 || notice.payload_bytes > kMaxErrorText) {
+    broken_ = detail::format("rank {}: the rendezvous hub at {} sent something that is not an answer (magic {:#x}, "
+                             "call #{}, status {}, {} bytes); is APERTURE_HUB (or MASTER_ADDR/MASTER_PORT) this job's hub?",
+                             rank_, address_, notice.magic, notice.seq, notice.status, notice.payload_bytes);
+    return broken_;
+  }
+  std::string text(notice.payload_bytes, '\0');
+  if (!read_all(fd_.get(), text.data(), text.size())) text = "(the rest of the reason was lost with the connection)";
+  broken_ = detail::format("rank {}: the job failed: {}", rank_, text);
+  return broken_;
+}
+
 std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* payload, std::uint64_t payload_bytes) {
+  std::lock_guard io(io_mutex_);
   if (!broken_.empty()) throw Error(broken_);
   if (bytes > wire::kMaxPayload)
     throw Error(detail::format("rank {}: Team {} of {} bytes exceeds the rendezvous limit of {} bytes per rank; the Team "
@@ -106,12 +175,13 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
   }
   wire::Reply reply;
   if (!read_all(fd_.get(), &reply, sizeof reply)) throw lost("lost the connection to");
+  // The job failed while this rank was away; the hub told us unasked, before any answer.
+  if (reply.seq == 0 && reply.magic == wire::kMagic && reply.status != 0) throw Error(take_notice(reply));
   // A result has exactly the size the call implies, an error text is short: anything else is
   // not our hub talking, and nothing of that size is allocated.
   const std::uint64_t expected = request.op == wire::Op::allgather   ? bytes * static_cast<std::uint64_t>(world_size_)
                                  : request.op == wire::Op::broadcast ? bytes
                                                                      : 0;
-  constexpr std::uint64_t kMaxErrorText = std::uint64_t{16} << 20;
   if (reply.magic != wire::kMagic || reply.seq != request.seq ||
       (reply.status == 0 ? reply.payload_bytes != expected : reply.payload_bytes > kMaxErrorText)) {
     broken_ = detail::format("rank {}: {} #{} got a malformed answer from the rendezvous hub at {} (magic {:#x}, call #{}, "

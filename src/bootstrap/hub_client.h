@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
 
 namespace aperture::detail {
 
@@ -44,8 +46,14 @@ class HubClient final : public TeamTransport {
   // Keeps a hub this rank runs (torchrun/mpirun rank 0) alive until every rank has left.
   void own_hub(std::unique_ptr<Hub> hub);
 
+  // Why the job failed, or "" while it has not; never blocks. Reads a failure notice the hub sent
+  // unasked (a rank died, calls did not match) or notices the hub is gone. Behind the job watch
+  // of host waits (aperture/detail/host_wait.h), which every HubClient joins while it lives.
+  std::string poll_failure();
+
  private:
   std::string call(int op, std::uint64_t bytes, int root, const void* payload, std::uint64_t payload_bytes);
+  std::string take_notice(const wire::Reply& notice);  // reads a notice's text; sets broken_
 
   std::string address_;
   int rank_;
@@ -55,6 +63,9 @@ class HubClient final : public TeamTransport {
   Fd fd_;
   std::string broken_;  // set once the connection failed; every later call repeats it
   std::unique_ptr<Hub> hub_;
+  // Held through each call's exchange and by poll_failure (which only tries it): a host wait in
+  // one thread never reads the connection while another thread's Team call does.
+  std::mutex io_mutex_;
 };
 
 }  // namespace aperture::detail

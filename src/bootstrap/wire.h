@@ -61,7 +61,7 @@ struct Request {
 struct Reply {
   std::uint32_t magic = kMagic;
   std::int32_t status = 0;  // 0: payload is the result; otherwise payload is an error text
-  std::uint64_t seq = 0;
+  std::uint64_t seq = 0;    // the call answered; 0: unasked, the job failed (status != 0)
   std::uint64_t payload_bytes = 0;
 };
 

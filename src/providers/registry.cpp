@@ -9,7 +9,7 @@ namespace aperture {
 
 namespace detail {
 
-ProviderEntry not_compiled_entry(std::string name, std::string reason) {
+ProviderEntry not_compiled_entry(const std::string& name, const std::string& reason) {
   ProviderEntry entry;
   entry.name = name;
   entry.status = [name, reason] { return ProviderStatus{name, false, false, reason}; };

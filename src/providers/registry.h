@@ -30,7 +30,7 @@ ProviderEntry nvshmem_entry();
 ProviderEntry nccl_entry();
 
 // An entry for a provider this build left out, with the reason.
-ProviderEntry not_compiled_entry(std::string name, std::string reason);
+ProviderEntry not_compiled_entry(const std::string& name, const std::string& reason);
 
 // Checks `alignment` is a power of two and the arithmetic of bytes + alignment cannot
 // overflow; throws aperture::Error naming the provider and the value otherwise.

@@ -5,11 +5,13 @@
 // collective_faults.cpp, env_misuse.sh and kill_rank.sh.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../multirank/world.h"
@@ -255,6 +257,22 @@ TEST_F(BadInput, NonDirectPeerOnTheCheckedPath) {
   expect_mentions(error_of([&] { aperture::checked_translate(map, a.as<char>(), other); }),
                   {"rank " + std::to_string(other) + " is not directly addressable", "transfer engine"});
   provider_->free(a);
+}
+
+TEST_F(BadInput, HostWaitsAskTheJobWatchWhileTeamCallsRunInAnotherThread) {
+  // A wait's job watch reads the hub connection only when no Team call holds it: waits in one
+  // thread and barriers in another must not mix up the conversation (ThreadSanitizer runs this).
+  std::uint64_t never_signalled = 0;
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    while (!done.load()) {
+      std::uint64_t seen = 0;
+      EXPECT_FALSE(aperture::wait_until_ge_for(&never_signalled, 1, 30'000'000, &seen));  // 30 ms, asking the watch
+    }
+  });
+  for (int i = 0; i < 100; ++i) world().barrier();
+  done.store(true);
+  waiter.join();
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 //   allocate    ... while every rank creates the shm provider and allocates and frees in a loop
 //   barrier     ... while every rank runs barriers in a loop
 //   ring        ... while the ranks run a ring of put + signal / wait_until_ge (no Team call in
-//               the loop: a survivor's wait times out after APERTURE_TIMEOUT, and its next Team
-//               call names the dead rank)
+//               the loop: the hub tells every rank of the death, and the job watch of a host
+//               wait ends the wait at once, naming the dead rank)
 //
 // The victim starts a thread that SIGKILLs its process after a random delay of 0 to
 // APERTURE_FAULT_MAX_DELAY_MS milliseconds (default 3 for rendezvous, 20 otherwise), so over
@@ -125,8 +125,9 @@ int main(int argc, char** argv) {
     run(mode, team, me == victim);
   } catch (const aperture::Error& e) {
     message = e.what();
-    // A wait on a flag knows nothing of ranks; the Team does.
-    if (message.find("wait_until_ge") != std::string::npos && team) {
+    // Had the job watch not ended the wait, it would time out knowing nothing of ranks; the
+    // Team would still name the dead rank (and the driver's time limit would fail the run).
+    if (message.find("timed out") != std::string::npos && team) {
       try {
         team->barrier();
       } catch (const aperture::Error& then) {

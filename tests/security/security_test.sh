@@ -121,9 +121,9 @@ fi
 # --- a rank never talks to a hub of another user ---------------------------------------------------
 if [[ ${#as_other[@]} != 0 ]]; then
   name="aperture-fake-hub-$$"
-  "${as_other[@]}" "$stranger" listen "$name" 4 >"$work/fake.out" 2>&1 &
+  "${as_other[@]}" "$stranger" listen "$name" 6 >"$work/fake.out" 2>&1 &
   fake=$!
-  sleep 0.5
+  for _ in $(seq 200); do grep -q "^listening" "$work/fake.out" 2>/dev/null && break; sleep 0.02; done
   out=$(env -u RANK -u WORLD_SIZE APERTURE_RANK=0 APERTURE_WORLD_SIZE=2 APERTURE_HUB="unix:@$name" \
         APERTURE_JOB_TOKEN=secret APERTURE_TIMEOUT=2 "$job_probe" "$work" 2>&1)
   wait "$fake"; rc=$?
@@ -138,17 +138,18 @@ fi
 
 # --- a torchrun-style job: TCP hub in rank 0, strangers refused by the token --------------------
 mkdir -p "$work/tcp"
+listening() {  # listening PORT: is a TCP socket listening on PORT?
+  awk -v p=":$(printf '%04X' "$1")" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
 port=$(( 20000 + (RANDOM * 7 + $$) % 30000 ))
+while listening "$port" || listening $((port + 1)); do port=$(( 20000 + RANDOM % 30000 )); done
 tcp_token="tcp-secret-$RANDOM$RANDOM"
 tcp_env=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB WORLD_SIZE=2 MASTER_ADDR=127.0.0.1
          MASTER_PORT=$port APERTURE_JOB_TOKEN=$tcp_token)
 "${tcp_env[@]}" RANK=0 LOCAL_RANK=0 "$job_probe" "$work/tcp" >"$work/tcp0.out" 2>&1 &
 tcp0=$!
-hub_hex=$(printf '%04X' $((port + 1)))
-for _ in $(seq 100); do
-  awk -v p=":$hub_hex" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
-  sleep 0.05
-done
+for _ in $(seq 600); do listening $((port + 1)) && break; sleep 0.05; done
+listening $((port + 1)) || bad "rank 0's TCP hub did not start listening on port $((port + 1)): $(cat "$work/tcp0.out")"
 tcp_hub="tcp:127.0.0.1:$((port + 1))"
 "$stranger" idle "$tcp_hub" 3 >"$work/idle.out" 2>&1 &
 idle=$!
