@@ -165,7 +165,8 @@ step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
 
 # --- 5b. the collectives on GPU memory, and `aperture bench` at 2 ranks (bench/gpu-collectives.sh:
 # its own build of tests/collectives; the test at 1 and 2 ranks; the bench's CSV/JSON/PNG) ------
-step gpu-collectives 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" \
+# The bench moves up to 1 GiB per rank: it needs a bigger heap than the tests' 256M.
+step gpu-collectives 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" APERTURE_GPU_HEAP_SIZE=4G \
   bash "$root/bench/gpu-collectives.sh"
 grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/gpu-collectives.log" | head -80
 
