@@ -10,14 +10,14 @@
 # bug, then copy the input to tests/fuzz/regressions/T/ so that it is replayed from then on.
 #
 # Needs clang 14 and its runtime (clang-14, libclang-rt-14-dev); installs them when missing
-# (apt-get, as root or through sudo). Builds in $BUILD_ROOT/build-fuzz (default /tmp) with the
+# (apt-get, as root or through sudo). Builds in $BUILD_ROOT/build-fuzz (default build/ in the tree) with the
 # "fuzz" CMake preset, only the four targets.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 seconds="${1:-60}"
-build="${BUILD_ROOT:-/tmp}/build-fuzz"
+build="${BUILD_ROOT:-$root/build}/build-fuzz"
 work="${FUZZ_WORK:-/tmp/aperture-fuzz}"
 targets=(fuzz_wire fuzz_hub fuzz_env fuzz_address_map)
 

@@ -11,7 +11,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-build="${BUILD_ROOT:-/tmp}/build-lint"
+build="${BUILD_ROOT:-$root/build}/build-lint"
 known="$root/scripts/lint/known-findings.txt"
 tidy="$(command -v clang-tidy-14 || command -v clang-tidy || true)"
 if [[ -z "$tidy" ]]; then

@@ -7,7 +7,7 @@
 #   ./scripts/sanitize.sh asan -R shm   extra arguments go to ctest
 #
 # The builds use the CMake presets of the same names (CMakePresets.json) in $BUILD_ROOT/build-asan
-# and $BUILD_ROOT/build-tsan (BUILD_ROOT defaults to /tmp). They compile host code only: CUDA is
+# and $BUILD_ROOT/build-tsan (BUILD_ROOT defaults to build/ in the tree). They compile host code only: CUDA is
 # off, and so are MPI and OpenSHMEM, whose runtimes report their own internals under a sanitizer;
 # the MPI-launched suites run in the plain build (scripts/test.sh). The install test is left
 # out: it builds a consumer against the installed package with the plain compiler flags.
@@ -18,7 +18,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 which="${1:-all}"
 shift || true
-build_root="${BUILD_ROOT:-/tmp}"
+build_root="${BUILD_ROOT:-$root/build}"
 jobs="${BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
 if [[ "$(id -u)" == 0 ]]; then
