@@ -38,7 +38,7 @@ timeout 200 cmake --build "$build" --parallel "$(nproc)" --target gpu_collective
 echo "built after ${SECONDS}s"
 aperture="$build/aperture/tools/aperture"
 
-for n in ${TEST_RANKS:-2}; do
+for n in ${TEST_RANKS:-1 2}; do
   timeout --kill-after=10 90 "$aperture" launch -n "$n" --timeout 80 -- "$build/gpu_collectives_test" \
     >"$logs/gpu-collectives-test.np$n.log" 2>&1
   rc=$?
