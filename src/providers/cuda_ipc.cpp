@@ -130,11 +130,8 @@ class CudaIpcProvider final : public Provider {
                                  alignment, max_alignment_));
     const auto offset = heap_.allocate(bytes, alignment);
     if (!offset)
-      throw Error(detail::format("cuda-ipc allocate: the GPU heap has no free block of {} bytes (alignment {}): {} "
-                                 "of {} bytes in use in {} allocations, largest free block {} bytes; free "
-                                 "allocations or raise APERTURE_GPU_HEAP_SIZE",
-                                 bytes, alignment, heap_.bytes_in_use(), heap_.capacity(), heap_.live_blocks(),
-                                 heap_.largest_free_block()));
+      throw Error("cuda-ipc allocate: the GPU heap has " + heap_.describe_no_room(bytes, alignment) +
+                  "; free allocations or raise APERTURE_GPU_HEAP_SIZE");
     Allocation allocation;
     allocation.ptr = reinterpret_cast<void*>(bases_[team_.rank()] + static_cast<std::int64_t>(*offset));
     allocation.bytes = bytes;

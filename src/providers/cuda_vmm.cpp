@@ -226,11 +226,8 @@ class CudaVmmProvider final : public Provider {
                                  alignment, granularity_));
     const auto offset = heap_.allocate(bytes, alignment);
     if (!offset)
-      throw Error(detail::format("cuda-vmm allocate: the GPU heap has no free block of {} bytes (alignment {}) in its "
-                                 "reserved virtual space: {} of {} bytes in use in {} allocations, largest free block "
-                                 "{} bytes; free allocations or raise APERTURE_VMM_RESERVE",
-                                 bytes, alignment, heap_.bytes_in_use(), heap_.capacity(), heap_.live_blocks(),
-                                 heap_.largest_free_block()));
+      throw Error("cuda-vmm allocate: the GPU heap's reserved virtual space has " +
+                  heap_.describe_no_room(bytes, alignment) + "; free allocations or raise APERTURE_VMM_RESERVE");
     // Every rank's heap took the same block, so every rank makes the same decision here.
     const std::size_t end = *offset + std::max<std::size_t>(bytes, 1);
     if (end > mapped_) {

@@ -2,6 +2,8 @@
 
 #include <iterator>
 
+#include "detail/format.h"
+
 namespace aperture::detail {
 
 namespace {
@@ -71,6 +73,12 @@ std::size_t SymmetricHeap::largest_free_block() const {
   std::size_t largest = 0;
   for (const auto& [start, length] : free_) largest = std::max(largest, length);
   return largest;
+}
+
+std::string SymmetricHeap::describe_no_room(std::size_t bytes, std::size_t alignment) const {
+  return detail::format("no free block of {} bytes (alignment {}): {} of {} bytes in use in {} allocations, largest "
+                        "free block {} bytes",
+                        bytes, alignment, in_use_, capacity_, live_.size(), largest_free_block());
 }
 
 }  // namespace aperture::detail

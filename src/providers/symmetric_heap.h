@@ -32,6 +32,9 @@ class SymmetricHeap {
   std::size_t capacity() const { return capacity_; }
   std::size_t bytes_in_use() const { return in_use_; }
   std::size_t largest_free_block() const;
+  // Why allocate(bytes, alignment) found no room: "no free block of B bytes (alignment A): U of C
+  // bytes in use in N allocations, largest free block F bytes", for the providers' errors.
+  std::string describe_no_room(std::size_t bytes, std::size_t alignment) const;
   std::size_t live_blocks() const { return live_.size(); }
 
  private:

@@ -40,6 +40,9 @@ TEST(SymmetricHeap, FullHeapSaysNoAndFreeingMakesRoom) {
   for (int i = 0; i < 16; ++i) offsets.push_back(*heap.allocate(64, 64));
   EXPECT_FALSE(heap.allocate(1, 64));
   EXPECT_FALSE(heap.allocate(std::size_t{1} << 40, 64));
+  EXPECT_EQ(heap.describe_no_room(1, 64),
+            "no free block of 1 bytes (alignment 64): 1024 of 1024 bytes in use in 16 allocations, largest free "
+            "block 0 bytes");
   // Free every other block: 8 holes of 64 bytes, none of 128.
   for (int i = 0; i < 16; i += 2) EXPECT_TRUE(heap.free(offsets[i]));
   EXPECT_FALSE(heap.allocate(128, 64));
