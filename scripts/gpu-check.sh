@@ -14,6 +14,7 @@
 #   3. `aperture info`, alone and as 2 ranks;
 #   4. every GPU test at 1 and 2 ranks (one GPU per rank), and at 2 ranks sharing one GPU
 #      (CUDA_VISIBLE_DEVICES=0: the two-ranks-one-GPU path of the cuda-ipc and cuda-vmm providers);
+#      the APERTURE_CHECKED test (bad accesses trap in kernels);
 #   5. the GPU tests through ctest, as CTest registers them (through `aperture launch`);
 #   6. compute-sanitizer: memcheck (with leak check) on every test at 1 rank and on every rank of
 #      a 2-rank run, racecheck on the kernels' tests, initcheck and synccheck on one each;
@@ -133,7 +134,7 @@ foreign=()
 for t in nvshmem_provider_test nccl_provider_test mixed_providers_test; do
   [[ -d $build_dir/CMakeFiles/$t.dir ]] && foreign+=("$t")
 done
-step build 300 cmake --build "$build_dir" --parallel "$(nproc)" --target "${tests[@]}" "${foreign[@]}"
+step build 300 cmake --build "$build_dir" --parallel "$(nproc)" --target "${tests[@]}" "${foreign[@]}" gpu_checked_test
 [[ -x "$build_dir/gpu_rma_test" ]] || finish
 step build-aperture-cli 120 cmake --build "$build_dir" --parallel "$(nproc)" --target aperture-cli
 aperture="$build_dir/aperture/tools/aperture"
@@ -159,6 +160,9 @@ if (( gpus >= 1 )); then
     step "$t.np2-one-gpu" 180 env CUDA_VISIBLE_DEVICES=0 "${self[@]}" 2 "$build_dir/$t"
   done
 fi
+
+# APERTURE_CHECKED in kernels: every bad access traps with its reason (one process, one GPU).
+step gpu_checked_test 120 "$build_dir/gpu_checked_test"
 
 # --- 5. the same tests as CTest registers them (gpu.<test>.np1/np2, skipped without a GPU) ---
 step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure

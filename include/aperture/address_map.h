@@ -52,8 +52,9 @@ struct SymmetricAddressMap {
   // True when [p, p + bytes) lies inside this rank's copy of the allocation.
   bool owns(const void* p, std::size_t bytes = 1) const;
 
-  // The kernel-side handle: rank, world size and peer_bases().
-  PeerView peer_view() const { return PeerView{local_rank, world_size, peer_bases()}; }
+  // The kernel-side handle: rank, world size, peer_bases() and the allocation's length (which
+  // APERTURE_CHECKED builds hold every access to).
+  PeerView peer_view() const { return PeerView{local_rank, world_size, peer_bases(), allocation_bytes}; }
 
   // The host table of the sub-range [ptr, ptr + bytes) of this allocation: every direct entry
   // shifted by ptr's offset. Providers place it where their kernels run to describe a view.

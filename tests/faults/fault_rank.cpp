@@ -7,6 +7,9 @@
 //   ring        ... while the ranks run a ring of put + signal / wait_until_ge (no Team call in
 //               the loop: the hub tells every rank of the death, and the job watch of a host
 //               wait ends the wait at once, naming the dead rank)
+//   collective  ... while the ranks run all-reduces, all-gathers and all-to-alls of a
+//               Communicator (aperture::collectives) on shm memory: the same, from the
+//               collectives' own waits
 //
 // The victim starts a thread that SIGKILLs its process after a random delay of 0 to
 // APERTURE_FAULT_MAX_DELAY_MS milliseconds (default 3 for rendezvous, 20 otherwise), so over
@@ -19,6 +22,7 @@
 // and a survivor must still be able to report what it saw (the launcher's SIGKILL after its
 // grace period would fail the check).
 #include <aperture/aperture.h>
+#include <aperture/collectives/collectives.h>
 
 #include <signal.h>
 #include <unistd.h>
@@ -67,7 +71,7 @@ void run(const std::string& mode, std::optional<aperture::Team>& team, bool vict
     for (;;) team->barrier();  // until the victim's death reaches us
   }
   team.emplace(aperture::Team::from_env());
-  if (victim) start_killer(20);
+  if (victim && mode != "collective") start_killer(20);
   if (mode == "barrier") {
     for (;;) team->barrier();
   }
@@ -97,6 +101,19 @@ void run(const std::string& mode, std::optional<aperture::Team>& team, bool vict
       aperture::wait_until_ge(flags.as<std::uint64_t>(), round);
     }
   }
+  if (mode == "collective") {
+    aperture::Communicator comm(*provider, *team);
+    if (victim) start_killer(20);  // once the collectives run: setup is the allocate mode
+    const int n = team->size();
+    constexpr std::size_t kCount = 2048;
+    std::vector<float> in(kCount * static_cast<std::size_t>(n), static_cast<float>(team->rank()));
+    std::vector<float> out(kCount * static_cast<std::size_t>(n));
+    for (;;) {
+      comm.all_reduce(in.data(), out.data(), kCount, aperture::ReduceOp::sum);
+      comm.all_gather(in.data(), out.data(), kCount);
+      comm.all_to_all(in.data(), out.data(), kCount);
+    }
+  }
   throw std::runtime_error("unknown mode " + mode);
 }
 
@@ -104,7 +121,7 @@ void run(const std::string& mode, std::optional<aperture::Team>& team, bool vict
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: fault_rank rendezvous|allocate|barrier|ring VICTIM [MARKER]\n");
+    std::fprintf(stderr, "usage: fault_rank rendezvous|allocate|barrier|ring|collective VICTIM [MARKER]\n");
     return 2;
   }
   sigset_t term;

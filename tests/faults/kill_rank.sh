@@ -2,7 +2,7 @@
 # kill_rank.sh APERTURE FAULT_RANK FLAVOR MODES RANKS ITERATIONS
 #
 # Kills one rank with SIGKILL while a job is in each of MODES (rendezvous, allocate, barrier,
-# ring; comma-separated), ITERATIONS times each, the victim a random rank every time, and
+# ring, collective; comma-separated), ITERATIONS times each, the victim a random rank every time, and
 # checks what everyone sees:
 #   - every survivor gets an aperture::Error naming the dead rank (fault_rank prints
 #     "fault-check ok"), within the time limit below: well before APERTURE_TIMEOUT, so nobody

@@ -53,7 +53,9 @@ struct HostGroup {
 };
 
 // Yielding keeps the latency of a signal low while another rank can use the core (it runs as
-// soon as we yield); sleeping starts only after a millisecond of yields.
+// soon as we yield); sleeping starts only after a millisecond of yields. While it sleeps it asks
+// the job watch (aperture/detail/host_wait.h) every 10 ms, so a peer that died mid-collective
+// ends the wait at once with an error naming it, not at the timeout.
 inline bool HostGroup::wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns) const {
   using clock = std::chrono::steady_clock;
   std::uint64_t seen = 0;
@@ -62,12 +64,18 @@ inline bool HostGroup::wait(const std::uint64_t* flag, std::uint64_t value, std:
   const auto start = clock::now();
   const auto timeout = std::chrono::nanoseconds(timeout_ns != 0 ? timeout_ns : aperture::detail::host_timeout_ns());
   auto sleep = std::chrono::microseconds(20);
+  auto next_watch = start + std::chrono::milliseconds(2);
   for (unsigned attempt = 0;; ++attempt) {
     if ((seen = aperture::detail::load_acquire(flag)) >= value) return true;
     if ((attempt & 63) == 0) {
-      const auto waited = clock::now() - start;
+      const auto now = clock::now();
+      const auto waited = now - start;
       if (waited >= timeout) aperture::detail::throw_wait_timeout(flag, value, seen);
       if (waited >= std::chrono::milliseconds(2)) {
+        if (now >= next_watch) {
+          aperture::detail::check_job_alive(flag, value);
+          next_watch = now + std::chrono::milliseconds(10);
+        }
         std::this_thread::sleep_for(sleep);
         if (sleep < std::chrono::milliseconds(1)) sleep *= 2;
         continue;
