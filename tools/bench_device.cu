@@ -59,30 +59,19 @@ constexpr int kPutBlocks = 132;
 constexpr int kPutThreads = 512;
 constexpr int kPingPongRounds = 2000;  // round trips per launch
 
-__device__ inline std::uint64_t smaller(std::uint64_t a, std::uint64_t b) { return a < b ? a : b; }
 
-// Block b moves the b-th slice; every block is a Group of its own.
+// The whole grid is one group (collectives::GridGroup): neighbouring threads take neighbouring
+// vectors across the buffer, which NVLink serves faster than one slice per block.
 __global__ void put_kernel(PeerView peers, unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int to_rank) {
-  const std::uint64_t share = (bytes / gridDim.x + 15) / 16 * 16;
-  const std::uint64_t begin = smaller(share * blockIdx.x, bytes);
-  const std::uint64_t end = smaller(begin + share, bytes);
-  collectives::group_put(collectives::BlockGroup{}, dst + begin, src + begin, end - begin, peers.rank, to_rank,
-                         peers.peer_bases);
+  collectives::group_put(collectives::GridGroup{}, dst, src, bytes, peers.rank, to_rank, peers.peer_bases);
 }
 __global__ void get_kernel(PeerView peers, unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int from_rank) {
-  const std::uint64_t share = (bytes / gridDim.x + 15) / 16 * 16;
-  const std::uint64_t begin = smaller(share * blockIdx.x, bytes);
-  const std::uint64_t end = smaller(begin + share, bytes);
-  collectives::group_get(collectives::BlockGroup{}, dst + begin, src + begin, end - begin, peers.rank, from_rank,
-                         peers.peer_bases);
+  collectives::group_get(collectives::GridGroup{}, dst, src, bytes, peers.rank, from_rank, peers.peer_bases);
 }
 // The same kernel on pointers translated once on the host (what a user with raw IPC pointers
 // writes): put and get both become this copy; the difference to the above is the translation.
 __global__ void raw_copy_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes) {
-  const std::uint64_t share = (bytes / gridDim.x + 15) / 16 * 16;
-  const std::uint64_t begin = smaller(share * blockIdx.x, bytes);
-  const std::uint64_t end = smaller(begin + share, bytes);
-  collectives::group_copy(collectives::BlockGroup{}, dst + begin, src + begin, end - begin);
+  collectives::group_copy(collectives::GridGroup{}, dst, src, bytes);
 }
 
 // One thread of ranks 0 and 1: `rounds` round trips, values base+1 .. base+rounds. Raw: the
