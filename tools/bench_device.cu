@@ -59,7 +59,6 @@ constexpr int kPutBlocks = 132;
 constexpr int kPutThreads = 512;
 constexpr int kPingPongRounds = 2000;  // round trips per launch
 
-
 // The whole grid is one group (collectives::GridGroup): neighbouring threads take neighbouring
 // vectors across the buffer, which NVLink serves faster than one slice per block.
 __global__ void put_kernel(PeerView peers, unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int to_rank) {
