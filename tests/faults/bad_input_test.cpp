@@ -207,6 +207,29 @@ TEST_F(BadInput, DifferentProviderNamesOnDifferentRanks) {
                   {"mismatch", "make_provider(shm)", "make_provider(no-such-provider)"});
 }
 
+// mpi-window counts as available where the process was started by mpirun (OMPI_COMM_WORLD_SIZE
+// is set): setting that on the last rank only makes it available there and nowhere else.
+TEST_F(BadInput, AProviderAvailableOnSomeRanksOnlyFailsEveryRank) {
+  if (n_ < 2) GTEST_SKIP() << "needs two ranks";
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) GTEST_SKIP() << "started by mpirun: available everywhere";
+  if (me_ == last_) ::setenv("OMPI_COMM_WORLD_SIZE", std::to_string(n_).c_str(), 1);
+  bool available_here = false;
+  for (const auto& status : aperture::provider_statuses())
+    if (status.name == "mpi-window") available_here = status.available;
+  std::vector<std::uint8_t> available(static_cast<std::size_t>(n_));
+  const std::uint8_t mine = available_here ? 1 : 0;
+  world().allgather(&mine, available.data(), 1);
+  if (available[static_cast<std::size_t>(last_)] == 0) {
+    if (me_ == last_) ::unsetenv("OMPI_COMM_WORLD_SIZE");
+    GTEST_SKIP() << "mpi-window is not built here";
+  }
+  const std::string message = error_of([&] { aperture::make_provider("mpi-window", world()); });
+  if (me_ == last_) ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  expect_mentions(message, {"mismatch", "make_provider(mpi-window)", "available=0", "available=1"});
+  if (me_ != last_)
+    expect_mentions(message, {"On this rank (rank " + std::to_string(me_) + ") provider 'mpi-window' is not available"});
+}
+
 TEST_F(BadInput, UnknownProviderListsTheAvailableOnes) {
   expect_mentions(error_of([&] { aperture::make_provider("shmem", world()); }),
                   {"unknown provider 'shmem'", "available here: ", "shm", "aperture info"});
