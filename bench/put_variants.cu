@@ -46,42 +46,8 @@ __global__ void __launch_bounds__(512) vec_copy_blocked(uint4* __restrict__ d, c
   for (; i < e; i += t) d[i] = s[i];
 }
 
-// TMA bulk: global -> shared (mbarrier) -> global (bulk_group), STAGES buffers of CHUNK bytes.
-template <int STAGES, int CHUNK>
-__global__ void tma_copy(unsigned char* d, const unsigned char* s, uint64_t bytes) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) uint64_t bar[STAGES];
-  if (threadIdx.x != 0) return;
-  const uint64_t chunks = bytes / CHUNK;
-  for (int k = 0; k < STAGES; ++k) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(&bar[k]);
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(a));
-  }
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  uint32_t phase[STAGES] = {};
-  uint64_t it = 0;
-  for (uint64_t c = blockIdx.x; c < chunks; c += gridDim.x, ++it) {
-    const int k = it % STAGES;
-    // the buffer's previous store must have finished reading smem
-    if (it >= STAGES) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(STAGES - 1) : "memory");
-    uint32_t sb = (uint32_t)__cvta_generic_to_shared(smem + (size_t)k * CHUNK);
-    uint32_t ba = (uint32_t)__cvta_generic_to_shared(&bar[k]);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ba), "r"(CHUNK) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(sb), "l"(s + c * CHUNK), "r"(CHUNK), "r"(ba) : "memory");
-    uint32_t done = 0;
-    while (!done) {
-      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                   : "=r"(done) : "r"(ba), "r"(phase[k]) : "memory");
-    }
-    phase[k] ^= 1;
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(d + c * CHUNK), "r"(sb), "r"(CHUNK) : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-  }
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
-// Pipelined TMA: issue loads for STAGES ahead.
+// TMA bulk copies: global -> shared (mbarrier-completed) -> peer global (bulk_group), STAGES
+// buffers of CHUNK bytes, the loads issued STAGES chunks ahead.
 template <int STAGES, int CHUNK>
 __global__ void tma_copy_pipe(unsigned char* d, const unsigned char* s, uint64_t bytes) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -145,14 +111,13 @@ int main() {
   CK(cudaSetDevice(0));
   CK(cudaDeviceEnablePeerAccess(1, 0));
   int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const uint64_t sizes[] = {256ull << 20};
+  const uint64_t sizes[] = {16ull << 20, 256ull << 20, 1ull << 30};
   unsigned char *local, *remote, *local2;
   const uint64_t maxb = 1ull << 30;
   CK(cudaMalloc(&local, maxb)); CK(cudaMalloc(&local2, maxb));
   CK(cudaSetDevice(1)); CK(cudaMalloc(&remote, maxb)); CK(cudaDeviceEnablePeerAccess(0, 0)); CK(cudaSetDevice(0));
   CK(cudaMemset(local, 1, maxb));
   // correctness check for TMA
-  CK(cudaFuncSetAttribute(tma_copy<4, 32768>, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * 32768));
   CK(cudaFuncSetAttribute(tma_copy_pipe<4, 32768>, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * 32768));
   CK(cudaFuncSetAttribute(tma_copy_pipe<6, 32768>, cudaFuncAttributeMaxDynamicSharedMemorySize, 6 * 32768));
   CK(cudaFuncSetAttribute(tma_copy_pipe<3, 65536>, cudaFuncAttributeMaxDynamicSharedMemorySize, 3 * 65536));
@@ -182,7 +147,6 @@ int main() {
     row("vec4 32x512", time_it([&] { vec_copy<4><<<32, 512>>>((uint4*)remote, (const uint4*)local, v); }, iters));
     row("vec4 64x512", time_it([&] { vec_copy<4><<<64, 512>>>((uint4*)remote, (const uint4*)local, v); }, iters));
     row("blocked vec4 132x512", time_it([&] { vec_copy_blocked<4><<<sms, 512>>>((uint4*)remote, (const uint4*)local, v); }, iters));
-    row("tma 4x32K 132 blocks", time_it([&] { tma_copy<4, 32768><<<sms, 32, 4 * 32768>>>(remote, local, n); }, iters));
     row("tma pipe 4x32K 132", time_it([&] { tma_copy_pipe<4, 32768><<<sms, 32, 4 * 32768>>>(remote, local, n); }, iters));
     row("tma pipe 6x32K 132", time_it([&] { tma_copy_pipe<6, 32768><<<sms, 32, 6 * 32768>>>(remote, local, n); }, iters));
     row("tma pipe 3x64K 132", time_it([&] { tma_copy_pipe<3, 65536><<<sms, 32, 3 * 65536>>>(remote, local, n); }, iters));
