@@ -15,35 +15,32 @@
 #include <chrono>
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); exit(1);} } while (0)
 
+// Threads copy [begin, end) with stride `stride`, INFLIGHT 16-byte loads before their stores.
 template <int INFLIGHT>
-__global__ void __launch_bounds__(512) vec_copy(uint4* __restrict__ d, const uint4* __restrict__ s, uint64_t n) {
-  const uint64_t threads = (uint64_t)gridDim.x * blockDim.x;
-  uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  for (; i + (INFLIGHT - 1) * threads < n; i += INFLIGHT * threads) {
+__device__ void strided_copy(uint4* __restrict__ d, const uint4* __restrict__ s, uint64_t i, uint64_t end,
+                             uint64_t stride) {
+  for (; i + (INFLIGHT - 1) * stride < end; i += INFLIGHT * stride) {
     uint4 v[INFLIGHT];
 #pragma unroll
-    for (int k = 0; k < INFLIGHT; ++k) v[k] = s[i + k * threads];
+    for (int k = 0; k < INFLIGHT; ++k) v[k] = s[i + k * stride];
 #pragma unroll
-    for (int k = 0; k < INFLIGHT; ++k) d[i + k * threads] = v[k];
+    for (int k = 0; k < INFLIGHT; ++k) d[i + k * stride] = v[k];
   }
-  for (; i < n; i += threads) d[i] = s[i];
+  for (; i < end; i += stride) d[i] = s[i];
 }
 
-// Block-contiguous chunks: each block owns a contiguous range (better for NVLink write combining?)
+// Grid-stride: neighbouring threads of the whole grid take neighbouring vectors.
+template <int INFLIGHT>
+__global__ void __launch_bounds__(512) vec_copy(uint4* __restrict__ d, const uint4* __restrict__ s, uint64_t n) {
+  strided_copy<INFLIGHT>(d, s, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, n, (uint64_t)gridDim.x * blockDim.x);
+}
+
+// Blocked: each block copies one contiguous slice.
 template <int INFLIGHT>
 __global__ void __launch_bounds__(512) vec_copy_blocked(uint4* __restrict__ d, const uint4* __restrict__ s, uint64_t n) {
   const uint64_t per = (n + gridDim.x - 1) / gridDim.x;
-  const uint64_t b = blockIdx.x * per, e = min(n, b + per);
-  uint64_t i = b + threadIdx.x;
-  const uint64_t t = blockDim.x;
-  for (; i + (INFLIGHT - 1) * t < e; i += INFLIGHT * t) {
-    uint4 v[INFLIGHT];
-#pragma unroll
-    for (int k = 0; k < INFLIGHT; ++k) v[k] = s[i + k * t];
-#pragma unroll
-    for (int k = 0; k < INFLIGHT; ++k) d[i + k * t] = v[k];
-  }
-  for (; i < e; i += t) d[i] = s[i];
+  const uint64_t begin = blockIdx.x * per;
+  strided_copy<INFLIGHT>(d, s, begin + threadIdx.x, min(n, begin + per), blockDim.x);
 }
 
 // TMA bulk copies: global -> shared (mbarrier-completed) -> peer global (bulk_group), STAGES
