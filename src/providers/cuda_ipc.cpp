@@ -34,6 +34,7 @@
 #include "aperture/team.h"
 #include "detail/format.h"
 #include "providers/cuda_check.h"
+#include "providers/foreign_gpu.h"
 #include "providers/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -199,17 +200,8 @@ class CudaIpcProvider final : public LinearHeapProvider {
     const std::size_t table_bytes = table.size() * sizeof(std::int64_t);
     void* device_table = nullptr;
     APERTURE_CUDA_CHECK(cudaMalloc(&device_table, table_bytes), "cuda-ipc device table");
-    const int device = device_;
-    // The last copy of the map frees it. Errors are ignored: at process exit the runtime may
-    // already be gone, and a deleter cannot throw.
-    std::shared_ptr<const void> owner(device_table, [device](const void* p) {
-      int previous = -1;
-      if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-      if (previous != device) (void)cudaSetDevice(device);
-      (void)cudaFree(const_cast<void*>(p));
-      if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
-      (void)cudaGetLastError();
-    });
+    // The last copy of the map frees it.
+    std::shared_ptr<const void> owner = foreign_gpu::device_table_owner(device_, device_table);
     APERTURE_CUDA_CHECK(cudaMemcpyAsync(device_table, table.data(), table_bytes, cudaMemcpyHostToDevice, stream_),
                         "cuda-ipc device table");
     // Our own stream, waited for: the table is in place before any stream of the caller's runs.

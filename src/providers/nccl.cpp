@@ -248,15 +248,7 @@ class NcclProvider final : public Provider {
     agree_or_throw(team_, kWho, "building a window's table", error);
 
     table.resize(team_.size());
-    const int device = device_;
-    std::shared_ptr<const void> owner(device_table, [device](const void* p) {
-      int previous = -1;
-      if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-      if (previous != device) (void)cudaSetDevice(device);
-      (void)cudaFree(const_cast<void*>(p));
-      if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
-      (void)cudaGetLastError();
-    });
+    std::shared_ptr<const void> owner = foreign_gpu::device_table_owner(device_, device_table);
     w.map = SymmetricAddressMap::from_table(
         kWho, team_.rank(), std::move(table), bytes,
         TablePlacement{static_cast<const std::int64_t*>(device_table), std::move(owner)});
