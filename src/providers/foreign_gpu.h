@@ -79,6 +79,28 @@ inline std::string one_gpu_per_rank(std::string_view who, int local_ranks, int g
                 local_ranks, gpus, who, gpus);
 }
 
+// status() before any Team exists: the number of GPUs here when every rank the launcher starts
+// on this machine can have one of its own; 0, with `why`, otherwise.
+inline int gpus_for_one_rank_each(std::string_view who, std::string& why) {
+  const int count = gpu_count(why);
+  if (count == 0) return 0;
+  why = one_gpu_per_rank(who, local_ranks_from_env(), count);
+  return why.empty() ? count : 0;
+}
+
+// Picks this rank's GPU (local_rank % count; two ranks on one GPU are refused) and makes it
+// current. Returns "" or why not, for the caller to agree on; `device` is set once GPUs are seen.
+inline std::string use_own_gpu(Team& team, std::string_view who, int& device) {
+  std::string why;
+  const int count = gpu_count(why);
+  if (count > 0) {
+    why = one_gpu_per_rank(who, team.local_size(), count);
+    device = team.local_rank() % count;
+  }
+  if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device));
+  return why;
+}
+
 using detail::agree_or_throw;  // providers/provider_common.h
 
 // Owns a device table (a cudaMalloc on `device`) and cudaFrees it with the last copy of the map.

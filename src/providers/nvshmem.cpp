@@ -261,14 +261,7 @@ class NvshmemProvider final : public Provider {
 
  private:
   void choose_device() {
-    std::string why;
-    const int count = foreign_gpu::gpu_count(why);
-    if (count > 0) {
-      why = foreign_gpu::one_gpu_per_rank(kWho, team_.local_size(), count);
-      device_ = team_.local_rank() % count;
-    }
-    if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device_));
-    agree_or_throw(team_, kWho, "choosing its GPU", why);
+    agree_or_throw(team_, kWho, "choosing its GPU", foreign_gpu::use_own_gpu(team_, kWho, device_));
   }
 
   void require_running(const char* call) const {
@@ -323,12 +316,8 @@ ProviderEntry nvshmem_entry() {
   entry.status = [] {
     ProviderStatus status{kWho, true, false, {}};
     std::string why;
-    const int count = foreign_gpu::gpu_count(why);
+    const int count = foreign_gpu::gpus_for_one_rank_each(kWho, why);
     if (count == 0) {
-      status.reason = why;
-      return status;
-    }
-    if (why = foreign_gpu::one_gpu_per_rank(kWho, foreign_gpu::local_ranks_from_env(), count); !why.empty()) {
       status.reason = why;
       return status;
     }
