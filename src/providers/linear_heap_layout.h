@@ -1,5 +1,5 @@
 // src/providers/linear_heap_layout.h — where a foreign symmetric heap (OpenSHMEM's, NVSHMEM's)
-// maps each peer's copy, learnt and checked at start-up, and the tables that follows for every
+// maps each peer's copy, learnt and checked at start-up, and the tables that follow for every
 // allocation in it.
 //
 // The library's pointer query (shmem_ptr, nvshmem_ptr) says where a peer's copy of an address is
@@ -50,9 +50,11 @@ class LinearHeapLayout {
   // peer's copy of the range is not in one piece.
   std::vector<std::int64_t> table_of_foreign_range(const void* ptr, std::size_t bytes) const;
 
- private:
-  // Learns from `a`, checks on `b`. Returns "" or what is wrong; `table_b` is b's table.
+  // The local part of learn_and_verify: learns from `a`, checks on `b`. Returns "" or what is
+  // wrong; `table_b` is b's table (0 where not direct).
   std::string learn(int me, int n, const void* a, const void* b, std::vector<std::int64_t>& table_b);
+
+ private:
 
   std::string who_;
   std::string query_;
