@@ -34,9 +34,10 @@
 #include "aperture/team.h"
 #include "detail/format.h"
 #include "providers/cuda_check.h"
+#include "providers/foreign_gpu.h"
+#include "providers/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
-#include "providers/symmetric_heap.h"
 
 namespace aperture::detail {
 
@@ -76,10 +77,19 @@ static_assert(std::is_trivially_copyable_v<Published>, "Published crosses proces
 
 std::size_t lowest_set_bit(std::uint64_t x) { return x == 0 ? 0 : static_cast<std::size_t>(x & (~x + 1)); }
 
-class CudaIpcProvider final : public Provider {
+class CudaIpcProvider final : public LinearHeapProvider {
  public:
   explicit CudaIpcProvider(Team& team)
-      : team_(team), heap_bytes_(size_from_env("APERTURE_GPU_HEAP_SIZE", kDefaultHeapBytes)), heap_(heap_bytes_) {
+      : CudaIpcProvider(team, size_from_env("APERTURE_GPU_HEAP_SIZE", kDefaultHeapBytes)) {}
+
+  ~CudaIpcProvider() override { release(); }
+
+  MemoryKind memory_kind() const override { return MemoryKind::device; }
+
+ private:
+  CudaIpcProvider(Team& team, std::size_t heap_bytes)
+      : LinearHeapProvider(team, HeapNames{"cuda-ipc", "GPU heap", "APERTURE_GPU_HEAP_SIZE"}, heap_bytes),
+        heap_bytes_(heap_bytes) {
     team_.check_same("cuda-ipc provider start", {{"heap_bytes", heap_bytes_}});
     const int me = team_.rank();
     bases_.assign(team_.size(), 0);
@@ -115,52 +125,9 @@ class CudaIpcProvider final : public Provider {
     cleanup.armed = false;
   }
 
-  ~CudaIpcProvider() override { release(); }
+  std::size_t max_alignment() const override { return max_alignment_; }
+  std::size_t mapped_bytes() const override { return heap_bytes_; }
 
-  std::string_view name() const override { return "cuda-ipc"; }
-  MemoryKind memory_kind() const override { return MemoryKind::device; }
-  bool is_linear() const override { return true; }
-
-  Allocation allocate(std::size_t bytes, std::size_t alignment) override {
-    check_allocation_request("cuda-ipc", bytes, alignment);
-    team_.check_same("cuda-ipc allocate", {{"bytes", bytes}, {"alignment", alignment}});
-    if (alignment > max_alignment_)
-      throw Error(detail::format("cuda-ipc allocate: alignment {} exceeds the largest every rank's GPU heap "
-                                 "supports ({} bytes)",
-                                 alignment, max_alignment_));
-    const auto offset = heap_.allocate(bytes, alignment);
-    if (!offset)
-      throw Error("cuda-ipc allocate: the GPU heap has " + heap_.describe_no_room(bytes, alignment) +
-                  "; free allocations or raise APERTURE_GPU_HEAP_SIZE");
-    Allocation allocation;
-    allocation.ptr = reinterpret_cast<void*>(bases_[team_.rank()] + static_cast<std::int64_t>(*offset));
-    allocation.bytes = bytes;
-    // Should placing the table fail here, the block stays reserved (until the provider goes) so
-    // that this rank's heap keeps the same layout as its peers', whose allocate succeeded; the
-    // next collective call with this allocation then reports the mismatch.
-    allocation.map = map_for(*offset, bytes);
-    return allocation;
-  }
-
-  void free(Allocation& allocation) override {
-    const std::size_t offset = offset_of(allocation.ptr, "free");
-    team_.check_same("cuda-ipc free", {{"offset", offset}, {"bytes", allocation.bytes}});
-    if (!heap_.free(offset))
-      throw Error(
-          detail::format("cuda-ipc free: {} is not a live allocation of this heap (freed twice?)", allocation.ptr));
-    allocation = Allocation{};
-  }
-
-  SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    const std::size_t offset = offset_of(ptr, "symmetric_address_map");
-    if (!heap_.find(offset, bytes))
-      throw Error(detail::format("cuda-ipc symmetric_address_map: [{}, +{} bytes) is not inside a live allocation "
-                                 "of this heap (freed, or running past the end of its allocation)",
-                                 ptr, bytes));
-    return map_for(offset, bytes);
-  }
-
- private:
   // Picks the GPU, makes, zeroes and exports the heap. Returns "" or what failed.
   std::string create_local_heap(Published& mine) {
     int count = 0;
@@ -227,38 +194,14 @@ class CudaIpcProvider final : public Provider {
     return {};
   }
 
-
-  std::size_t offset_of(const void* ptr, const char* call) const {
-    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    const auto base = reinterpret_cast<std::uintptr_t>(heap_base_);
-    if (ptr == nullptr || address < base || address >= base + heap_bytes_)
-      throw Error(detail::format("cuda-ipc {}: {} is not memory of this cuda-ipc provider's GPU heap [{:#x}, +{} "
-                                 "bytes); was it allocated by another provider?",
-                                 call, ptr, base, heap_bytes_));
-    return address - base;
-  }
-
-  // The map of [offset, offset + bytes): the linear table shifted by `offset`, on the host and
-  // copied into device memory for the kernels.
-  SymmetricAddressMap map_for(std::size_t offset, std::size_t bytes) const {
-    std::vector<std::int64_t> table(bases_);
-    for (auto& base : table)
-      if (base != 0) base += static_cast<std::int64_t>(offset);
+  // The map of a table, on the host and copied into device memory for the kernels.
+  SymmetricAddressMap place_table(std::vector<std::int64_t> table, std::size_t bytes) const override {
     DeviceGuard guard(device_);
     const std::size_t table_bytes = table.size() * sizeof(std::int64_t);
     void* device_table = nullptr;
     APERTURE_CUDA_CHECK(cudaMalloc(&device_table, table_bytes), "cuda-ipc device table");
-    const int device = device_;
-    // The last copy of the map frees it. Errors are ignored: at process exit the runtime may
-    // already be gone, and a deleter cannot throw.
-    std::shared_ptr<const void> owner(device_table, [device](const void* p) {
-      int previous = -1;
-      if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-      if (previous != device) (void)cudaSetDevice(device);
-      (void)cudaFree(const_cast<void*>(p));
-      if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
-      (void)cudaGetLastError();
-    });
+    // The last copy of the map frees it.
+    std::shared_ptr<const void> owner = foreign_gpu::device_table_owner(device_, device_table);
     APERTURE_CUDA_CHECK(cudaMemcpyAsync(device_table, table.data(), table_bytes, cudaMemcpyHostToDevice, stream_),
                         "cuda-ipc device table");
     // Our own stream, waited for: the table is in place before any stream of the caller's runs.
@@ -289,15 +232,12 @@ class CudaIpcProvider final : public Provider {
     device_ = -1;
   }
 
-  Team& team_;
   std::size_t heap_bytes_;
-  SymmetricHeap heap_;
   int device_ = -1;                           // this rank's GPU, as this process numbers it
   void* heap_base_ = nullptr;                 // our cudaMalloc
   cudaStream_t stream_ = nullptr;             // for table copies
   std::size_t max_alignment_ = kMaxAlignmentCap;
   std::vector<std::array<char, 16>> uuids_;         // UUID of each GPU this process sees
-  std::vector<std::int64_t> bases_;           // where each rank's heap is mapped here; 0: not mapped
   std::vector<bool> opened_;                  // bases_[r] came from cudaIpcOpenMemHandle
 };
 

@@ -55,9 +55,9 @@
 #include "providers/cu_check.h"
 #include "providers/cuda_check.h"
 #include "providers/foreign_gpu.h"
+#include "providers/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
-#include "providers/symmetric_heap.h"
 
 namespace aperture::detail {
 
@@ -147,13 +147,12 @@ std::string vmm_support(int device, bool need_export) {
   return {};
 }
 
-class CudaVmmProvider final : public Provider {
+class CudaVmmProvider final : public LinearHeapProvider {
  public:
   explicit CudaVmmProvider(Team& team)
-      : team_(team),
+      : LinearHeapProvider(team, HeapNames{kWho, "GPU heap", "APERTURE_VMM_RESERVE"}, 0),
         grow_step_(size_from_env("APERTURE_GPU_HEAP_SIZE", kDefaultHeapBytes)),
-        capacity_(size_from_env("APERTURE_VMM_RESERVE", kDefaultReserveBytes)),
-        heap_(0) {
+        capacity_(size_from_env("APERTURE_VMM_RESERVE", kDefaultReserveBytes)) {
     team_.check_same("cuda-vmm provider start", {{"heap_bytes", grow_step_}, {"reserve_bytes", capacity_}});
     const int me = team_.rank();
     const int n = team_.size();
@@ -213,61 +212,21 @@ class CudaVmmProvider final : public Provider {
 
   ~CudaVmmProvider() override { release(); }
 
-  std::string_view name() const override { return kWho; }
   MemoryKind memory_kind() const override { return MemoryKind::device; }
-  bool is_linear() const override { return true; }
-
-  Allocation allocate(std::size_t bytes, std::size_t alignment) override {
-    check_allocation_request(kWho, bytes, alignment);
-    team_.check_same("cuda-vmm allocate", {{"bytes", bytes}, {"alignment", alignment}});
-    if (alignment > granularity_)
-      throw Error(detail::format("cuda-vmm allocate: alignment {} exceeds the largest every rank's GPU heap supports "
-                                 "({} bytes, the allocation granularity)",
-                                 alignment, granularity_));
-    const auto offset = heap_.allocate(bytes, alignment);
-    if (!offset)
-      throw Error("cuda-vmm allocate: the GPU heap's reserved virtual space has " +
-                  heap_.describe_no_room(bytes, alignment) + "; free allocations or raise APERTURE_VMM_RESERVE");
-    // Every rank's heap took the same block, so every rank makes the same decision here.
-    const std::size_t end = *offset + std::max<std::size_t>(bytes, 1);
-    if (end > mapped_) {
-      const std::size_t target = std::min(capacity_, std::max(round_up(end, granularity_), mapped_ + grow_step_));
-      try {
-        grow_to(target, "growing the heap");
-      } catch (...) {
-        heap_.free(*offset);  // on every rank alike: they all failed the grow together
-        throw;
-      }
-    }
-    Allocation allocation;
-    allocation.ptr = reinterpret_cast<void*>(own_base() + *offset);
-    allocation.bytes = bytes;
-    // Should placing the table fail here, the block stays reserved (until the provider goes) so
-    // that this rank's heap keeps the same layout as its peers'.
-    allocation.map = map_for(*offset, bytes);
-    return allocation;
-  }
-
-  void free(Allocation& allocation) override {
-    const std::size_t offset = offset_of(allocation.ptr, "free");
-    team_.check_same("cuda-vmm free", {{"offset", offset}, {"bytes", allocation.bytes}});
-    if (!heap_.free(offset))
-      throw Error(
-          detail::format("cuda-vmm free: {} is not a live allocation of this heap (freed twice?)", allocation.ptr));
-    allocation = Allocation{};
-  }
-
-  SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    const std::size_t offset = offset_of(ptr, "symmetric_address_map");
-    if (!heap_.find(offset, bytes))
-      throw Error(detail::format("cuda-vmm symmetric_address_map: [{}, +{} bytes) is not inside a live allocation "
-                                 "of this heap (freed, or running past the end of its allocation)",
-                                 ptr, bytes));
-    return map_for(offset, bytes);
-  }
 
  private:
-  std::uintptr_t own_base() const { return static_cast<std::uintptr_t>(bases_[team_.rank()]); }
+  // The allocation granularity: every chunk, and so every slot, starts at a multiple of it.
+  std::size_t max_alignment() const override { return granularity_; }
+  std::size_t mapped_bytes() const override { return mapped_; }
+
+  // Every rank's heap took the same block, so every rank makes the same decision here; a grow
+  // that fails throws on every rank, and the block is given back.
+  void make_room(std::size_t offset, std::size_t bytes) override {
+    const std::size_t end = offset + std::max<std::size_t>(bytes, 1);
+    if (end <= mapped_) return;
+    const std::size_t target = std::min(capacity_, std::max(round_up(end, granularity_), mapped_ + grow_step_));
+    grow_to(target, "growing the heap");
+  }
 
   // Picks the GPU, checks it supports what we need, learns its granularity and opens the
   // mailbox. Returns "" or what failed.
@@ -477,22 +436,8 @@ class CudaVmmProvider final : public Provider {
     chunks.clear();
   }
 
-  std::size_t offset_of(const void* ptr, const char* call) const {
-    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    const std::uintptr_t base = bases_.empty() ? 0 : own_base();
-    if (ptr == nullptr || base == 0 || address < base || address >= base + mapped_)
-      throw Error(detail::format("cuda-vmm {}: {} is not memory of this cuda-vmm provider's GPU heap [{:#x}, +{} "
-                                 "bytes); was it allocated by another provider?",
-                                 call, ptr, base, mapped_));
-    return address - base;
-  }
-
-  // The map of [offset, offset + bytes): the linear table shifted by `offset`, on the host and
-  // copied into device memory for the kernels.
-  SymmetricAddressMap map_for(std::size_t offset, std::size_t bytes) const {
-    std::vector<std::int64_t> table(bases_);
-    for (auto& base : table)
-      if (base != 0) base += static_cast<std::int64_t>(offset);
+  // The map of a table, on the host and copied into device memory for the kernels.
+  SymmetricAddressMap place_table(std::vector<std::int64_t> table, std::size_t bytes) const override {
     TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "cuda-vmm device table");
     return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
   }
@@ -519,10 +464,8 @@ class CudaVmmProvider final : public Provider {
     device_ = -1;
   }
 
-  Team& team_;
   std::size_t grow_step_;  // APERTURE_GPU_HEAP_SIZE: the initial heap and the least a grow adds
   std::size_t capacity_;   // APERTURE_VMM_RESERVE: each rank's slot of virtual space
-  SymmetricHeap heap_;     // over the whole capacity; only [0, mapped_) is ever handed out
   std::size_t granularity_ = 0;
   std::size_t mapped_ = 0;  // bytes of every slot backed by memory
   std::uint64_t grow_rounds_ = 0;
@@ -532,7 +475,6 @@ class CudaVmmProvider final : public Provider {
   CUdeviceptr reservation_ = 0;
   std::size_t reservation_bytes_ = 0;
   std::vector<int> slot_of_;                    // rank -> its slot in the reservation; -1: another machine
-  std::vector<std::int64_t> bases_;             // where each rank's heap is mapped here; 0: not direct
   std::vector<std::array<char, 16>> uuids_;     // UUID of each GPU this process sees
   std::vector<Chunk> chunks_;                   // everything mapped, ours and the peers'
   std::optional<FdMailbox> mailbox_;            // where the peers' chunks arrive

@@ -1,6 +1,7 @@
 // src/providers/foreign_gpu.h — what the GPU providers over foreign allocators (nvshmem, nccl)
 // share: picking the GPU, placing a table in device memory, agreeing on failures, and proving
-// at start-up that a table's peer entries really are the peers' memory.
+// at start-up that a table's peer entries really are the peers' memory. cuda-vmm and cuda-ipc
+// use its device tables too.
 //
 // Private to src/providers; CUDA errors go through cuda_check.h like every other CUDA call of
 // the library.
@@ -78,17 +79,36 @@ inline std::string one_gpu_per_rank(std::string_view who, int local_ranks, int g
                 local_ranks, gpus, who, gpus);
 }
 
+// status() before any Team exists: the number of GPUs here when every rank the launcher starts
+// on this machine can have one of its own; 0, with `why`, otherwise.
+inline int gpus_for_one_rank_each(std::string_view who, std::string& why) {
+  const int count = gpu_count(why);
+  if (count == 0) return 0;
+  why = one_gpu_per_rank(who, local_ranks_from_env(), count);
+  return why.empty() ? count : 0;
+}
+
+// Picks this rank's GPU (local_rank % count; two ranks on one GPU are refused) and makes it
+// current. Returns "" or why not, for the caller to agree on; `device` is set once GPUs are seen.
+inline std::string use_own_gpu(Team& team, std::string_view who, int& device) {
+  std::string why;
+  const int count = gpu_count(why);
+  if (count > 0) {
+    why = one_gpu_per_rank(who, team.local_size(), count);
+    device = team.local_rank() % count;
+  }
+  if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device));
+  return why;
+}
+
 using detail::agree_or_throw;  // providers/provider_common.h
 
-// A device copy of `table` on `device` for the kernels, freed with the last copy of the map.
+// Owns a device table (a cudaMalloc on `device`) and cudaFrees it with the last copy of the map.
 // cudaFree waits for the device, so a kernel still reading the table is never left with freed
-// memory; errors in the deleter are ignored (at exit the runtime may be gone already).
-inline TablePlacement place_table_on_device(int device, const std::vector<std::int64_t>& table, std::string_view who) {
-  CurrentDevice current(device, who);
-  const std::size_t bytes = table.size() * sizeof(std::int64_t);
-  void* device_table = nullptr;
-  check_cuda(cudaMalloc(&device_table, bytes), "cudaMalloc(&device_table, bytes)", __FILE__, __LINE__, who);
-  std::shared_ptr<const void> owner(device_table, [device](const void* p) {
+// memory; errors in the deleter are ignored (at exit the runtime may be gone already, and a
+// deleter cannot throw).
+inline std::shared_ptr<const void> device_table_owner(int device, void* device_table) {
+  return std::shared_ptr<const void>(device_table, [device](const void* p) {
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     if (previous != device) (void)cudaSetDevice(device);
@@ -96,6 +116,15 @@ inline TablePlacement place_table_on_device(int device, const std::vector<std::i
     if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
     (void)cudaGetLastError();
   });
+}
+
+// A device copy of `table` on `device` for the kernels, freed with the last copy of the map.
+inline TablePlacement place_table_on_device(int device, const std::vector<std::int64_t>& table, std::string_view who) {
+  CurrentDevice current(device, who);
+  const std::size_t bytes = table.size() * sizeof(std::int64_t);
+  void* device_table = nullptr;
+  check_cuda(cudaMalloc(&device_table, bytes), "cudaMalloc(&device_table, bytes)", __FILE__, __LINE__, who);
+  std::shared_ptr<const void> owner = device_table_owner(device, device_table);
   // Synchronous: the table is in place before any stream of the caller's runs.
   check_cuda(cudaMemcpy(device_table, table.data(), bytes, cudaMemcpyHostToDevice),
              "cudaMemcpy(device_table, table, bytes, cudaMemcpyHostToDevice)", __FILE__, __LINE__, who);

@@ -28,6 +28,7 @@
 #include "aperture/team.h"
 #include "bootstrap/mpi.h"
 #include "detail/format.h"
+#include "providers/live_allocations.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
 
@@ -111,7 +112,7 @@ class MpiWindowProvider final : public Provider {
     // Skipped after MPI_Finalize (it released everything) and while an exception unwinds: ranks
     // may be out of step then, and MPI_Win_free would wait for ranks that never come.
     if (!mpi_is_active() || std::uncaught_exceptions() > 0) return;
-    for (auto& window : windows_) MPI_Win_free(&window.win);
+    for (auto* window : windows_.oldest_first()) MPI_Win_free(&window->resource);
     release_communicators();
   }
 
@@ -188,45 +189,26 @@ class MpiWindowProvider final : public Provider {
     allocation.ptr = ptr;
     allocation.bytes = bytes;
     allocation.map = SymmetricAddressMap::from_table("mpi-window", team_.rank(), std::move(table), bytes);
-    windows_.push_back(Window{win, next_id_++, allocation.map});
+    windows_.add(allocation, win);
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    const auto found = std::find_if(windows_.begin(), windows_.end(), [&](const Window& w) {
-      return w.map.allocation_base == reinterpret_cast<std::uintptr_t>(allocation.ptr);
-    });
-    // Windows are numbered in allocation order, the same on every rank: comparing the numbers
-    // catches ranks freeing different allocations or in a different order.
-    const std::uint64_t id = found == windows_.end() ? 0 : found->id;
-    team_.check_same("mpi-window free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
-    if (found == windows_.end())
-      throw Error(detail::format("mpi-window free: {} is not a live allocation of this provider (freed twice, or allocated by "
-                         "another provider); free each allocation once, with the provider that made it",
-                         allocation.ptr));
+    MPI_Win win = windows_.take_for_free(team_, "mpi-window", allocation).resource;
     require_mpi("free");
-    const std::string error = mpi_failure(MPI_Win_free(&found->win), "MPI_Win_free");
-    windows_.erase(found);
+    const std::string error = mpi_failure(MPI_Win_free(&win), "MPI_Win_free");
     if (!error.empty()) throw Error("mpi-window free: " + error);
-    allocation = Allocation{};
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    for (const auto& window : windows_)
-      if (window.map.owns(ptr, bytes))
-        return SymmetricAddressMap::from_table("mpi-window", team_.rank(), window.map.view_table(ptr, bytes), bytes);
+    if (const SymmetricAddressMap* map = windows_.containing("mpi-window", ptr, bytes))
+      return SymmetricAddressMap::from_table("mpi-window", team_.rank(), map->view_table(ptr, bytes), bytes);
     throw Error(detail::format("mpi-window symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this "
                        "provider ({} windows live); describe only memory this provider allocated and has not freed",
                        ptr, bytes, windows_.size()));
   }
 
  private:
-  struct Window {
-    MPI_Win win;
-    std::uint64_t id;
-    SymmetricAddressMap map;
-  };
-
   void release_communicators() {
     if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
     if (team_comm_ != MPI_COMM_NULL) MPI_Comm_free(&team_comm_);
@@ -244,8 +226,7 @@ class MpiWindowProvider final : public Provider {
   MPI_Comm team_comm_ = MPI_COMM_NULL;  // MPI_COMM_WORLD with team ranks as its ranks
   MPI_Comm node_comm_ = MPI_COMM_NULL;  // the ranks of team_comm_ that share this machine's memory
   std::vector<int> team_of_node_rank_;  // node_comm_ rank -> team rank
-  std::vector<Window> windows_;         // live windows, in allocation order
-  std::uint64_t next_id_ = 1;
+  LiveAllocations<MPI_Win> windows_;    // live windows
 };
 
 std::string open_mpi_version() {

@@ -29,8 +29,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
-#include <iterator>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +39,7 @@
 #include "detail/format.h"
 #include "providers/cuda_check.h"
 #include "providers/foreign_gpu.h"
+#include "providers/live_allocations.h"
 #include "providers/nccl_peer_table.h"
 #include "providers/registry.h"
 
@@ -120,42 +119,22 @@ class NcclProvider final : public Provider {
     allocation.ptr = window.ptr;
     allocation.bytes = bytes;
     allocation.map = window.map;
-    const auto base = reinterpret_cast<std::uintptr_t>(window.ptr);
-    live_.emplace(base, std::move(window));
+    live_.add(allocation, std::move(window));
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    const auto found = live_.find(reinterpret_cast<std::uintptr_t>(allocation.ptr));
-    // Allocations are numbered in order, the same on every rank: comparing the numbers catches
-    // ranks freeing different allocations or in a different order.
-    const std::uint64_t id = found == live_.end() ? 0 : found->second.id;
-    team_.check_same("nccl free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
-    if (found == live_.end())
-      throw Error(format("nccl free: {} is not a live allocation of this provider (freed twice, or allocated by "
-                         "another provider); free each allocation once, with the provider that made it",
-                         allocation.ptr));
+    Window window = live_.take_for_free(team_, kWho, allocation).resource;
     CurrentDevice current(device_, kWho);
-    std::string error = close_window(found->second);
-    live_.erase(found);
-    allocation = Allocation{};
+    std::string error = close_window(window);
     agree_or_throw(team_, kWho, "freeing a window", error);
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    auto it = live_.upper_bound(address);
-    if (ptr != nullptr && it != live_.begin()) {
-      const SymmetricAddressMap& map = std::prev(it)->second.map;
-      if (map.owns(ptr, bytes)) {
-        std::vector<std::int64_t> table = map.view_table(ptr, bytes);
-        TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "nccl view table");
-        return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
-      }
-      if (address < map.allocation_base + std::max<std::size_t>(map.allocation_bytes, 1))
-        throw Error(format("nccl symmetric_address_map: [{}, +{} bytes) starts inside this provider's allocation "
-                           "[{:#x}, +{} bytes) but runs past its end; describe a range within one allocation",
-                           ptr, bytes, map.allocation_base, map.allocation_bytes));
+    if (const SymmetricAddressMap* map = live_.containing(kWho, ptr, bytes)) {
+      std::vector<std::int64_t> table = map->view_table(ptr, bytes);
+      TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "nccl view table");
+      return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
     }
     throw Error(format("nccl symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this provider "
                        "(freed, or allocated by another provider?); an NCCL window is described through the provider "
@@ -165,20 +144,13 @@ class NcclProvider final : public Provider {
 
  private:
   struct Window {
-    std::uint64_t id = 0;
     void* ptr = nullptr;             // from ncclMemAlloc
     ncclWindow_t window = nullptr;   // from ncclCommWindowRegister
     SymmetricAddressMap map;
   };
 
   void choose_device() {
-    std::string why;
-    const int count = foreign_gpu::gpu_count(why);
-    if (count > 0) {
-      why = foreign_gpu::one_gpu_per_rank(kWho, team_.local_size(), count);
-      device_ = team_.local_rank() % count;
-    }
-    if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device_));
+    std::string why = foreign_gpu::use_own_gpu(team_, kWho, device_);
     if (why.empty()) why = APERTURE_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     agree_or_throw(team_, kWho, "choosing its GPU", why);
   }
@@ -270,19 +242,10 @@ class NcclProvider final : public Provider {
     agree_or_throw(team_, kWho, "building a window's table", error);
 
     table.resize(team_.size());
-    const int device = device_;
-    std::shared_ptr<const void> owner(device_table, [device](const void* p) {
-      int previous = -1;
-      if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-      if (previous != device) (void)cudaSetDevice(device);
-      (void)cudaFree(const_cast<void*>(p));
-      if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
-      (void)cudaGetLastError();
-    });
+    std::shared_ptr<const void> owner = foreign_gpu::device_table_owner(device_, device_table);
     w.map = SymmetricAddressMap::from_table(
         kWho, team_.rank(), std::move(table), bytes,
         TablePlacement{static_cast<const std::int64_t*>(device_table), std::move(owner)});
-    w.id = next_id_++;
     return w;
   }
 
@@ -316,10 +279,7 @@ class NcclProvider final : public Provider {
     if (previous != device_) (void)cudaSetDevice(device_);
     (void)cudaDeviceSynchronize();
     if (orderly && comm_ != nullptr) {
-      std::vector<std::pair<std::uint64_t, std::uintptr_t>> by_age;
-      for (auto& [base, w] : live_) by_age.emplace_back(w.id, base);
-      std::sort(by_age.begin(), by_age.end());
-      for (auto& [id, base] : by_age) (void)close_window(live_.at(base));
+      for (auto* entry : live_.oldest_first()) (void)close_window(entry->resource);
       dev_comm_.reset();
       (void)ncclCommFinalize(comm_);
       (void)ncclCommDestroy(comm_);
@@ -327,8 +287,8 @@ class NcclProvider final : public Provider {
       if (dev_comm_) dev_comm_->forget();  // an aborted communicator takes its device side with it
       dev_comm_.reset();
       if (comm_ != nullptr) (void)ncclCommAbort(comm_);
-      for (auto& [base, w] : live_)
-        if (w.ptr != nullptr) (void)ncclMemFree(w.ptr);
+      for (auto* entry : live_.oldest_first())
+        if (entry->resource.ptr != nullptr) (void)ncclMemFree(entry->resource.ptr);
     }
     live_.clear();
     comm_ = nullptr;
@@ -344,8 +304,7 @@ class NcclProvider final : public Provider {
   cudaStream_t stream_ = nullptr;   // for zeroing and the table kernel
   ncclComm_t comm_ = nullptr;
   std::unique_ptr<nccl_device::DeviceComm> dev_comm_;
-  std::map<std::uintptr_t, Window> live_;  // live windows by base address
-  std::uint64_t next_id_ = 1;
+  LiveAllocations<Window> live_;   // live windows
 };
 
 }  // namespace
@@ -364,12 +323,8 @@ ProviderEntry nccl_entry() {
       return status;
     }
     std::string why;
-    const int count = foreign_gpu::gpu_count(why);
+    const int count = foreign_gpu::gpus_for_one_rank_each(kWho, why);
     if (count == 0) {
-      status.reason = why;
-      return status;
-    }
-    if (why = foreign_gpu::one_gpu_per_rank(kWho, foreign_gpu::local_ranks_from_env(), count); !why.empty()) {
       status.reason = why;
       return status;
     }

@@ -34,7 +34,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -45,6 +44,8 @@
 #include "detail/format.h"
 #include "providers/cuda_check.h"
 #include "providers/foreign_gpu.h"
+#include "providers/linear_heap_layout.h"
+#include "providers/live_allocations.h"
 #include "providers/registry.h"
 
 namespace aperture::detail {
@@ -55,6 +56,8 @@ using foreign_gpu::agree_or_throw;
 using foreign_gpu::CurrentDevice;
 
 constexpr const char* kWho = "nvshmem";
+
+void* peer_pointer(const void* ptr, int pe) { return nvshmem_ptr(ptr, pe); }
 
 // "status 7 (NVSHMEMX_ERROR_INTERNAL)": NVSHMEM's host calls return these codes.
 std::string nvshmem_status_text(int status) {
@@ -184,7 +187,7 @@ void start_runtime(Team& team) {
 
 class NvshmemProvider final : public Provider {
  public:
-  explicit NvshmemProvider(Team& team) : team_(team) {
+  explicit NvshmemProvider(Team& team) : team_(team), layout_(kWho, "nvshmem_ptr", peer_pointer) {
     team_.check_same("nvshmem provider start", {});
     choose_device();
     {
@@ -201,13 +204,11 @@ class NvshmemProvider final : public Provider {
     // memory went with the heap) and while an exception unwinds: ranks may be out of step then,
     // and a collective free would wait for ranks that never come.
     if (!runtime_usable() || std::uncaught_exceptions() > 0) return;
-    std::vector<std::pair<std::uint64_t, void*>> by_age;
-    for (auto& [base, live] : live_) by_age.emplace_back(live.id, reinterpret_cast<void*>(base));
-    std::sort(by_age.begin(), by_age.end());
+    const auto by_age = live_.oldest_first();
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     if (previous != device_) (void)cudaSetDevice(device_);
-    for (auto& [id, ptr] : by_age) nvshmem_free(ptr);
+    for (auto* entry : by_age) nvshmem_free(entry->resource);
     if (previous >= 0 && previous != device_) (void)cudaSetDevice(previous);
     (void)cudaGetLastError();
   }
@@ -240,57 +241,27 @@ class NvshmemProvider final : public Provider {
     Allocation allocation;
     allocation.ptr = ptr;
     allocation.bytes = bytes;
-    allocation.map = map_for(ptr, bytes);
-    live_.emplace(reinterpret_cast<std::uintptr_t>(ptr), Live{next_id_++, allocation.map});
+    allocation.map = placed(layout_.table_of(ptr), bytes);
+    live_.add(allocation, ptr);
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    const auto found = live_.find(reinterpret_cast<std::uintptr_t>(allocation.ptr));
-    // Allocations are numbered in order, the same on every rank: comparing the numbers catches
-    // ranks freeing different allocations or in a different order.
-    const std::uint64_t id = found == live_.end() ? 0 : found->second.id;
-    team_.check_same("nvshmem free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
-    if (found == live_.end())
-      throw Error(format("nvshmem free: {} is not a live allocation of this provider (freed twice, or allocated by "
-                         "another provider); free each allocation once, with the provider that made it",
-                         allocation.ptr));
+    void* ptr = live_.take_for_free(team_, kWho, allocation).resource;
     require_running("free");
     CurrentDevice current(device_, kWho);
-    nvshmem_free(allocation.ptr);
-    live_.erase(found);
-    allocation = Allocation{};
+    nvshmem_free(ptr);
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    const std::uintptr_t end = address + std::max<std::size_t>(bytes, 1);
-    for (auto it = live_.begin(); it != live_.end() && it->first < end; ++it) {
-      const SymmetricAddressMap& map = it->second.map;
-      if (map.owns(ptr, bytes)) return placed(map.view_table(ptr, bytes), bytes);
-      if (address < map.allocation_base + std::max<std::size_t>(map.allocation_bytes, 1))
-        throw Error(format("nvshmem symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation "
-                           "[{:#x}, +{} bytes) but does not lie inside it; describe a range within one allocation",
-                           ptr, bytes, map.allocation_base, map.allocation_bytes));
-    }
+    if (const SymmetricAddressMap* map = live_.containing(kWho, ptr, bytes))
+      return placed(map->view_table(ptr, bytes), bytes);
     return map_of_foreign_symmetric_memory(ptr, bytes);
   }
 
  private:
-  struct Live {
-    std::uint64_t id;
-    SymmetricAddressMap map;
-  };
-
   void choose_device() {
-    std::string why;
-    const int count = foreign_gpu::gpu_count(why);
-    if (count > 0) {
-      why = foreign_gpu::one_gpu_per_rank(kWho, team_.local_size(), count);
-      device_ = team_.local_rank() % count;
-    }
-    if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device_));
-    agree_or_throw(team_, kWho, "choosing its GPU", why);
+    agree_or_throw(team_, kWho, "choosing its GPU", foreign_gpu::use_own_gpu(team_, kWho, device_));
   }
 
   void require_running(const char* call) const {
@@ -304,67 +275,10 @@ class NvshmemProvider final : public Provider {
   // allocation B, translated with A's table, must be where nvshmem_ptr says B is, and a value
   // stored there must arrive in the peer's own B.
   void learn_and_verify_linear_heap() {
-    const int n = team_.size();
-    const int me = team_.rank();
-    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(std::uint64_t);
-    void* a = nvshmem_malloc(bytes);
-    void* b = nvshmem_malloc(bytes);
-    struct FreeBoth {  // collective; every rank leaves this function together (agree_or_throw)
-      void* a;
-      void* b;
-      ~FreeBoth() {
-        if (b) nvshmem_free(b);
-        if (a) nvshmem_free(a);
-      }
-    } free_both{a, b};
-    agree_or_throw(team_, kWho, "allocating two buffers to check the heap",
-                   a && b ? std::string() : format("nvshmem_malloc({}) returned NULL", bytes));
-
-    std::string error;
-    direct_.assign(n, false);
-    delta_.assign(n, 0);
-    for (int p = 0; p < n; ++p) {
-      if (void* peer_a = nvshmem_ptr(a, p)) {
-        direct_[p] = true;
-        delta_[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_a) -
-                                              reinterpret_cast<std::uintptr_t>(a));
-      }
-    }
-    if (!direct_[me] || delta_[me] != 0)
-      error = format("nvshmem_ptr(ptr, own PE {}) gave {} for {}; it must give the pointer itself", me,
-                     nvshmem_ptr(a, me), a);
-    std::vector<std::int64_t> table_b(n, 0);
-    for (int p = 0; p < n && error.empty(); ++p) {
-      void* vouched = nvshmem_ptr(b, p);
-      if (!direct_[p]) {
-        if (vouched != nullptr)
-          error += format("\n  nvshmem_ptr reaches rank {} for one allocation ({}) but not for another", p, vouched);
-        continue;
-      }
-      const auto translated = reinterpret_cast<std::uintptr_t>(b) + static_cast<std::uintptr_t>(delta_[p]);
-      // Never store through a pointer nvshmem_ptr does not vouch for.
-      if (reinterpret_cast<std::uintptr_t>(vouched) != translated) {
-        error += format("\n  rank {}'s copy of a second allocation is at {} by nvshmem_ptr but at {:#x} by the first "
-                        "allocation's table",
-                        p, vouched, translated);
-        continue;
-      }
-      table_b[p] = static_cast<std::int64_t>(translated);
-    }
-    if (!error.empty()) error = "the symmetric heap is not linear (one table cannot serve every allocation):" + error;
-    agree_or_throw(team_, kWho, "checking that its heap is linear", error);
-    agree_or_throw(team_, kWho, "storing through its table", foreign_gpu::verify_peer_stores(team_, b, table_b));
-  }
-
-  // The table of an address in the heap: each direct peer's copy is at the same distance as
-  // for every other allocation.
-  SymmetricAddressMap map_for(const void* ptr, std::size_t bytes) const {
-    std::vector<std::int64_t> table(team_.size(), 0);
-    for (int p = 0; p < team_.size(); ++p)
-      if (direct_[p])
-        table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ptr) +
-                                             static_cast<std::uintptr_t>(delta_[p]));
-    return placed(std::move(table), bytes);
+    layout_.learn_and_verify(team_, nvshmem_malloc, nvshmem_free,
+                             [this](void* b, const std::vector<std::int64_t>& table_b) {
+                               return foreign_gpu::verify_peer_stores(team_, b, table_b);
+                             });
   }
 
   SymmetricAddressMap placed(std::vector<std::int64_t> table, std::size_t bytes) const {
@@ -385,26 +299,13 @@ class NvshmemProvider final : public Provider {
                          "provider nor in NVSHMEM's symmetric heap (nvshmem_ptr does not know it); was it allocated "
                          "by another provider? describe memory from nvshmem_malloc or this provider's allocate",
                          ptr, bytes));
-    std::vector<std::int64_t> table(team_.size(), 0);
-    for (int p = 0; p < team_.size(); ++p) {
-      auto* peer_first = static_cast<const unsigned char*>(nvshmem_ptr(first, p));
-      auto* peer_last = static_cast<const unsigned char*>(nvshmem_ptr(last, p));
-      if (peer_first == nullptr) continue;
-      if (peer_last != peer_first + (last - first))
-        throw Error(format("nvshmem symmetric_address_map: [{}, +{} bytes) is not mapped in one piece for rank {} "
-                           "(nvshmem_ptr gives {} for its start and {} for its end); describe one allocation at a time",
-                           ptr, bytes, p, static_cast<const void*>(peer_first), static_cast<const void*>(peer_last)));
-      table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_first));
-    }
-    return placed(std::move(table), bytes);
+    return placed(layout_.table_of_foreign_range(ptr, bytes), bytes);
   }
 
   Team& team_;
   int device_ = -1;                      // this rank's GPU, as this process numbers it
-  std::vector<bool> direct_;             // nvshmem_ptr reaches the peer's heap
-  std::vector<std::int64_t> delta_;      // where a peer's copy is, minus where ours is (direct peers)
-  std::map<std::uintptr_t, Live> live_;  // live allocations by base address
-  std::uint64_t next_id_ = 1;
+  LinearHeapLayout layout_;
+  LiveAllocations<void*> live_;  // each with its nvshmem_align pointer
 };
 
 }  // namespace
@@ -415,12 +316,8 @@ ProviderEntry nvshmem_entry() {
   entry.status = [] {
     ProviderStatus status{kWho, true, false, {}};
     std::string why;
-    const int count = foreign_gpu::gpu_count(why);
+    const int count = foreign_gpu::gpus_for_one_rank_each(kWho, why);
     if (count == 0) {
-      status.reason = why;
-      return status;
-    }
-    if (why = foreign_gpu::one_gpu_per_rank(kWho, foreign_gpu::local_ranks_from_env(), count); !why.empty()) {
       status.reason = why;
       return status;
     }

@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -35,6 +34,8 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "detail/format.h"
+#include "providers/linear_heap_layout.h"
+#include "providers/live_allocations.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
 
@@ -138,9 +139,11 @@ std::uint64_t stamp(int from, int to) {
 }
 constexpr std::uint64_t kUntouched = ~std::uint64_t{0};
 
+void* peer_pointer(const void* ptr, int pe) { return shmem_ptr(ptr, pe); }
+
 class OpenShmemProvider final : public Provider {
  public:
-  explicit OpenShmemProvider(Team& team) : team_(team) {
+  explicit OpenShmemProvider(Team& team) : team_(team), layout_("openshmem", "shmem_ptr", peer_pointer) {
     start_runtime();  // collective (shmem_init); make_provider has checked every rank asked for it
     check_pes_are_team_ranks();
     learn_and_verify_linear_heap();
@@ -151,10 +154,7 @@ class OpenShmemProvider final : public Provider {
     // memory went with the heap) and while an exception unwinds: ranks may be out of step then,
     // and a collective free would wait for ranks that never come; the heap is released at exit.
     if (!runtime_running() || std::uncaught_exceptions() > 0) return;
-    std::vector<std::pair<std::uint64_t, void*>> by_age;
-    for (auto& [base, live] : live_) by_age.emplace_back(live.id, reinterpret_cast<void*>(base));
-    std::sort(by_age.begin(), by_age.end());
-    for (auto& [id, ptr] : by_age) shmem_free(ptr);
+    for (auto* entry : live_.oldest_first()) shmem_free(entry->resource);
   }
 
   std::string_view name() const override { return "openshmem"; }
@@ -180,48 +180,24 @@ class OpenShmemProvider final : public Provider {
     Allocation allocation;
     allocation.ptr = ptr;
     allocation.bytes = bytes;
-    allocation.map = map_for(ptr, bytes);
-    live_.emplace(reinterpret_cast<std::uintptr_t>(ptr), Live{next_id_++, allocation.map});
+    allocation.map = placed(layout_.table_of(ptr), bytes);
+    live_.add(allocation, ptr);
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    const auto found = live_.find(reinterpret_cast<std::uintptr_t>(allocation.ptr));
-    // Allocations are numbered in order, the same on every rank: comparing the numbers catches
-    // ranks freeing different allocations or in a different order.
-    const std::uint64_t id = found == live_.end() ? 0 : found->second.id;
-    team_.check_same("openshmem free", {{"allocation_number", id}, {"bytes", allocation.bytes}});
-    if (found == live_.end())
-      throw Error(detail::format("openshmem free: {} is not a live allocation of this provider (freed twice, or allocated by "
-                         "another provider); free each allocation once, with the provider that made it",
-                         allocation.ptr));
+    void* ptr = live_.take_for_free(team_, "openshmem", allocation).resource;
     require_running("free");
-    shmem_free(allocation.ptr);
-    live_.erase(found);
-    allocation = Allocation{};
+    shmem_free(ptr);
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    const std::uintptr_t end = address + std::max<std::size_t>(bytes, 1);
-    for (auto it = live_.begin(); it != live_.end() && it->first < end; ++it) {
-      const SymmetricAddressMap& map = it->second.map;
-      if (map.owns(ptr, bytes))
-        return SymmetricAddressMap::from_table("openshmem", team_.rank(), map.view_table(ptr, bytes), bytes);
-      if (address < map.allocation_base + std::max<std::size_t>(map.allocation_bytes, 1))
-        throw Error(detail::format("openshmem symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation "
-                           "[{:#x}, +{} bytes) but does not lie inside it; describe a range within one allocation",
-                           ptr, bytes, map.allocation_base, map.allocation_bytes));
-    }
+    if (const SymmetricAddressMap* map = live_.containing("openshmem", ptr, bytes))
+      return placed(map->view_table(ptr, bytes), bytes);
     return map_of_foreign_symmetric_memory(ptr, bytes);
   }
 
  private:
-  struct Live {
-    std::uint64_t id;
-    SymmetricAddressMap map;
-  };
-
   void require_running(const char* call) const {
     if (!runtime_running())
       throw Error(detail::format("openshmem {}: OpenSHMEM is no longer running (shmem_finalize ran at exit); use the "
@@ -250,57 +226,26 @@ class OpenShmemProvider final : public Provider {
                          mismatches));
   }
 
-  // Learns where each peer's heap is mapped (from allocation A) and proves the heap is linear:
-  // allocation B, translated with A's table, must be the memory shmem_ptr gives for B, and a
-  // value stored there must arrive in the peer's own B.
+  // Learns where each peer's heap is mapped and proves the heap is linear (LinearHeapLayout);
+  // the stores through the second buffer's table are host stores into the peers' copies.
   void learn_and_verify_linear_heap() {
+    layout_.learn_and_verify(team_, shmem_malloc, shmem_free,
+                             [this](void* probe, const std::vector<std::int64_t>& table) {
+                               return prove_host_stores(static_cast<std::uint64_t*>(probe), table);
+                             });
+  }
+
+  // Every rank stores its stamp into slot [me] of every direct peer's probe through `table`,
+  // then checks that its own probe holds exactly the stamps of the ranks that reached it.
+  std::string prove_host_stores(std::uint64_t* probe, const std::vector<std::int64_t>& table) {
     const int n = team_.size();
     const int me = team_.rank();
-    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(std::uint64_t);
-    auto* a = static_cast<std::uint64_t*>(shmem_malloc(bytes));
-    auto* b = static_cast<std::uint64_t*>(shmem_malloc(bytes));
-    struct FreeBoth {  // collective; every rank leaves this function together (agree_or_throw)
-      void* a;
-      void* b;
-      ~FreeBoth() {
-        if (b) shmem_free(b);
-        if (a) shmem_free(a);
-      }
-    } free_both{a, b};
-    agree_or_throw(team_, "openshmem", "allocating two buffers to check the heap",
-                   a && b ? std::string() : detail::format("shmem_malloc({}) returned NULL", bytes));
-
-    direct_.assign(n, false);
-    delta_.assign(n, 0);
-    for (int p = 0; p < n; ++p) {
-      if (void* peer_a = shmem_ptr(a, p)) {
-        direct_[p] = true;
-        delta_[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_a) -
-                                              reinterpret_cast<std::uintptr_t>(a));
-      }
-    }
-    for (int q = 0; q < n; ++q) std::atomic_ref(b[q]).store(kUntouched, std::memory_order_relaxed);
-    shmem_barrier_all();  // every B is initialised before anyone writes into it
-
-    std::string error;
+    for (int q = 0; q < n; ++q) std::atomic_ref(probe[q]).store(kUntouched, std::memory_order_relaxed);
+    shmem_barrier_all();  // every probe is initialised before anyone writes into it
     std::vector<std::uint8_t> stored(n, 0);
     for (int p = 0; p < n; ++p) {
-      void* vouched = shmem_ptr(b, p);
-      if (!direct_[p]) {
-        if (vouched != nullptr)
-          error += detail::format("\n  shmem_ptr reaches rank {} for one allocation ({}) but not for another", p, vouched);
-        continue;
-      }
-      auto* translated = reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(b) +
-                                                          static_cast<std::uintptr_t>(delta_[p]));
-      // Never store through a pointer shmem_ptr does not vouch for.
-      if (translated != vouched) {
-        error += detail::format("\n  rank {}'s copy of a second allocation is at {} by shmem_ptr but at {} by the first "
-                        "allocation's table",
-                        p, vouched, static_cast<void*>(translated));
-        continue;
-      }
-      std::atomic_ref(translated[me]).store(stamp(me, p), std::memory_order_relaxed);
+      if (table[p] == 0) continue;
+      std::atomic_ref(reinterpret_cast<std::uint64_t*>(table[p])[me]).store(stamp(me, p), std::memory_order_relaxed);
       stored[p] = 1;
     }
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -308,26 +253,19 @@ class OpenShmemProvider final : public Provider {
 
     std::vector<std::uint8_t> stored_by(static_cast<std::size_t>(n) * n);
     team_.allgather(stored.data(), stored_by.data(), static_cast<std::size_t>(n));
+    std::string error;
     for (int q = 0; q < n; ++q) {
       const std::uint64_t expected = stored_by[static_cast<std::size_t>(q) * n + me] ? stamp(q, me) : kUntouched;
-      const std::uint64_t seen = std::atomic_ref(b[q]).load(std::memory_order_acquire);
+      const std::uint64_t seen = std::atomic_ref(probe[q]).load(std::memory_order_acquire);
       if (seen != expected)
-        error += detail::format("\n  slot {} of this rank's second allocation holds {:#x}, expected {:#x}", q, seen, expected);
+        error += detail::format("\n  slot {} of this rank's probe holds {:#x}, expected {:#x}", q, seen, expected);
     }
-    if (!error.empty())
-      error = "the symmetric heap is not linear (one table cannot serve every allocation):" + error;
-    agree_or_throw(team_, "openshmem", "checking that its heap is linear", error);
+    if (!error.empty()) error = "a store through the peer table did not arrive where it should:" + error;
+    return error;
   }
 
-  // The table of an address in the heap: each direct peer's copy is at the same distance as
-  // for every other allocation.
-  SymmetricAddressMap map_for(const void* ptr, std::size_t bytes) const {
-    std::vector<std::int64_t> table(team_.size(), 0);
-    for (int p = 0; p < team_.size(); ++p)
-      if (direct_[p])
-        table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ptr) +
-                                             static_cast<std::uintptr_t>(delta_[p]));
-    return SymmetricAddressMap::from_table("openshmem", team_.rank(), std::move(table), bytes);
+  SymmetricAddressMap placed(std::vector<std::int64_t> table, std::size_t bytes) const {
+    return SymmetricAddressMap::from_table("openshmem", team_.rank(), std::move(table), bytes);  // host table
   }
 
   // Symmetric memory the program got from OpenSHMEM itself (its own shmem_malloc, or a global):
@@ -343,26 +281,12 @@ class OpenShmemProvider final : public Provider {
                          "provider nor symmetric OpenSHMEM memory (shmem_addr_accessible says no); describe memory "
                          "from shmem_malloc or this provider's allocate",
                          ptr, bytes));
-    std::vector<std::int64_t> table(team_.size(), 0);
-    for (int p = 0; p < team_.size(); ++p) {
-      auto* peer_first = static_cast<const unsigned char*>(shmem_ptr(first, p));
-      auto* peer_last = static_cast<const unsigned char*>(shmem_ptr(last, p));
-      if (peer_first == nullptr) continue;
-      if (peer_last != peer_first + (last - first))
-        throw Error(detail::format("openshmem symmetric_address_map: [{}, +{} bytes) is not mapped in one piece for rank {} "
-                           "(shmem_ptr gives {} for its start and {} for its end); describe one allocation at a time",
-                           ptr, bytes, p, static_cast<const void*>(peer_first), static_cast<const void*>(peer_last)));
-      table[p] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_first));
-    }
-    return SymmetricAddressMap::from_table("openshmem", team_.rank(), std::move(table), bytes);
+    return placed(layout_.table_of_foreign_range(ptr, bytes), bytes);
   }
 
-
   Team& team_;
-  std::vector<bool> direct_;          // shmem_ptr reaches the peer's heap
-  std::vector<std::int64_t> delta_;   // where a peer's copy is, minus where ours is (direct peers)
-  std::map<std::uintptr_t, Live> live_;  // live allocations by base address
-  std::uint64_t next_id_ = 1;
+  LinearHeapLayout layout_;
+  LiveAllocations<void*> live_;  // each with its shmem_align pointer
 };
 
 std::string status_reason() {

@@ -18,9 +18,9 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "detail/format.h"
+#include "providers/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
-#include "providers/symmetric_heap.h"
 
 namespace aperture::detail {
 
@@ -52,10 +52,17 @@ void* map_aligned(int fd, std::size_t bytes) {
   return heap;
 }
 
-class ShmProvider final : public Provider {
+class ShmProvider final : public LinearHeapProvider {
  public:
-  explicit ShmProvider(Team& team)
-      : team_(team), heap_bytes_(size_from_env("APERTURE_HEAP_SIZE", kDefaultHeapBytes)), heap_(heap_bytes_) {
+  explicit ShmProvider(Team& team) : ShmProvider(team, size_from_env("APERTURE_HEAP_SIZE", kDefaultHeapBytes)) {}
+
+  ~ShmProvider() override { release(); }
+
+  MemoryKind memory_kind() const override { return MemoryKind::host; }
+
+ private:
+  ShmProvider(Team& team, std::size_t heap_bytes)
+      : LinearHeapProvider(team, HeapNames{"shm", "heap", "APERTURE_HEAP_SIZE"}, heap_bytes), heap_bytes_(heap_bytes) {
     team_.check_same("shm provider start", {{"heap_bytes", heap_bytes_}});
     memfd_ = ::memfd_create("aperture-shm-heap", MFD_CLOEXEC);
     if (memfd_ < 0) throw Error("shm: memfd_create failed: " + errno_text());
@@ -107,90 +114,11 @@ class ShmProvider final : public Provider {
     cleanup.armed = false;
   }
 
-  ~ShmProvider() override { release(); }
-
-  std::string_view name() const override { return "shm"; }
-  MemoryKind memory_kind() const override { return MemoryKind::host; }
-  bool is_linear() const override { return true; }
-
-  Allocation allocate(std::size_t bytes, std::size_t alignment) override {
-    // Compared before anything is refused: a rank with a bad request must fail every rank, not
-    // leave the others waiting in the comparison until the timeout.
-    team_.check_same("shm allocate", {{"bytes", bytes}, {"alignment", alignment}});
-    check_allocation_request("shm", bytes, alignment);
-    if (alignment > kHeapAlignment)
-      throw Error(detail::format("shm allocate: alignment {} exceeds the largest the shm heap supports ({} bytes)", alignment,
-                         kHeapAlignment));
-    const auto offset = heap_.allocate(bytes, alignment);
-    if (!offset)
-      throw Error("shm allocate: the symmetric heap has " + heap_.describe_no_room(bytes, alignment) +
-                  "; free allocations or raise APERTURE_HEAP_SIZE");
-    Allocation allocation;
-    allocation.ptr = reinterpret_cast<void*>(bases_[team_.rank()] + static_cast<std::int64_t>(*offset));
-    allocation.bytes = bytes;
-    allocation.map = map_for(*offset, bytes);
-    return allocation;
-  }
-
-  void free(Allocation& allocation) override {
-    // Checked here, then compared: every rank learns together whether the free is valid, so a
-    // rank freeing something else (or twice) fails every rank instead of leaving them waiting.
-    std::string local_error;
-    std::size_t offset = 0;
-    try {
-      offset = offset_of(allocation.ptr, "free");
-      const auto block = heap_.find(offset, 0);
-      if (allocation.map.freed())  // a copy of an Allocation freed before, even if its address was reused since
-        local_error = detail::format("shm free: the allocation at {} was already freed (through a copy of this "
-                                     "Allocation); free each allocation once",
-                                     allocation.ptr);
-      else if (!block || block->first != offset)
-        local_error = detail::format("shm free: {} is not a live allocation of this heap (freed twice, or a pointer "
-                                     "into the middle of an allocation?)",
-                                     allocation.ptr);
-    } catch (const Error& e) {
-      local_error = std::string(e.what()).substr(10);  // without "aperture: ", which Error adds again
-    }
-    constexpr std::uint64_t kInvalid = ~std::uint64_t{0};
-    try {
-      team_.check_same("shm free", {{"offset", local_error.empty() ? offset : kInvalid}, {"bytes", allocation.bytes}});
-    } catch (const Error& mismatch) {
-      if (local_error.empty()) throw;
-      throw Error(local_error + "\n" + std::string(mismatch.what()).substr(10));
-    }
-    if (!local_error.empty()) throw Error(local_error);
-    heap_.free(offset);
-    allocation.map.mark_freed();  // every copy of this allocation's map now refuses the checked path
-    allocation = Allocation{};
-  }
-
-  SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    const std::size_t offset = offset_of(ptr, "symmetric_address_map");
-    const auto block = heap_.find(offset, bytes);
-    if (!block)
-      throw Error(detail::format("shm symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this heap "
-                         "(freed, or running past the end of its allocation)",
-                         ptr, bytes));
-    return map_for(offset, bytes);
-  }
-
- private:
-
-  std::size_t offset_of(const void* ptr, const char* call) const {
-    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    const auto base = static_cast<std::uintptr_t>(bases_[team_.rank()]);
-    if (ptr == nullptr || address < base || address >= base + heap_bytes_)
-      throw Error(detail::format("shm {}: {} is not memory of this shm provider's heap [{:#x}, +{} bytes); was it allocated "
-                         "by another provider?",
-                         call, ptr, base, heap_bytes_));
-    return address - base;
-  }
-
-  SymmetricAddressMap map_for(std::size_t offset, std::size_t bytes) const {
-    std::vector<std::int64_t> table(bases_);
-    for (auto& base : table)
-      if (base != 0) base += static_cast<std::int64_t>(offset);
-    return SymmetricAddressMap::from_table("shm", team_.rank(), std::move(table), bytes);
+  // Every heap is mapped at kHeapAlignment, so any alignment up to it holds for addresses.
+  std::size_t max_alignment() const override { return kHeapAlignment; }
+  std::size_t mapped_bytes() const override { return heap_bytes_; }
+  SymmetricAddressMap place_table(std::vector<std::int64_t> table, std::size_t bytes) const override {
+    return SymmetricAddressMap::from_table("shm", team_.rank(), std::move(table), bytes);  // kernels read the host table
   }
 
   void release() {
@@ -201,11 +129,8 @@ class ShmProvider final : public Provider {
     memfd_ = -1;
   }
 
-  Team& team_;
   std::size_t heap_bytes_;
-  SymmetricHeap heap_;
   int memfd_ = -1;
-  std::vector<std::int64_t> bases_;  // where each rank's heap is mapped here; 0: not mapped
 };
 
 }  // namespace

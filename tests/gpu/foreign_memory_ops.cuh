@@ -487,6 +487,10 @@ inline void bad_requests(gputest::Job& job) {
   auto a = provider.allocate(4096);
   auto copy = a;
   provider.free(a);
+  // free marks the map freed for every copy: the checked path refuses the stale copy.
+  CHECK(copy.map.freed());
+  const auto stale = error_of([&] { aperture::checked_translate(copy.map, copy.as<char>(), job.me); });
+  CHECK_MSG(contains(stale, "use after free"), stale);
   const auto twice = error_of([&] { provider.free(copy); });
   CHECK_MSG(contains(twice, "freed twice"), twice);
   void* foreign = nullptr;
@@ -499,6 +503,11 @@ inline void bad_requests(gputest::Job& job) {
   APERTURE_CUDA_CHECK(cudaFree(foreign), "test");
   const auto odd = error_of([&] { provider.allocate(100, 3); });
   CHECK_MSG(contains(odd, "not a power of two"), odd);
+  // A bad request on one rank fails every rank at once (compared before it is judged), no hang.
+  if (job.n > 1) {
+    const auto one_bad = error_of([&] { provider.allocate(100, job.me == job.n - 1 ? 3 : 256); });
+    CHECK_MSG(contains(one_bad, "mismatch") && contains(one_bad, "alignment=3"), one_bad);
+  }
   job.team.barrier();
 }
 

@@ -527,6 +527,10 @@ void views(gputest::Job& job) {
   provider.free(counter);
   auto copy = whole;
   provider.free(whole);
+  // free marks the map freed for every copy: the checked path refuses the stale copy.
+  CHECK(copy.map.freed());
+  const auto stale = error_of([&] { aperture::checked_translate(copy.map, copy.as<char>(), job.me); });
+  CHECK_MSG(contains(stale, "use after free"), stale);
   const auto twice = error_of([&] { provider.free(copy); });
   CHECK_MSG(contains(twice, "freed twice"), twice);
   const auto freed = error_of([&] { provider.symmetric_address_map(view, 8); });
@@ -539,6 +543,11 @@ void bad_requests_and_environment(gputest::Job& job) {
   auto& provider = *job.provider;
   const auto odd = error_of([&] { provider.allocate(100, 3); });
   CHECK_MSG(contains(odd, "not a power of two"), odd);
+  // A bad request on one rank fails every rank at once (compared before it is judged), no hang.
+  if (job.n > 1) {
+    const auto one_bad = error_of([&] { provider.allocate(100, job.me == job.n - 1 ? 3 : 256); });
+    CHECK_MSG(contains(one_bad, "mismatch") && contains(one_bad, "alignment=3"), one_bad);
+  }
   const auto huge_align = error_of([&] { provider.allocate(100, std::size_t{1} << 30); });
   CHECK_MSG(contains(huge_align, "exceeds"), huge_align);
   auto aligned = provider.allocate(100, std::size_t{2} << 20);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <set>
 #include <vector>
@@ -291,6 +292,49 @@ TEST_P(ProviderTest, MismatchedSizesThrowOnEveryRank) {
   live_.reserve(live_.size() + 1);
   Allocation& fine = allocate(4096);
   EXPECT_TRUE(fine.map.owns(fine.ptr, 4096));
+}
+
+TEST_P(ProviderTest, BadRequestOnOneRankFailsEveryRankAtOnce) {
+  // The request is compared before it is judged: the ranks with a good one must not wait for
+  // the refused one until APERTURE_TIMEOUT.
+  if (n_ < 2) GTEST_SKIP() << "needs two ranks";
+  const auto started = std::chrono::steady_clock::now();
+  const std::size_t alignment = me_ == n_ - 1 ? 3 : 256;
+  const std::string bad_alignment = test::error_of([&] { live_.push_back(provider_->allocate(4096, alignment)); });
+  EXPECT_NE(bad_alignment.find("alignment=3"), std::string::npos) << bad_alignment;
+  const std::size_t bytes = me_ == n_ - 1 ? std::size_t{1} << 60 : 4096;
+  const std::string absurd = test::error_of([&] { live_.push_back(provider_->allocate(bytes)); });
+  EXPECT_NE(absurd.find("mismatch"), std::string::npos) << absurd;
+  // One rank frees something that is not a live allocation: every rank is refused, nothing freed.
+  live_.reserve(live_.size() + 1);
+  Allocation& kept = allocate(64);
+  std::vector<char> not_ours(64);
+  Allocation foreign{not_ours.data(), 64, {}};
+  const std::string free_error = test::error_of([&] { provider_->free(me_ == n_ - 1 ? foreign : kept); });
+  EXPECT_NE(free_error, "(no error)");
+  EXPECT_NE(kept.ptr, nullptr) << "refused on every rank: nothing freed";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+}
+
+TEST_P(ProviderTest, UseAfterFreeOnTheCheckedPath) {
+  // free marks the allocation's map freed, for every copy of it: a stale copy is refused by the
+  // checked path and by free, even once its address is reused.
+  Allocation a = provider_->allocate(256);
+  const Allocation copy = a;
+  const int next = (me_ + 1) % n_;
+  if (copy.map.is_direct(next)) EXPECT_NO_THROW(aperture::checked_translate(copy.map, copy.as<char>(), next));
+  provider_->free(a);
+  EXPECT_EQ(a.ptr, nullptr) << "free resets the allocation it is given";
+  EXPECT_TRUE(copy.map.freed());
+  const std::string stale = test::error_of([&] { aperture::checked_translate(copy.map, copy.as<char>(), me_); });
+  EXPECT_NE(stale.find("use after free"), std::string::npos) << stale;
+  const std::string view = test::error_of([&] { copy.map.view_table(copy.ptr, 1); });
+  EXPECT_NE(view.find("use after free"), std::string::npos) << view;
+  live_.reserve(live_.size() + 1);
+  allocate(256);  // may take the freed address
+  Allocation stale_copy = copy;
+  const std::string twice = test::error_of([&] { provider_->free(stale_copy); });
+  EXPECT_NE(twice.find("already freed"), std::string::npos) << twice;
 }
 
 TEST_P(ProviderTest, ChurnKeepsContentsAcrossRanks) {
