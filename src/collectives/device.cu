@@ -49,6 +49,18 @@ template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) reduce_scatter_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   reduce_scatter<Op>(BlockGroup{}, h, in, out, count);
 }
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads) all_gather_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  all_gather_ll(BlockGroup{}, h, in, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void __launch_bounds__(kMaxThreads) reduce_scatter_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  reduce_scatter_ll<Op>(BlockGroup{}, h, in, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void __launch_bounds__(kMaxThreads) all_reduce_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  all_reduce_ll<Op>(BlockGroup{}, h, in, out, count);
+}
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   all_reduce_one_shot<Op>(BlockGroup{}, h, in, out, count);
@@ -78,6 +90,12 @@ void launch_reduction(const Launch& l, const CollectiveHandle& h, const Call& c)
     case Kind::all_reduce_two_shot:
       all_reduce_two_shot_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
       break;
+    case Kind::reduce_scatter_ll:
+      reduce_scatter_ll_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
+      break;
+    case Kind::all_reduce_ll:
+      all_reduce_ll_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
+      break;
     default: throw Error("collectives: internal: not a reduction");
   }
 }
@@ -89,6 +107,7 @@ void launch_typed(const Launch& l, const CollectiveHandle& h, const Call& c) {
   switch (c.kind) {
     case Kind::broadcast: broadcast_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count, c.root); return;
     case Kind::all_gather: all_gather_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count); return;
+    case Kind::all_gather_ll: all_gather_ll_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count); return;
     case Kind::all_to_all: all_to_all_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count); return;
     default: break;
   }
@@ -107,6 +126,9 @@ const char* kind_name(Kind k) {
     case Kind::reduce_scatter: return "reduce_scatter";
     case Kind::all_reduce_one_shot: return "all_reduce (one-shot)";
     case Kind::all_reduce_two_shot: return "all_reduce (two-shot)";
+    case Kind::all_gather_ll: return "all_gather (ll)";
+    case Kind::reduce_scatter_ll: return "reduce_scatter (ll)";
+    case Kind::all_reduce_ll: return "all_reduce (ll)";
     default: return "all_to_all";
   }
 }
