@@ -180,6 +180,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
   Communicator::Options tuning;
   tuning.max_parts = options.max_parts;
   tuning.half_bytes = options.half_bytes;
+  tuning.ll_part_bytes = options.ll_part_bytes;
   Communicator comm(provider, team, tuning);  // selects the provider's device
   std::unique_ptr<Communicator> staged;       // for the .staged ops
   for (const std::string& op : ops)

@@ -86,6 +86,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   }
 
   ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? kDeviceLLMax : 0);
+  if (options_.ll_part_bytes == 0) options_.ll_part_bytes = kDeviceLLBytesPerPart;
   options_.ll_max_bytes = ll_max_bytes_;
 
   // A rank with other options would split the data differently: refuse before any memory.
@@ -93,7 +94,8 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"max_parts", static_cast<std::uint64_t>(options_.max_parts)},
                                    {"one_shot_max_bytes", options_.one_shot_max_bytes},
                                    {"block_threads", static_cast<std::uint64_t>(options_.block_threads)},
-                                   {"ll_max_bytes", ll_max_bytes_}});
+                                   {"ll_max_bytes", ll_max_bytes_},
+                                   {"ll_part_bytes", options_.ll_part_bytes}});
 
   const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, kLLSlotBytes);
   scratch_ = provider.allocate(layout.total_bytes, 256);
@@ -191,9 +193,9 @@ int parts_for(std::size_t bytes, int max_parts) {
   return static_cast<int>(want < 1 ? 1 : want > static_cast<std::size_t>(max_parts) ? max_parts : want);
 }
 
-// The LL path: a block per kDeviceLLBytesPerPart of each rank's input.
-int ll_parts_for(std::size_t bytes, int max_parts) {
-  const std::size_t want = (bytes + kDeviceLLBytesPerPart - 1) / kDeviceLLBytesPerPart;
+// The LL path: a block per `per_part` bytes of each rank's input.
+int ll_parts_for(std::size_t bytes, int max_parts, std::size_t per_part) {
+  const std::size_t want = (bytes + per_part - 1) / per_part;
   return static_cast<int>(want < 1 ? 1 : want > static_cast<std::size_t>(max_parts) ? max_parts : want);
 }
 
@@ -208,7 +210,7 @@ bool is_ll(Kind k) { return k == Kind::all_gather_ll || k == Kind::reduce_scatte
       collectives::detail::run_on_host(handle_, call_struct, host_spins_);                                          \
     } else {                                                                                                        \
       collectives::detail::device_launch(handle_, call_struct,                                                      \
-                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, options_.max_parts)  \
+                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, options_.max_parts, options_.ll_part_bytes)  \
                                                                    : parts_for(payload_bytes, options_.max_parts),  \
                                          options_.block_threads, stream);                                           \
     }                                                                                                               \

@@ -68,6 +68,8 @@ class Communicator {
     // a round of context switches does, see docs/PERFORMANCE.md). 0: never (the staged
     // algorithms only); SIZE_MAX: always.
     std::optional<std::size_t> ll_max_bytes;
+    // GPU, LL path: a block per this many bytes of each rank's input, up to max_parts; 0: 4 KiB.
+    std::size_t ll_part_bytes = 0;
   };
 
   // Collective: allocates the scratch from `provider`, zeroes its flags and holds a team barrier.
