@@ -86,23 +86,34 @@ __global__ void raw_copy_kernel(unsigned char* dst, const unsigned char* src, st
   collectives::group_copy(collectives::BlockGroup{}, dst + begin, src + begin, end - begin);
 }
 
-// One thread of ranks 0 and 1: `rounds` round trips, values base+1 .. base+rounds. Raw: the
-// partner's flag as a raw pointer, a release store and an acquire spin; else aperture's
-// signal (translated) and wait_until_ge.
-template <bool Raw>
+// One thread of ranks 0 and 1: `rounds` round trips, values base+1 .. base+rounds. Mode 0:
+// aperture's signal (translated) and wait_until_ge. Else the partner's flag written with a
+// release store and our own spun on with acquire loads, the partner's address being
+// 1: a raw pointer translated once on the host;
+// 2: translated every round from the table read through the non-coherent cache (ld.global.nc);
+// 3: translated every round from the table read with plain loads (what translate() does).
+// 2 and 3 tell how much of aperture's extra time is reading the table after an acquire.
+template <int Mode>
 __global__ void ping_pong_kernel(PeerView peers, std::uint64_t* flag, std::uint64_t* partner_flag, int partner,
                                  std::uint64_t base, int rounds) {
   const bool first = peers.rank < partner;
   const auto send = [&](std::uint64_t v) {
-    if constexpr (Raw) {
-      asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(partner_flag), "l"(v) : "memory");
-    } else {
+    if constexpr (Mode == 0) {
       aperture::signal(flag, v, peers.rank, partner, peers.peer_bases);
+    } else {
+      std::uint64_t* target = partner_flag;
+      if constexpr (Mode == 2)
+        target = reinterpret_cast<std::uint64_t*>(reinterpret_cast<char*>(flag) + (__ldg(peers.peer_bases + partner) -
+                                                                                   __ldg(peers.peer_bases + peers.rank)));
+      if constexpr (Mode == 3)
+        target = reinterpret_cast<std::uint64_t*>(reinterpret_cast<char*>(flag) +
+                                                  (peers.peer_bases[partner] - peers.peer_bases[peers.rank]));
+      asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(target), "l"(v) : "memory");
     }
   };
   const auto wait = [&](std::uint64_t v) {
     // Both bounded (a few seconds), so a broken setup ends the bench instead of hanging it.
-    if constexpr (Raw) {
+    if constexpr (Mode != 0) {
       std::uint64_t seen = 0;
       unsigned spins = 0;
       do {
@@ -130,7 +141,7 @@ const std::vector<std::string> kDeviceOps = {"barrier", "put", "get", "broadcast
 // On request: each algorithm on its own (.staged: the barrier-based path at sizes where the
 // automatic choice would push, from a second Communicator with Options::ll_max_bytes = 0).
 const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_reduce.two_shot", "all_reduce.ll",
-                                                 "all_gather.staged", "reduce_scatter.staged"};
+                                                 "all_gather.staged", "reduce_scatter.staged", "ping_pong.table"};
 
 // Times `call` as every collective side is timed: `calls` captured into one CUDA graph (chosen
 // so a graph lasts about half a millisecond, from an eager estimate), launched back to back by
@@ -235,7 +246,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         std::find(kMoreDeviceOps.begin(), kMoreDeviceOps.end(), op) == kMoreDeviceOps.end())
       throw Error("bench: unknown op '" + op + "' for GPU memory; ops are barrier, put, get, ping_pong, broadcast, "
                   "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_reduce.ll, "
-                  "all_gather.staged, reduce_scatter.staged, all_to_all");
+                  "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all");
     const bool reduces = op.rfind("reduce_scatter", 0) == 0 || op.rfind("all_reduce", 0) == 0;
     // Reductions in both types; moving bytes does not depend on the type.
     const std::vector<DataType> types = reduces ? std::vector<DataType>{DataType::bfloat16, DataType::float32}
@@ -246,9 +257,10 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       const bool blocks = op.rfind("reduce_scatter", 0) == 0 || op == "all_to_all";
       const std::size_t count = bytes / esize / (blocks ? static_cast<std::size_t>(world) : 1);
       if (count == 0) continue;
-      const bool one_row = op == "barrier" || op == "ping_pong";
+      const bool ping_pong = op.rfind("ping_pong", 0) == 0;
+      const bool one_row = op == "barrier" || ping_pong;
       if (one_row && bytes != options.sizes.front()) continue;  // moves no data
-      if (op == "ping_pong" && world < 2) continue;
+      if (ping_pong && world < 2) continue;
       const std::size_t in_count = blocks ? count * world : count;
       const std::size_t out_count = op.rfind("all_gather", 0) == 0 || op == "all_to_all" ? count * world : count;
       void* in = nullptr;
@@ -276,7 +288,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       if (op == "barrier") {
         row.bytes = 0;
         ours = [&] { comm.barrier(stream); };
-      } else if (op == "ping_pong") {
+      } else if (ping_pong) {
         row.bytes = 0;
         captured = false;
         const int partner = me ^ 1;
@@ -285,17 +297,17 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         const bool plays = partner < world;
         ours = [&, flag, partner, plays] {
           if (plays)
-            ping_pong_kernel<false><<<1, 1, 0, stream>>>(flags.map.peer_view(), flag, nullptr, partner, ping_pong_next,
-                                                         kPingPongRounds);
+            (op == "ping_pong" ? ping_pong_kernel<0> : ping_pong_kernel<3>)<<<1, 1, 0, stream>>>(
+                flags.map.peer_view(), flag, partner_flag, partner, ping_pong_next, kPingPongRounds);
           ping_pong_next += kPingPongRounds;
         };
         theirs = [&, flag, partner_flag, partner, plays] {
           if (plays)
-            ping_pong_kernel<true><<<1, 1, 0, stream>>>(flags.map.peer_view(), flag, partner_flag, partner,
-                                                        ping_pong_next, kPingPongRounds);
+            (op == "ping_pong" ? ping_pong_kernel<1> : ping_pong_kernel<2>)<<<1, 1, 0, stream>>>(
+                flags.map.peer_view(), flag, partner_flag, partner, ping_pong_next, kPingPongRounds);
           ping_pong_next += kPingPongRounds;
         };
-        row.baseline = "raw ping-pong";
+        row.baseline = op == "ping_pong" ? "raw ping-pong" : "table via ld.nc";
       } else if (op == "put") {
         ours = [&] { put_kernel<<<kPutBlocks, kPutThreads, 0, stream>>>(peers, peer_window, static_cast<unsigned char*>(in), n, right); };
         theirs = [&] { raw_copy_kernel<<<kPutBlocks, kPutThreads, 0, stream>>>(remote, static_cast<unsigned char*>(in), n); };
@@ -371,7 +383,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       row.iters = a.iters;
       if (theirs) row.baseline_us = timed(theirs).us;
       if (theirs2) row.baseline2_us = timed(theirs2).us;
-      if (op == "ping_pong") {  // per call: kPingPongRounds round trips; the figure is one way
+      if (ping_pong) {  // per call: kPingPongRounds round trips; the figure is one way
         row.aperture_us /= 2.0 * kPingPongRounds;
         row.baseline_us /= 2.0 * kPingPongRounds;
       }
