@@ -2,6 +2,7 @@
 // and the choice between the CPU code and the GPU launchers.
 #include "aperture/collectives/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -28,18 +29,23 @@ constexpr std::size_t kDeviceHalfBytes = 512 * 1024;
 constexpr int kDeviceParts = 64;
 // One-shot reads world x the data, two-shot about 2x with one more barrier: on the host the
 // cross-over measured near 32 KiB at 4 ranks (docs/PERFORMANCE.md), so 128 KiB / world; at
-// two ranks one-shot was faster at every size measured.
+// two ranks one-shot was faster at every size measured. On 2 GPUs one-shot beat two-shot up to
+// 4 MiB (9.7 vs 14.7 us at 1 MiB, 19.1 vs 23.2 us at 4 MiB, bf16; docs/PERFORMANCE.md); more
+// GPUs are unmeasured, so they keep the old 256 KiB.
 constexpr std::size_t kHostOneShotTotal = 128 * 1024;
 constexpr std::size_t kDeviceOneShotMax = 256 * 1024;
+constexpr std::size_t kDeviceOneShotMaxTwoRanks = 4 * 1024 * 1024;
 constexpr int kDeviceThreads = 512;
 constexpr std::size_t kDeviceBytesPerPart = 64 * 1024;  // a block per this many bytes moved, up to max_parts
 // The LL (push) path: each block pushes and polls about 4 KiB of each rank's input (256 lines: a
 // line or two per thread), so 256 KiB keeps all 64 blocks busy and the data of one call is in
 // flight at once. A slot of 16 KiB of lines (8 KiB of data) per part and sender holds that in
-// one piece; larger calls loop in pieces.
+// one piece; larger calls loop in pieces, with a fence between them (slow: chosen automatically
+// only where one piece suffices). On 2 GPUs the LL all-reduce beat the staged one-shot up to
+// 512 KiB (6.6 vs 9.0 us there) and lost at 1 MiB (12.3 vs 9.7 us).
 constexpr std::size_t kDeviceLLBytesPerPart = 4 * 1024;
 constexpr std::size_t kLLSlotBytes = 16 * 1024;
-constexpr std::size_t kDeviceLLMax = 256 * 1024;
+constexpr std::size_t kDeviceLLMax = 512 * 1024;
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
@@ -80,13 +86,15 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   options_.half_bytes = round_up(options_.half_bytes, 256);
   if (options_.one_shot_max_bytes == 0) {
     // Two ranks on the host: one-shot reads 2x the data like two-shot, with one barrier fewer.
-    options_.one_shot_max_bytes = device       ? kDeviceOneShotMax
+    options_.one_shot_max_bytes = device       ? (world == 2 ? kDeviceOneShotMaxTwoRanks : kDeviceOneShotMax)
                                   : world <= 2 ? std::numeric_limits<std::size_t>::max()
                                                : kHostOneShotTotal / static_cast<std::size_t>(world);
   }
 
-  ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? kDeviceLLMax : 0);
   if (options_.ll_part_bytes == 0) options_.ll_part_bytes = kDeviceLLBytesPerPart;
+  // By default the LL path is chosen only where every block's share fits one piece.
+  const std::size_t ll_one_piece = static_cast<std::size_t>(options_.max_parts) * (kLLSlotBytes / 2);
+  ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(kDeviceLLMax, ll_one_piece) : 0);
   options_.ll_max_bytes = ll_max_bytes_;
 
   // A rank with other options would split the data differently: refuse before any memory.

@@ -58,13 +58,14 @@ class Communicator {
     // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 64 on a GPU.
     int max_parts = 0;
     // all_reduce's automatic choice: one-shot up to this many bytes, two-shot above; 0: the
-    // default: on the host 128 KiB / ranks (every size at 2 ranks), 256 KiB on a GPU.
+    // default: on the host 128 KiB / ranks (every size at 2 ranks), on GPUs 4 MiB at 2 ranks
+    // and 256 KiB at more. (The LL path, below, comes first.)
     std::size_t one_shot_max_bytes = 0;
     // Threads per CUDA block (GPU only), 32 to 512 (the kernels' launch bound); 0: 512.
     int block_threads = 0;
     // all_gather, reduce_scatter and all_reduce(automatic) take the push path (LL, see
-    // aperture/collectives/ll.h) up to this many bytes of each rank's input. Unset: 256 KiB on
-    // a GPU; 0 on the host (where the barrier of the staged path already costs about what
+    // aperture/collectives/ll.h) up to this many bytes of each rank's input. Unset: on a GPU
+    // 512 KiB, or less where max_parts blocks cannot move it in one piece (8 KiB a block); 0 on the host (where the barrier of the staged path already costs about what
     // a round of context switches does, see docs/PERFORMANCE.md). 0: never (the staged
     // algorithms only); SIZE_MAX: always.
     std::optional<std::size_t> ll_max_bytes;
