@@ -29,12 +29,12 @@ constexpr std::size_t kDeviceHalfBytes = 512 * 1024;
 constexpr int kDeviceParts = 64;
 // One-shot reads world x the data, two-shot about 2x with one more barrier: on the host the
 // cross-over measured near 32 KiB at 4 ranks (docs/PERFORMANCE.md), so 128 KiB / world; at
-// two ranks one-shot was faster at every size measured. On 2 GPUs one-shot beat two-shot up to
-// 4 MiB (9.7 vs 14.7 us at 1 MiB, 19.1 vs 23.2 us at 4 MiB, bf16; docs/PERFORMANCE.md); more
-// GPUs are unmeasured, so they keep the old 256 KiB.
+// two ranks one-shot was faster at every size measured. So it is on 2 GPUs: it moves the same
+// bytes over NVLink as two-shot with one barrier and one local pass fewer (bf16: 9.7 vs 14.7 us
+// at 1 MiB, 865 vs 1051 us at 256 MiB; docs/PERFORMANCE.md). More GPUs are unmeasured: they
+// keep 256 KiB.
 constexpr std::size_t kHostOneShotTotal = 128 * 1024;
 constexpr std::size_t kDeviceOneShotMax = 256 * 1024;
-constexpr std::size_t kDeviceOneShotMaxTwoRanks = 4 * 1024 * 1024;
 constexpr int kDeviceThreads = 512;
 constexpr std::size_t kDeviceBytesPerPart = 64 * 1024;  // a block per this many bytes moved, up to max_parts
 // The LL (push) path: each block pushes and polls about 4 KiB of each rank's input (256 lines: a
@@ -85,10 +85,10 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                 std::to_string(least) + " (or 0 for the default)");
   options_.half_bytes = round_up(options_.half_bytes, 256);
   if (options_.one_shot_max_bytes == 0) {
-    // Two ranks on the host: one-shot reads 2x the data like two-shot, with one barrier fewer.
-    options_.one_shot_max_bytes = device       ? (world == 2 ? kDeviceOneShotMaxTwoRanks : kDeviceOneShotMax)
-                                  : world <= 2 ? std::numeric_limits<std::size_t>::max()
-                                               : kHostOneShotTotal / static_cast<std::size_t>(world);
+    // Two ranks: one-shot reads 2x the data like two-shot, with one barrier fewer.
+    options_.one_shot_max_bytes = world <= 2 ? std::numeric_limits<std::size_t>::max()
+                                  : device   ? kDeviceOneShotMax
+                                             : kHostOneShotTotal / static_cast<std::size_t>(world);
   }
 
   if (options_.ll_part_bytes == 0) options_.ll_part_bytes = kDeviceLLBytesPerPart;

@@ -329,6 +329,11 @@ TEST_P(CollectivesTest, LargeAllReduceCrossesTheThreshold) {
   EXPECT_EQ(comm_->choose_all_reduce(kCount * sizeof(float)),
             n_ <= 2 ? AllReduceAlgorithm::one_shot : AllReduceAlgorithm::two_shot);
   EXPECT_EQ(comm_->choose_all_reduce(1024), AllReduceAlgorithm::one_shot);
+  // Host memory: the push (LL) path only where asked for (Options::ll_max_bytes).
+  EXPECT_FALSE(comm_->uses_ll(64));
+  EXPECT_EQ(comm_->options().ll_max_bytes, std::optional<std::size_t>(0));
+  EXPECT_TRUE(ll_->uses_ll(std::size_t{1} << 40));
+  EXPECT_EQ(ll_->choose_all_reduce(kCount * sizeof(float)), AllReduceAlgorithm::ll);
   const std::uint64_t salt = next_salt();
   const std::vector<float> in = input<float>(salt, kCount);
   std::vector<float> one(kCount), two(kCount);

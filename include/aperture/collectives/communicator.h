@@ -58,8 +58,8 @@ class Communicator {
     // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 64 on a GPU.
     int max_parts = 0;
     // all_reduce's automatic choice: one-shot up to this many bytes, two-shot above; 0: the
-    // default: on the host 128 KiB / ranks (every size at 2 ranks), on GPUs 4 MiB at 2 ranks
-    // and 256 KiB at more. (The LL path, below, comes first.)
+    // default: every size at 2 ranks; at more, 128 KiB / ranks on the host and 256 KiB on GPUs.
+    // (The LL path, below, comes first.)
     std::size_t one_shot_max_bytes = 0;
     // Threads per CUDA block (GPU only), 32 to 512 (the kernels' launch bound); 0: 512.
     int block_threads = 0;
