@@ -130,7 +130,9 @@ void launch(const Launch& l, void (*kernel)(Params...), Args... args) {
   config.dynamicSmemBytes = 0;
   config.stream = l.stream;
   config.attrs = &attribute;
-  config.numAttrs = overlap_launches() ? 1 : 0;
+  // Not on the legacy default stream, whose implicit synchronisation with other streams is the
+  // reason a caller uses it: there every launch stays an ordinary one.
+  config.numAttrs = overlap_launches() && l.stream != nullptr && l.stream != cudaStreamLegacy ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...),
              "cudaLaunchKernelEx (" + std::to_string(l.grid.x) + " blocks of " + std::to_string(l.block.x) + " threads)");
 }

@@ -138,7 +138,14 @@ APERTURE_HD bool ll_receive(LLLine* line, std::uint32_t flag, std::uint64_t time
 // 8-byte aligned, so a whole line is one load).
 template <class T>
 APERTURE_HD std::uint64_t ll_pack(const T* src, std::uint64_t valid, bool aligned) {
-  if (aligned && valid == kLLElements<T>) return *reinterpret_cast<const std::uint64_t*>(src);
+  if (aligned && valid == kLLElements<T>) {
+    // One 8-byte load (a memcpy the host compiler folds into one; nvcc would not know the
+    // alignment and load bytes).
+    std::uint64_t whole = 0;
+    APERTURE_IF_DEVICE_ELSE((whole = *reinterpret_cast<const std::uint64_t*>(src);),
+                            (std::memcpy(&whole, static_cast<const void*>(src), sizeof whole);))
+    return whole;
+  }
   unsigned char bytes[kLLPayloadBytes] = {};
   for (std::uint64_t k = 0; k < valid && k < kLLElements<T>; ++k) memcpy(bytes + k * sizeof(T), src + k, sizeof(T));
   std::uint64_t payload = 0;
@@ -150,7 +157,8 @@ APERTURE_HD std::uint64_t ll_pack(const T* src, std::uint64_t valid, bool aligne
 template <class T>
 APERTURE_HD void ll_unpack(T* dst, std::uint64_t payload, std::uint64_t valid, bool aligned) {
   if (aligned && valid == kLLElements<T>) {
-    *reinterpret_cast<std::uint64_t*>(dst) = payload;
+    APERTURE_IF_DEVICE_ELSE((*reinterpret_cast<std::uint64_t*>(dst) = payload;),
+                            (std::memcpy(static_cast<void*>(dst), &payload, sizeof payload);))
     return;
   }
   unsigned char bytes[kLLPayloadBytes];
