@@ -6,6 +6,7 @@
 #
 #   bench/gpu-collectives.sh                 build in /tmp/build-gpu-coll, results in $OUT or the build dir
 #   BUILD_DIR=... RESULTS=... PROVIDER=cuda-vmm SIZES=4K,...,1G SWEEP=1 bench/gpu-collectives.sh
+#   OPS=all_reduce,all_reduce.one_shot,... bench/gpu-collectives.sh   only these ops (default: all)
 #
 # It configures tests/collectives on its own (the library, the `aperture` command and the GPU
 # test; no GoogleTest or MPI needed). Results, at most six files: gpu-bench.{txt,csv,png},
@@ -48,7 +49,7 @@ done
 echo "tested after ${SECONDS}s"
 
 timeout --kill-after=10 "${BENCH_TIMEOUT:-150}" "$aperture" bench --provider "$provider" -n 2 --trials 5 --trial-ms 10 \
-  --sizes "$sizes" --csv "$results/gpu-bench.csv" --json "$logs/gpu-bench.json" --png "$results/gpu-bench.png" \
+  --sizes "$sizes" ${OPS:+--ops "$OPS"} --csv "$results/gpu-bench.csv" --json "$logs/gpu-bench.json" --png "$results/gpu-bench.png" \
   >"$results/gpu-bench.txt" 2>&1 || status=1
 cat "$results/gpu-bench.txt"
 echo "benched after ${SECONDS}s"

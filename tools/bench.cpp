@@ -42,7 +42,9 @@ const char* const kBenchUsage =
     "    copy engine; signal/wait_until_ge ping-pong against a raw-pointer one; the collectives\n"
     "    (bfloat16 and float32) against NCCL in the same processes (ncclAllReduce, ncclAllGather,\n"
     "    ncclReduceScatter, ncclBroadcast, grouped ncclSend/ncclRecv) on cudaMalloc buffers and on\n"
-    "    symmetric windows, every side as CUDA graphs of captured calls (when built with NCCL).\n"
+    "    symmetric windows, every side as CUDA graphs of captured calls (when built with NCCL);\n"
+    "    on request also all_reduce.ll (the push path) and all_gather.staged /\n"
+    "    reduce_scatter.staged (the barrier path where the automatic choice pushes).\n"
     "Each figure is the median of T trials, each trial the slowest rank's mean over enough\n"
     "back-to-back calls to last about --trial-ms, after a team barrier.\n"
     "\n"
@@ -56,7 +58,8 @@ const char* const kBenchUsage =
     "  --trial-ms MS    length of one trial (default 20)\n"
     "  --csv FILE, --json FILE, --png FILE   write the rows (the PNG needs gnuplot)\n"
     "  --no-mpi         start the ranks without mpirun (no MPI columns)\n"
-    "  --max-parts N, --half-bytes B   GPU: the Communicator's blocks per call and staging half\n"
+    "  --max-parts N, --half-bytes B, --ll-part-bytes B   GPU: the Communicator's blocks per\n"
+    "                   call, staging half and input bytes per block on the push (LL) path\n"
     "                   (tuning; default: the Communicator's defaults)\n"
     "  --from-csv FILE  measure nothing: print the table of a CSV written before, and write the\n"
     "                   --json/--png/--csv of it\n";
@@ -125,6 +128,8 @@ Parsed parse_bench_args(int argc, char** argv) {
       o.max_parts = static_cast<int>(parse_integer("--max-parts", value, 0, 1024));
     } else if (take_option_value(argc, argv, i, "", "--half-bytes", value, "512K")) {
       o.half_bytes = parse_bytes("--half-bytes", value);
+    } else if (take_option_value(argc, argv, i, "", "--ll-part-bytes", value, "4K")) {
+      o.ll_part_bytes = parse_bytes("--ll-part-bytes", value);
     } else if (arg == "--no-mpi") {
       o.mpi = false;
       ++i;
@@ -256,6 +261,8 @@ int bench_main(int argc, char** argv) {
       if (!p.sizes_text.empty()) launch.args.insert(launch.args.end(), {"--sizes", p.sizes_text});
       if (o.max_parts != 0) launch.args.insert(launch.args.end(), {"--max-parts", std::to_string(o.max_parts)});
       if (o.half_bytes != 0) launch.args.insert(launch.args.end(), {"--half-bytes", std::to_string(o.half_bytes)});
+      if (o.ll_part_bytes != 0)
+        launch.args.insert(launch.args.end(), {"--ll-part-bytes", std::to_string(o.ll_part_bytes)});
       launch.use_mpi = use_mpi;
       launch.prefix_stdout = false;
       std::fprintf(stderr, "aperture bench: %d rank%s on %s%s ...\n", n, n == 1 ? "" : "s", o.provider.c_str(),

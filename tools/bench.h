@@ -40,6 +40,7 @@ struct BenchOptions {
   bool mpi = true;                         // driver: start ranks through mpirun when built with MPI
   int max_parts = 0;                       // GPU: Communicator::Options::max_parts (0: its default)
   std::size_t half_bytes = 0;              // GPU: Communicator::Options::half_bytes (0: its default)
+  std::size_t ll_part_bytes = 0;           // GPU: Communicator::Options::ll_part_bytes (0: its default)
 };
 
 // One measurement: aperture's time for `op` at `bytes`, and up to two baselines' in the same run.

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,23 +74,34 @@ __global__ void raw_copy_kernel(unsigned char* dst, const unsigned char* src, st
   collectives::group_copy(collectives::GridGroup{}, dst, src, bytes);
 }
 
-// One thread of ranks 0 and 1: `rounds` round trips, values base+1 .. base+rounds. Raw: the
-// partner's flag as a raw pointer, a release store and an acquire spin; else aperture's
-// signal (translated) and wait_until_ge.
-template <bool Raw>
+// One thread of ranks 0 and 1: `rounds` round trips, values base+1 .. base+rounds. Mode 0:
+// aperture's signal (translated) and wait_until_ge. Else the partner's flag written with a
+// release store and our own spun on with acquire loads, the partner's address being
+// 1: a raw pointer translated once on the host;
+// 2: translated every round from the table read through the non-coherent cache (ld.global.nc);
+// 3: translated every round from the table read with plain loads (what translate() does).
+// 2 and 3 tell how much of aperture's extra time is reading the table after an acquire.
+template <int Mode>
 __global__ void ping_pong_kernel(PeerView peers, std::uint64_t* flag, std::uint64_t* partner_flag, int partner,
                                  std::uint64_t base, int rounds) {
   const bool first = peers.rank < partner;
   const auto send = [&](std::uint64_t v) {
-    if constexpr (Raw) {
-      asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(partner_flag), "l"(v) : "memory");
-    } else {
+    if constexpr (Mode == 0) {
       aperture::signal(flag, v, peers.rank, partner, peers.peer_bases);
+    } else {
+      std::uint64_t* target = partner_flag;
+      if constexpr (Mode == 2)
+        target = reinterpret_cast<std::uint64_t*>(reinterpret_cast<char*>(flag) + (__ldg(peers.peer_bases + partner) -
+                                                                                   __ldg(peers.peer_bases + peers.rank)));
+      if constexpr (Mode == 3)
+        target = reinterpret_cast<std::uint64_t*>(reinterpret_cast<char*>(flag) +
+                                                  (peers.peer_bases[partner] - peers.peer_bases[peers.rank]));
+      asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(target), "l"(v) : "memory");
     }
   };
   const auto wait = [&](std::uint64_t v) {
     // Both bounded (a few seconds), so a broken setup ends the bench instead of hanging it.
-    if constexpr (Raw) {
+    if constexpr (Mode != 0) {
       std::uint64_t seen = 0;
       unsigned spins = 0;
       do {
@@ -114,7 +126,10 @@ __global__ void ping_pong_kernel(PeerView peers, std::uint64_t* flag, std::uint6
 // ping_pong last: its waits are the only ones here that can stall a broken setup for seconds.
 const std::vector<std::string> kDeviceOps = {"barrier", "put", "get", "broadcast", "all_gather",
                                              "reduce_scatter", "all_reduce", "all_to_all", "ping_pong"};
-const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_reduce.two_shot"};  // on request
+// On request: each algorithm on its own (.staged: the barrier-based path at sizes where the
+// automatic choice would push, from a second Communicator with Options::ll_max_bytes = 0).
+const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_reduce.two_shot", "all_reduce.ll",
+                                                 "all_gather.staged", "reduce_scatter.staged", "ping_pong.table"};
 
 // Times `call` as every collective side is timed: `calls` captured into one CUDA graph (chosen
 // so a graph lasts about half a millisecond, from an eager estimate), launched back to back by
@@ -164,7 +179,15 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
   Communicator::Options tuning;
   tuning.max_parts = options.max_parts;
   tuning.half_bytes = options.half_bytes;
+  tuning.ll_part_bytes = options.ll_part_bytes;
   Communicator comm(provider, team, tuning);  // selects the provider's device
+  std::unique_ptr<Communicator> staged;       // for the .staged ops
+  for (const std::string& op : ops)
+    if (op.size() > 7 && op.compare(op.size() - 7, 7, ".staged") == 0 && !staged) {
+      Communicator::Options no_ll = tuning;
+      no_ll.ll_max_bytes = 0;
+      staged = std::make_unique<Communicator>(provider, team, no_ll);
+    }
   Allocation window = provider.allocate(std::max<std::size_t>(max_bytes, 256));
   Allocation flags = provider.allocate(256);
   check_cuda(cudaMemset(flags.ptr, 0, 256), "cudaMemset(ping-pong flags)");
@@ -210,22 +233,24 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
     if (std::find(kDeviceOps.begin(), kDeviceOps.end(), op) == kDeviceOps.end() &&
         std::find(kMoreDeviceOps.begin(), kMoreDeviceOps.end(), op) == kMoreDeviceOps.end())
       throw Error("bench: unknown op '" + op + "' for GPU memory; ops are barrier, put, get, ping_pong, broadcast, "
-                  "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all");
-    const bool reduces = op == "reduce_scatter" || op.rfind("all_reduce", 0) == 0;
+                  "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_reduce.ll, "
+                  "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all");
+    const bool reduces = op.rfind("reduce_scatter", 0) == 0 || op.rfind("all_reduce", 0) == 0;
     // Reductions in both types; moving bytes does not depend on the type.
     const std::vector<DataType> types = reduces ? std::vector<DataType>{DataType::bfloat16, DataType::float32}
                                                 : std::vector<DataType>{DataType::float32};
     for (DataType type : types)
     for (std::size_t bytes : options.sizes) {
       const std::size_t esize = size_of(type);
-      const bool blocks = op == "reduce_scatter" || op == "all_to_all";
+      const bool blocks = op.rfind("reduce_scatter", 0) == 0 || op == "all_to_all";
       const std::size_t count = bytes / esize / (blocks ? static_cast<std::size_t>(world) : 1);
       if (count == 0) continue;
-      const bool one_row = op == "barrier" || op == "ping_pong";
+      const bool ping_pong = op.rfind("ping_pong", 0) == 0;
+      const bool one_row = op == "barrier" || ping_pong;
       if (one_row && bytes != options.sizes.front()) continue;  // moves no data
-      if (op == "ping_pong" && world < 2) continue;
+      if (ping_pong && world < 2) continue;
       const std::size_t in_count = blocks ? count * world : count;
-      const std::size_t out_count = op == "all_gather" || op == "all_to_all" ? count * world : count;
+      const std::size_t out_count = op.rfind("all_gather", 0) == 0 || op == "all_to_all" ? count * world : count;
       void* in = nullptr;
       void* out = nullptr;
       check_cuda(cudaMalloc(&in, in_count * esize), "cudaMalloc(in)");
@@ -251,7 +276,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       if (op == "barrier") {
         row.bytes = 0;
         ours = [&] { comm.barrier(stream); };
-      } else if (op == "ping_pong") {
+      } else if (ping_pong) {
         row.bytes = 0;
         captured = false;
         const int partner = me ^ 1;
@@ -260,17 +285,17 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         const bool plays = partner < world;
         ours = [&, flag, partner, plays] {
           if (plays)
-            ping_pong_kernel<false><<<1, 1, 0, stream>>>(flags.map.peer_view(), flag, nullptr, partner, ping_pong_next,
-                                                         kPingPongRounds);
+            (op == "ping_pong" ? ping_pong_kernel<0> : ping_pong_kernel<3>)<<<1, 1, 0, stream>>>(
+                flags.map.peer_view(), flag, partner_flag, partner, ping_pong_next, kPingPongRounds);
           ping_pong_next += kPingPongRounds;
         };
         theirs = [&, flag, partner_flag, partner, plays] {
           if (plays)
-            ping_pong_kernel<true><<<1, 1, 0, stream>>>(flags.map.peer_view(), flag, partner_flag, partner,
-                                                        ping_pong_next, kPingPongRounds);
+            (op == "ping_pong" ? ping_pong_kernel<1> : ping_pong_kernel<2>)<<<1, 1, 0, stream>>>(
+                flags.map.peer_view(), flag, partner_flag, partner, ping_pong_next, kPingPongRounds);
           ping_pong_next += kPingPongRounds;
         };
-        row.baseline = "raw ping-pong";
+        row.baseline = op == "ping_pong" ? "raw ping-pong" : "table via ld.nc";
       } else if (op == "put") {
         ours = [&] { put_kernel<<<kPutBlocks, kPutThreads, 0, stream>>>(peers, peer_window, static_cast<unsigned char*>(in), n, right); };
         theirs = [&] { raw_copy_kernel<<<kPutBlocks, kPutThreads, 0, stream>>>(remote, static_cast<unsigned char*>(in), n); };
@@ -289,14 +314,16 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         theirs = [&] { check_nccl(ncclBroadcast(in, out, count, nt, 0, nccl, stream), "ncclBroadcast"); };
         theirs2 = [&] { check_nccl(ncclBroadcast(sym_in, sym_out, count, nt, 0, nccl, stream), "ncclBroadcast(symmetric)"); };
 #endif
-      } else if (op == "all_gather") {
-        ours = [&] { comm.all_gather(in, out, count, type, stream); };
+      } else if (op.rfind("all_gather", 0) == 0) {
+        Communicator& c = op == "all_gather.staged" ? *staged : comm;
+        ours = [&] { c.all_gather(in, out, count, type, stream); };
 #if APERTURE_BENCH_WITH_NCCL
         theirs = [&] { check_nccl(ncclAllGather(in, out, count, nt, nccl, stream), "ncclAllGather"); };
         theirs2 = [&] { check_nccl(ncclAllGather(sym_in, sym_out, count, nt, nccl, stream), "ncclAllGather(symmetric)"); };
 #endif
-      } else if (op == "reduce_scatter") {
-        ours = [&] { comm.reduce_scatter(in, out, count, type, ReduceOp::sum, stream); };
+      } else if (op.rfind("reduce_scatter", 0) == 0) {
+        Communicator& c = op == "reduce_scatter.staged" ? *staged : comm;
+        ours = [&] { c.reduce_scatter(in, out, count, type, ReduceOp::sum, stream); };
 #if APERTURE_BENCH_WITH_NCCL
         theirs = [&] { check_nccl(ncclReduceScatter(in, out, count, nt, ncclSum, nccl, stream), "ncclReduceScatter"); };
         theirs2 = [&] {
@@ -320,6 +347,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       } else {
         const AllReduceAlgorithm algo = op == "all_reduce.one_shot"   ? AllReduceAlgorithm::one_shot
                                         : op == "all_reduce.two_shot" ? AllReduceAlgorithm::two_shot
+                                        : op == "all_reduce.ll"       ? AllReduceAlgorithm::ll
                                                                       : AllReduceAlgorithm::automatic;
         ours = [&, algo] { comm.all_reduce(in, out, count, type, ReduceOp::sum, algo, stream); };
 #if APERTURE_BENCH_WITH_NCCL
@@ -343,12 +371,13 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       row.iters = a.iters;
       if (theirs) row.baseline_us = timed(theirs).us;
       if (theirs2) row.baseline2_us = timed(theirs2).us;
-      if (op == "ping_pong") {  // per call: kPingPongRounds round trips; the figure is one way
+      if (ping_pong) {  // per call: kPingPongRounds round trips; the figure is one way
         row.aperture_us /= 2.0 * kPingPongRounds;
         row.baseline_us /= 2.0 * kPingPongRounds;
       }
       check_cuda(cudaGetLastError(), "a bench kernel launch");
       comm.check(stream);
+      if (staged) staged->check(stream);
       if (me == 0)  // progress, and the rows so far should a later size not finish
         std::fprintf(stderr, "bench row: %s %s %zu B: aperture %.2f us, %s %.2f us, %s %.2f us\n", row.op.c_str(),
                      row.type.c_str(), row.bytes, row.aperture_us, row.baseline.c_str(), row.baseline_us,

@@ -46,7 +46,7 @@ APERTURE_HD void signal(std::uint64_t* flag, std::uint64_t value, int from_rank,
 APERTURE_HD bool wait_until_ge_for(const std::uint64_t* local_flag, std::uint64_t value, std::uint64_t timeout_ns,
                                    std::uint64_t* seen) {
   APERTURE_IF_DEVICE_ELSE(
-      (std::uint64_t start = 0; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start)); unsigned sleep_ns = 32;
+      (std::uint64_t start = 0; unsigned sleep_ns = 32;
        for (unsigned poll = 0;; ++poll) {
          const std::uint64_t v = detail::load_acquire(local_flag);
          if (v >= value) {
@@ -54,10 +54,13 @@ APERTURE_HD bool wait_until_ge_for(const std::uint64_t* local_flag, std::uint64_
            return true;
          }
          // A signal usually lands within a microsecond: poll flat out first, then back off so
-         // a long wait does not keep the memory system busy.
+         // a long wait does not keep the memory system busy. The clock is read only from then
+         // on (the timeout counts from the first backoff): a wait that succeeds in its first
+         // polls costs no %globaltimer read.
          if (poll < detail::kDeviceSpinPolls) continue;
          std::uint64_t now = 0;
          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+         if (start == 0) start = now;
          if (now - start >= timeout_ns) {
            if (seen) *seen = v;
            return false;

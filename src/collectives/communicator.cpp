@@ -2,6 +2,7 @@
 // and the choice between the CPU code and the GPU launchers.
 #include "aperture/collectives/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -28,11 +29,23 @@ constexpr std::size_t kDeviceHalfBytes = 512 * 1024;
 constexpr int kDeviceParts = 64;
 // One-shot reads world x the data, two-shot about 2x with one more barrier: on the host the
 // cross-over measured near 32 KiB at 4 ranks (docs/PERFORMANCE.md), so 128 KiB / world; at
-// two ranks one-shot was faster at every size measured.
+// two ranks one-shot was faster at every size measured. So it is on 2 GPUs: it moves the same
+// bytes over NVLink as two-shot with one barrier and one local pass fewer (bf16: 9.7 vs 14.7 us
+// at 1 MiB, 865 vs 1051 us at 256 MiB; docs/PERFORMANCE.md). More GPUs are unmeasured: they
+// keep 256 KiB.
 constexpr std::size_t kHostOneShotTotal = 128 * 1024;
 constexpr std::size_t kDeviceOneShotMax = 256 * 1024;
 constexpr int kDeviceThreads = 512;
 constexpr std::size_t kDeviceBytesPerPart = 64 * 1024;  // a block per this many bytes moved, up to max_parts
+// The LL (push) path: each block pushes and polls about 4 KiB of each rank's input (256 lines: a
+// line or two per thread), so 256 KiB keeps all 64 blocks busy and the data of one call is in
+// flight at once. A slot of 16 KiB of lines (8 KiB of data) per part and sender holds that in
+// one piece; larger calls loop in pieces, with a fence between them (slow: chosen automatically
+// only where one piece suffices). On 2 GPUs the LL all-reduce beat the staged one-shot up to
+// 512 KiB (6.6 vs 9.0 us there) and lost at 1 MiB (12.3 vs 9.7 us).
+constexpr std::size_t kDeviceLLBytesPerPart = 4 * 1024;
+constexpr std::size_t kLLSlotBytes = 16 * 1024;
+constexpr std::size_t kDeviceLLMax = 512 * 1024;
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
@@ -72,19 +85,27 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                 std::to_string(least) + " (or 0 for the default)");
   options_.half_bytes = round_up(options_.half_bytes, 256);
   if (options_.one_shot_max_bytes == 0) {
-    // Two ranks on the host: one-shot reads 2x the data like two-shot, with one barrier fewer.
-    options_.one_shot_max_bytes = device       ? kDeviceOneShotMax
-                                  : world <= 2 ? std::numeric_limits<std::size_t>::max()
-                                               : kHostOneShotTotal / static_cast<std::size_t>(world);
+    // Two ranks: one-shot reads 2x the data like two-shot, with one barrier fewer.
+    options_.one_shot_max_bytes = world <= 2 ? std::numeric_limits<std::size_t>::max()
+                                  : device   ? kDeviceOneShotMax
+                                             : kHostOneShotTotal / static_cast<std::size_t>(world);
   }
+
+  if (options_.ll_part_bytes == 0) options_.ll_part_bytes = kDeviceLLBytesPerPart;
+  // By default the LL path is chosen only where every block's share fits one piece.
+  const std::size_t ll_one_piece = static_cast<std::size_t>(options_.max_parts) * (kLLSlotBytes / 2);
+  ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(kDeviceLLMax, ll_one_piece) : 0);
+  options_.ll_max_bytes = ll_max_bytes_;
 
   // A rank with other options would split the data differently: refuse before any memory.
   team.check_same("Communicator", {{"half_bytes", options_.half_bytes},
                                    {"max_parts", static_cast<std::uint64_t>(options_.max_parts)},
                                    {"one_shot_max_bytes", options_.one_shot_max_bytes},
-                                   {"block_threads", static_cast<std::uint64_t>(options_.block_threads)}});
+                                   {"block_threads", static_cast<std::uint64_t>(options_.block_threads)},
+                                   {"ll_max_bytes", ll_max_bytes_},
+                                   {"ll_part_bytes", options_.ll_part_bytes}});
 
-  const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes);
+  const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, kLLSlotBytes);
   scratch_ = provider.allocate(layout.total_bytes, 256);
   try {
     if (!scratch_.map.all_direct()) {
@@ -104,6 +125,8 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     handle_.status = reinterpret_cast<std::uint64_t*>(base + layout.status_offset);
     handle_.staging = base + layout.staging_offset;
     handle_.half_bytes = options_.half_bytes;
+    handle_.ll = base + layout.ll_offset;
+    handle_.ll_slot_bytes = kLLSlotBytes;
     handle_.timeout_ns = detail::host_timeout_ns();
     if (device) {
       collectives::detail::device_select(scratch_.ptr);
@@ -136,6 +159,7 @@ Communicator::~Communicator() {
 std::string_view Communicator::provider_name() const { return provider_.name(); }
 
 AllReduceAlgorithm Communicator::choose_all_reduce(std::size_t bytes) const {
+  if (uses_ll(bytes)) return AllReduceAlgorithm::ll;
   // One rank: nothing to scatter; one-shot is a copy.
   if (size() == 1 || bytes <= options_.one_shot_max_bytes) return AllReduceAlgorithm::one_shot;
   return AllReduceAlgorithm::two_shot;
@@ -177,14 +201,25 @@ int parts_for(std::size_t bytes, int max_parts) {
   return static_cast<int>(want < 1 ? 1 : want > static_cast<std::size_t>(max_parts) ? max_parts : want);
 }
 
+// The LL path: a block per `per_part` bytes of each rank's input.
+int ll_parts_for(std::size_t bytes, int max_parts, std::size_t per_part) {
+  const std::size_t want = (bytes + per_part - 1) / per_part;
+  return static_cast<int>(want < 1 ? 1 : want > static_cast<std::size_t>(max_parts) ? max_parts : want);
+}
+
+bool is_ll(Kind k) { return k == Kind::all_gather_ll || k == Kind::reduce_scatter_ll || k == Kind::all_reduce_ll; }
+
 }  // namespace
 
-#define APERTURE_COLLECTIVE_RUN(call_struct, payload_bytes)                                                         \
+// payload_bytes: what the staged path moves; input_bytes: each rank's input (the LL path's share).
+#define APERTURE_COLLECTIVE_RUN(call_struct, payload_bytes, input_bytes)                                            \
   do {                                                                                                              \
     if (kind_ == MemoryKind::host) {                                                                                \
-      collectives::detail::run_on_host(handle_, call_struct, host_spins_);                                                       \
+      collectives::detail::run_on_host(handle_, call_struct, host_spins_);                                          \
     } else {                                                                                                        \
-      collectives::detail::device_launch(handle_, call_struct, parts_for(payload_bytes, options_.max_parts),        \
+      collectives::detail::device_launch(handle_, call_struct,                                                      \
+                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, options_.max_parts, options_.ll_part_bytes)  \
+                                                                   : parts_for(payload_bytes, options_.max_parts),  \
                                          options_.block_threads, stream);                                           \
     }                                                                                                               \
   } while (0)
@@ -206,20 +241,22 @@ void Communicator::broadcast(const void* in, void* out, std::size_t count, DataT
                 std::to_string(size()));
   check_call("broadcast", count, type, false, stream, rank() == root ? count : 0, count, in, out);
   Call c{Kind::broadcast, in, out, count, type, ReduceOp::sum, root};
-  APERTURE_COLLECTIVE_RUN(c, count * size_of(type));
+  APERTURE_COLLECTIVE_RUN(c, count * size_of(type), count * size_of(type));
 }
 
 void Communicator::all_gather(const void* in, void* out, std::size_t count, DataType type, Stream stream) {
   check_call("all_gather", count, type, false, stream, count, count * size(), in, out);
-  Call c{Kind::all_gather, in, out, count, type, ReduceOp::sum, 0};
-  APERTURE_COLLECTIVE_RUN(c, count * size_of(type) * size());
+  const std::size_t bytes = count * size_of(type);
+  Call c{uses_ll(bytes) ? Kind::all_gather_ll : Kind::all_gather, in, out, count, type, ReduceOp::sum, 0};
+  APERTURE_COLLECTIVE_RUN(c, bytes * size(), bytes);
 }
 
 void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, DataType type, ReduceOp op,
                                   Stream stream) {
   check_call("reduce_scatter", count, type, true, stream, count * size(), count, in, out);
-  Call c{Kind::reduce_scatter, in, out, count, type, op, 0};
-  APERTURE_COLLECTIVE_RUN(c, count * size_of(type) * size());
+  const std::size_t bytes = count * size_of(type) * size();
+  Call c{uses_ll(bytes) ? Kind::reduce_scatter_ll : Kind::reduce_scatter, in, out, count, type, op, 0};
+  APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
 }
 
 void Communicator::all_reduce(const void* in, void* out, std::size_t count, DataType type, ReduceOp op,
@@ -227,15 +264,17 @@ void Communicator::all_reduce(const void* in, void* out, std::size_t count, Data
   check_call("all_reduce", count, type, true, stream, count, count, in, out);
   const std::size_t bytes = count * size_of(type);
   if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
-  Call c{algorithm == AllReduceAlgorithm::two_shot ? Kind::all_reduce_two_shot : Kind::all_reduce_one_shot,
-         in, out, count, type, op, 0};
-  APERTURE_COLLECTIVE_RUN(c, bytes);
+  const Kind kind = algorithm == AllReduceAlgorithm::two_shot ? Kind::all_reduce_two_shot
+                    : algorithm == AllReduceAlgorithm::ll     ? Kind::all_reduce_ll
+                                                              : Kind::all_reduce_one_shot;
+  Call c{kind, in, out, count, type, op, 0};
+  APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
 }
 
 void Communicator::all_to_all(const void* in, void* out, std::size_t count, DataType type, Stream stream) {
   check_call("all_to_all", count, type, false, stream, count * size(), count * size(), in, out);
   Call c{Kind::all_to_all, in, out, count, type, ReduceOp::sum, 0};
-  APERTURE_COLLECTIVE_RUN(c, count * size_of(type) * size());
+  APERTURE_COLLECTIVE_RUN(c, count * size_of(type) * size(), count * size_of(type) * size());
 }
 
 #undef APERTURE_COLLECTIVE_RUN

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "aperture/collectives/all_gather.h"
@@ -31,30 +32,67 @@ void check_cuda(cudaError_t status, const std::string& call) {
 // that many threads, so the compiler keeps each within 64 registers a thread.
 constexpr int kMaxThreads = 512;
 
-__global__ void __launch_bounds__(kMaxThreads) barrier_kernel(CollectiveHandle h) { barrier(BlockGroup{}, h); }
+// Kernels are launched as programmatic dependents of whatever ran before them on the stream
+// (launch() below): the next kernel may be scheduled while this one still runs, so a collective's
+// launch latency hides behind the previous call instead of adding to it. Each kernel lets the
+// next one launch at once, and waits for the previous grid to complete (and its memory to be
+// visible, here and to peers) before it touches any memory: to the collectives it is as if the
+// launches were ordinary, stream-ordered ones (the LL clears of ll.h rely on that ordering).
+__device__ inline void follow_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__global__ void __launch_bounds__(kMaxThreads) barrier_kernel(CollectiveHandle h) {
+  follow_previous_grid();
+  barrier(BlockGroup{}, h);
+}
 
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads) broadcast_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count, int root) {
+  follow_previous_grid();
   broadcast(BlockGroup{}, h, in, out, count, root);
 }
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads) all_gather_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  follow_previous_grid();
   all_gather(BlockGroup{}, h, in, out, count);
 }
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads) all_to_all_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  follow_previous_grid();
   all_to_all(BlockGroup{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) reduce_scatter_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  follow_previous_grid();
   reduce_scatter<Op>(BlockGroup{}, h, in, out, count);
+}
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads) all_gather_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  follow_previous_grid();
+  all_gather_ll(BlockGroup{}, h, in, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void __launch_bounds__(kMaxThreads) reduce_scatter_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  follow_previous_grid();
+  reduce_scatter_ll<Op>(BlockGroup{}, h, in, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void __launch_bounds__(kMaxThreads) all_reduce_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  follow_previous_grid();
+  all_reduce_ll<Op>(BlockGroup{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  follow_previous_grid();
   all_reduce_one_shot<Op>(BlockGroup{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_two_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
+  follow_previous_grid();
   all_reduce_two_shot<Op>(BlockGroup{}, h, in, out, count);
 }
 
@@ -64,19 +102,60 @@ struct Launch {
   cudaStream_t stream;
 };
 
+// Programmatic dependent launch needs compute capability 9.0; APERTURE_COLLECTIVES_PDL=0 turns it
+// off (ordinary launches; for comparing).
+bool overlap_launches() {
+  static const bool on = [] {
+    const char* env = std::getenv("APERTURE_COLLECTIVES_PDL");
+    if (env != nullptr && std::string(env) == "0") return false;
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return on;
+}
+
+template <class... Params, class... Args>
+void launch(const Launch& l, void (*kernel)(Params...), Args... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = l.grid;
+  config.blockDim = l.block;
+  config.dynamicSmemBytes = 0;
+  config.stream = l.stream;
+  config.attrs = &attribute;
+  // Not on the legacy default stream, whose implicit synchronisation with other streams is the
+  // reason a caller uses it: there every launch stays an ordinary one.
+  config.numAttrs = overlap_launches() && l.stream != nullptr && l.stream != cudaStreamLegacy ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...),
+             "cudaLaunchKernelEx (" + std::to_string(l.grid.x) + " blocks of " + std::to_string(l.block.x) + " threads)");
+}
+
 template <ReduceOp Op, class T>
 void launch_reduction(const Launch& l, const CollectiveHandle& h, const Call& c) {
   const auto* in = static_cast<const T*>(c.in);
   auto* out = static_cast<T*>(c.out);
   switch (c.kind) {
     case Kind::reduce_scatter:
-      reduce_scatter_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
+      launch(l, reduce_scatter_kernel<Op, T>, h, in, out, c.count);
       break;
     case Kind::all_reduce_one_shot:
-      all_reduce_one_shot_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
+      launch(l, all_reduce_one_shot_kernel<Op, T>, h, in, out, c.count);
       break;
     case Kind::all_reduce_two_shot:
-      all_reduce_two_shot_kernel<Op, T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count);
+      launch(l, all_reduce_two_shot_kernel<Op, T>, h, in, out, c.count);
+      break;
+    case Kind::reduce_scatter_ll:
+      launch(l, reduce_scatter_ll_kernel<Op, T>, h, in, out, c.count);
+      break;
+    case Kind::all_reduce_ll:
+      launch(l, all_reduce_ll_kernel<Op, T>, h, in, out, c.count);
       break;
     default: throw Error("collectives: internal: not a reduction");
   }
@@ -87,9 +166,10 @@ void launch_typed(const Launch& l, const CollectiveHandle& h, const Call& c) {
   const auto* in = static_cast<const T*>(c.in);
   auto* out = static_cast<T*>(c.out);
   switch (c.kind) {
-    case Kind::broadcast: broadcast_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count, c.root); return;
-    case Kind::all_gather: all_gather_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count); return;
-    case Kind::all_to_all: all_to_all_kernel<T><<<l.grid, l.block, 0, l.stream>>>(h, in, out, c.count); return;
+    case Kind::broadcast: launch(l, broadcast_kernel<T>, h, in, out, c.count, c.root); return;
+    case Kind::all_gather: launch(l, all_gather_kernel<T>, h, in, out, c.count); return;
+    case Kind::all_gather_ll: launch(l, all_gather_ll_kernel<T>, h, in, out, c.count); return;
+    case Kind::all_to_all: launch(l, all_to_all_kernel<T>, h, in, out, c.count); return;
     default: break;
   }
   switch (c.op) {
@@ -107,6 +187,9 @@ const char* kind_name(Kind k) {
     case Kind::reduce_scatter: return "reduce_scatter";
     case Kind::all_reduce_one_shot: return "all_reduce (one-shot)";
     case Kind::all_reduce_two_shot: return "all_reduce (two-shot)";
+    case Kind::all_gather_ll: return "all_gather (ll)";
+    case Kind::reduce_scatter_ll: return "reduce_scatter (ll)";
+    case Kind::all_reduce_ll: return "all_reduce (ll)";
     default: return "all_to_all";
   }
 }
@@ -137,7 +220,7 @@ void device_launch(const CollectiveHandle& h, const Call& c, int parts, int thre
   const Launch l{dim3(static_cast<unsigned>(parts)), dim3(static_cast<unsigned>(threads)),
                  static_cast<cudaStream_t>(stream)};
   if (c.kind == Kind::barrier) {
-    barrier_kernel<<<l.grid, l.block, 0, l.stream>>>(h);
+    launch(l, barrier_kernel, h);
   } else {
     switch (c.type) {
       case DataType::float32: launch_typed<float>(l, h, c); break;

@@ -9,7 +9,18 @@
 
 namespace aperture::collectives::detail {
 
-enum class Kind { barrier, broadcast, all_gather, reduce_scatter, all_reduce_one_shot, all_reduce_two_shot, all_to_all };
+enum class Kind {
+  barrier,
+  broadcast,
+  all_gather,
+  reduce_scatter,
+  all_reduce_one_shot,
+  all_reduce_two_shot,
+  all_to_all,
+  all_gather_ll,      // the push paths (aperture/collectives/ll.h)
+  reduce_scatter_ll,
+  all_reduce_ll,
+};
 
 struct Call {
   Kind kind = Kind::barrier;

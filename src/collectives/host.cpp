@@ -25,6 +25,8 @@ void run_reduction(const HostGroup& g, const CollectiveHandle& h, const Call& c)
     case Kind::reduce_scatter: reduce_scatter<Op>(g, h, in, out, c.count); break;
     case Kind::all_reduce_one_shot: all_reduce_one_shot<Op>(g, h, in, out, c.count); break;
     case Kind::all_reduce_two_shot: all_reduce_two_shot<Op>(g, h, in, out, c.count); break;
+    case Kind::reduce_scatter_ll: reduce_scatter_ll<Op>(g, h, in, out, c.count); break;
+    case Kind::all_reduce_ll: all_reduce_ll<Op>(g, h, in, out, c.count); break;
     default: throw Error("collectives: internal: not a reduction");
   }
 }
@@ -36,6 +38,7 @@ void run_typed(const HostGroup& g, const CollectiveHandle& h, const Call& c) {
   switch (c.kind) {
     case Kind::broadcast: broadcast(g, h, in, out, c.count, c.root); return;
     case Kind::all_gather: all_gather(g, h, in, out, c.count); return;
+    case Kind::all_gather_ll: all_gather_ll(g, h, in, out, c.count); return;
     case Kind::all_to_all: all_to_all(g, h, in, out, c.count); return;
     default: break;
   }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -114,13 +115,17 @@ class CollectivesTest : public ::testing::TestWithParam<std::string> {
     tiny.half_bytes = 256 * static_cast<std::size_t>(n_);  // the least there is: many pieces per call
     tiny.one_shot_max_bytes = 512;
     tiny_ = std::make_unique<Communicator>(*provider_, world(), tiny);
+    Communicator::Options ll;  // the push path at every size (the host's automatic choice never takes it)
+    ll.ll_max_bytes = std::numeric_limits<std::size_t>::max();
+    ll_ = std::make_unique<Communicator>(*provider_, world(), ll);
   }
   void TearDown() override {
+    ll_.reset();
     tiny_.reset();
     comm_.reset();
     provider_.reset();
   }
-  std::vector<Communicator*> communicators() { return {comm_.get(), tiny_.get()}; }
+  std::vector<Communicator*> communicators() { return {comm_.get(), tiny_.get(), ll_.get()}; }
   // A unique salt per buffer, so no two calls see the same data.
   std::uint64_t next_salt() { return ++salt_ * 7919; }
 
@@ -142,7 +147,8 @@ class CollectivesTest : public ::testing::TestWithParam<std::string> {
     for (Communicator* comm : communicators())
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max})
         for (AllReduceAlgorithm algo :
-             {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::two_shot, AllReduceAlgorithm::automatic})
+             {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::two_shot, AllReduceAlgorithm::ll,
+              AllReduceAlgorithm::automatic})
           for (std::uint64_t count : kCounts)
             for (bool in_place : {false, true}) {
               const std::uint64_t salt = next_salt();
@@ -173,7 +179,8 @@ class CollectivesTest : public ::testing::TestWithParam<std::string> {
             for (std::uint64_t i = 0; i < count; ++i)
               m.expect(dst[i], folded<T>(op, salt, me_ * count + i), "element " + std::to_string(i));
             report(m, std::string("reduce_scatter<") + aperture::name_of(aperture::data_type_of_v<T>) + "> " +
-                          aperture::name_of(op) + " count " + std::to_string(count) + (in_place ? " in place" : ""));
+                          aperture::name_of(op) + " count " + std::to_string(count) + (in_place ? " in place" : "") +
+                          (comm->uses_ll(count * n_ * sizeof(T)) ? " ll" : ""));
           }
   }
 
@@ -184,7 +191,8 @@ class CollectivesTest : public ::testing::TestWithParam<std::string> {
         for (bool in_place : {false, true}) {
           const std::string suffix = std::string("<") + aperture::name_of(aperture::data_type_of_v<T>) + "> count " +
                                      std::to_string(count) + (in_place ? " in place" : "") + " half " +
-                                     std::to_string(comm->options().half_bytes);
+                                     std::to_string(comm->options().half_bytes) +
+                                     (comm->uses_ll(count * sizeof(T)) ? " ll" : "");
           {  // all-gather
             const std::uint64_t salt = next_salt();
             std::vector<T> out(count * n_, T(-7));
@@ -224,7 +232,7 @@ class CollectivesTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<aperture::Provider> provider_;
-  std::unique_ptr<Communicator> comm_, tiny_;
+  std::unique_ptr<Communicator> comm_, tiny_, ll_;
   int me_ = 0, n_ = 1;
   std::uint64_t salt_ = 0;
   std::uint64_t checked_ = 0;
@@ -247,6 +255,54 @@ TEST_P(CollectivesTest, BarrierOrdersWritesBeforeIt) {
   report(m, "barrier");
   world().barrier();
   provider_->free(a);
+}
+
+// The push (LL) path over many consecutive calls whose sizes change, interleaved with staged
+// calls on the same scratch (they share the epochs): every epoch parity is reused many times,
+// by calls both larger and smaller than the last one, so a line left from an earlier call
+// would be read as fresh here.
+TEST_P(CollectivesTest, LLManyCallsChangingSizes) {
+  const std::vector<std::uint64_t> sizes = {1, 4099, 3, 2048, 17, 0, 1000, 2049, 5, 4099, 2, 333};
+  Mismatches m;
+  for (int call = 0; call < 240; ++call) {
+    const std::uint64_t count = sizes[static_cast<std::size_t>(call * 7) % sizes.size()];
+    const std::uint64_t salt = next_salt();
+    const std::string what = "call " + std::to_string(call) + " count " + std::to_string(count);
+    switch (call % 5) {
+      case 0:
+      case 3: {
+        std::vector<float> in = input<float>(salt, count), out(count, -7.0f);
+        const AllReduceAlgorithm algo = call % 15 == 3 ? AllReduceAlgorithm::two_shot : AllReduceAlgorithm::ll;
+        ll_->all_reduce(in.data(), out.data(), count, ReduceOp::sum, algo);
+        const std::string where = std::string("all_reduce ") + aperture::name_of(algo) + " " + what;
+        for (std::uint64_t i = 0; i < count; ++i) m.expect(out[i], folded<float>(ReduceOp::sum, salt, i), where);
+        break;
+      }
+      case 1: {
+        std::vector<std::int32_t> in = input<std::int32_t>(salt, count), out(count * n_, -7);
+        ll_->all_gather(in.data(), out.data(), count);
+        const std::string where = "all_gather " + what;
+        for (int r = 0; r < n_; ++r)
+          for (std::uint64_t i = 0; i < count; ++i) m.expect(out[r * count + i], value<std::int32_t>(r, salt, i), where);
+        break;
+      }
+      case 2: {
+        std::vector<double> in = input<double>(salt, count * n_), out(count, -7.0);
+        ll_->reduce_scatter(in.data(), out.data(), count, ReduceOp::max);
+        const std::string where = "reduce_scatter " + what;
+        for (std::uint64_t i = 0; i < count; ++i) m.expect(out[i], folded<double>(ReduceOp::max, salt, me_ * count + i), where);
+        break;
+      }
+      default: {
+        std::vector<std::int64_t> in = input<std::int64_t>(salt, count), out(count, -7);
+        ll_->all_reduce(in.data(), out.data(), count, ReduceOp::min, AllReduceAlgorithm::one_shot);
+        const std::string where = "all_reduce one-shot " + what;
+        for (std::uint64_t i = 0; i < count; ++i) m.expect(out[i], folded<std::int64_t>(ReduceOp::min, salt, i), where);
+        break;
+      }
+    }
+  }
+  report(m, "LL calls of changing sizes");
 }
 
 TEST_P(CollectivesTest, AllReduceFloat) { all_reduce_cases<float>(); }
@@ -273,6 +329,11 @@ TEST_P(CollectivesTest, LargeAllReduceCrossesTheThreshold) {
   EXPECT_EQ(comm_->choose_all_reduce(kCount * sizeof(float)),
             n_ <= 2 ? AllReduceAlgorithm::one_shot : AllReduceAlgorithm::two_shot);
   EXPECT_EQ(comm_->choose_all_reduce(1024), AllReduceAlgorithm::one_shot);
+  // Host memory: the push (LL) path only where asked for (Options::ll_max_bytes).
+  EXPECT_FALSE(comm_->uses_ll(64));
+  EXPECT_EQ(comm_->options().ll_max_bytes, std::optional<std::size_t>(0));
+  EXPECT_TRUE(ll_->uses_ll(std::size_t{1} << 40));
+  EXPECT_EQ(ll_->choose_all_reduce(kCount * sizeof(float)), AllReduceAlgorithm::ll);
   const std::uint64_t salt = next_salt();
   const std::vector<float> in = input<float>(salt, kCount);
   std::vector<float> one(kCount), two(kCount);

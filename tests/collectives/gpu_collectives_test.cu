@@ -1,9 +1,11 @@
 // The collectives on GPU memory (the cuda-ipc provider; APERTURE_GPU_PROVIDER picks another):
-// barrier, broadcast, all-gather, reduce-scatter, all-reduce (one-shot, two-shot, automatic),
+// barrier, broadcast, all-gather, reduce-scatter, all-reduce (one-shot, two-shot, ll, automatic),
 // all-to-all, for float, __half, __nv_bfloat16 and int32, sum/min/max, in place and not, with
-// the default staging and a tiny one (many pieces, many blocks); a CUDA graph replaying a
-// captured all-reduce; group_put with a block and with warps at odd offsets. Every element is
-// checked on the host against values computed there from one seed drawn by rank 0.
+// the default staging and a tiny one (many pieces, many blocks), and with the push (LL) path
+// always and never; LL calls of changing sizes launched back to back (the epoch halves reused
+// many times without the host in between) and replayed from a CUDA graph; a CUDA graph
+// replaying a captured all-reduce; group_put with a block and with warps at odd offsets. Every
+// element is checked on the host against values computed there from one seed drawn by rank 0.
 //
 // A plain program (the GPU machine may lack GoogleTest), run as ranks of a job:
 //     aperture launch -n 2 -- gpu_collectives_test
@@ -19,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -140,13 +144,15 @@ const char* tname() { return aperture::name_of(aperture::data_type_of_v<T>); }
 template <class T>
 void run_type(Communicator& comm, cudaStream_t stream, const std::vector<std::uint64_t>& counts) {
   const int me = g_rank, n = g_world;
-  const std::string half = " half " + std::to_string(comm.options().half_bytes);
+  const std::string half = " half " + std::to_string(comm.options().half_bytes) + " ll_max " +
+                           std::to_string(*comm.options().ll_max_bytes);
   for (std::uint64_t count : counts) {
     for (bool in_place : {false, true}) {
       const std::string suffix = std::string("<") + tname<T>() + "> count " + std::to_string(count) +
                                  (in_place ? " in place" : "") + half;
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
-        for (AllReduceAlgorithm algo : {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::two_shot, AllReduceAlgorithm::automatic}) {
+        for (AllReduceAlgorithm algo : {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::two_shot, AllReduceAlgorithm::ll,
+                                        AllReduceAlgorithm::automatic}) {
           const std::uint64_t salt = next_salt();
           DeviceBuffer<T> in(count), out(count);
           in.upload(input<T>(salt, count));
@@ -237,6 +243,96 @@ void graph_replay(Communicator& comm, cudaStream_t stream) {
   cudaGraphDestroy(graph);
 }
 
+// Push (LL) calls of changing sizes, all launched back to back on the stream before any is
+// checked, so ranks run ahead of each other and every epoch half is reused by calls larger and
+// smaller than the last (a line left from an earlier call would show as a wrong element here);
+// staged all-reduces are mixed in (they share the epochs). Then the same sequence captured once
+// in a CUDA graph and replayed with new inputs.
+void ll_back_to_back(Communicator& comm, cudaStream_t stream) {
+  const std::vector<std::uint64_t> sizes = {1, 70001, 3, 2048, 17, 0, 1000, 65536, 5, 20003, 2, 333, 4097, 131072};
+  constexpr int kCalls = 140;
+  const int n = g_world, me = g_rank;
+  struct Case {
+    int kind;
+    std::uint64_t count;
+    std::uint64_t salt;
+    std::unique_ptr<DeviceBuffer<float>> in, out;
+  };
+  std::vector<Case> cases;
+  for (int call = 0; call < kCalls; ++call) {
+    Case c;
+    c.kind = call % 7 == 6 ? 3 : call % 3;  // 0 all_reduce ll, 1 all_gather, 2 reduce_scatter, 3 all_reduce staged
+    c.count = sizes[static_cast<std::size_t>(call * 5) % sizes.size()];
+    const std::uint64_t in_n = c.kind == 2 ? c.count * n : c.count;
+    const std::uint64_t out_n = c.kind == 1 ? c.count * n : c.count;
+    c.in = std::make_unique<DeviceBuffer<float>>(in_n);
+    c.out = std::make_unique<DeviceBuffer<float>>(out_n);
+    cases.push_back(std::move(c));
+  }
+  const auto launch = [&] {
+    for (int call = 0; call < kCalls; ++call) {
+      Case& c = cases[call];
+      switch (c.kind) {
+        case 0: comm.all_reduce(c.in->ptr, c.out->ptr, c.count, ReduceOp::sum, AllReduceAlgorithm::ll, stream); break;
+        case 1: comm.all_gather(c.in->ptr, c.out->ptr, c.count, stream); break;
+        case 2: comm.reduce_scatter(c.in->ptr, c.out->ptr, c.count, ReduceOp::max, stream); break;
+        default:
+          comm.all_reduce(c.in->ptr, c.out->ptr, c.count, ReduceOp::min,
+                          call % 2 ? AllReduceAlgorithm::two_shot : AllReduceAlgorithm::one_shot, stream);
+      }
+    }
+  };
+  const auto prepare = [&] {
+    for (Case& c : cases) {
+      c.salt = next_salt();
+      c.in->upload(input<float>(c.salt, c.in->n));
+      c.out->poison();
+    }
+  };
+  const auto verify = [&](const std::string& how) {
+    for (int call = 0; call < kCalls; ++call) {
+      Case& c = cases[call];
+      const std::string what = how + " call " + std::to_string(call) + " count " + std::to_string(c.count);
+      const std::vector<float> got = c.out->download(c.out->n);
+      switch (c.kind) {
+        case 0:
+          expect_all(got, c.count, [&](std::uint64_t i) { return folded<float>(ReduceOp::sum, c.salt, i); }, "all_reduce ll" + what);
+          break;
+        case 1:
+          expect_all(got, c.count * n, [&](std::uint64_t i) { return value<float>(static_cast<int>(i / c.count), c.salt, i % c.count); },
+                     "all_gather" + what);
+          break;
+        case 2:
+          expect_all(got, c.count, [&](std::uint64_t i) { return folded<float>(ReduceOp::max, c.salt, me * c.count + i); },
+                     "reduce_scatter" + what);
+          break;
+        default:
+          expect_all(got, c.count, [&](std::uint64_t i) { return folded<float>(ReduceOp::min, c.salt, i); }, "all_reduce staged" + what);
+      }
+    }
+  };
+  for (int round = 0; round < 2; ++round) {
+    prepare();
+    launch();
+    comm.check(stream);
+    verify(" back to back round " + std::to_string(round));
+  }
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  launch();
+  CUDA(cudaStreamEndCapture(stream, &graph));
+  CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    prepare();
+    CUDA(cudaGraphLaunch(exec, stream));
+    comm.check(stream);
+    verify(" graph replay " + std::to_string(replay));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
 // group_put by a block and by warps into the right neighbour's symmetric buffer, at offsets
 // that are not 16-byte aligned (the byte-wise heads and tails) and at ones that are.
 __global__ void put_kernel(aperture::PeerView peers, unsigned char* dst, const unsigned char* src, std::uint64_t bytes,
@@ -319,6 +415,15 @@ int main() {
       small.max_parts = 4;
       small.one_shot_max_bytes = 2048;
       Communicator tiny(*provider, team, small);
+      Communicator::Options ll_always;  // the push path at every size, in pieces above its slot
+      ll_always.ll_max_bytes = std::numeric_limits<std::size_t>::max();
+      Communicator ll(*provider, team, ll_always);
+      Communicator::Options ll_never;  // the staged path at every size
+      ll_never.ll_max_bytes = 0;
+      Communicator staged(*provider, team, ll_never);
+      Communicator::Options small_ll = small;
+      small_ll.ll_max_bytes = std::numeric_limits<std::size_t>::max();
+      Communicator tiny_ll(*provider, team, small_ll);
       cudaStream_t stream = nullptr;
       CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       const std::vector<std::uint64_t> counts = {0, 1, 3, 17, 1000, 70001, (1u << 20) + 5};
@@ -330,6 +435,16 @@ int main() {
       run_type<std::int32_t>(comm, stream, counts);
       run_type<float>(tiny, stream, small_counts);
       run_type<__half>(tiny, stream, small_counts);
+      run_type<float>(ll, stream, counts);
+      run_type<__nv_bfloat16>(ll, stream, counts);
+      run_type<__half>(ll, stream, small_counts);
+      run_type<std::int32_t>(ll, stream, small_counts);
+      run_type<float>(staged, stream, small_counts);
+      run_type<__nv_bfloat16>(staged, stream, small_counts);
+      run_type<float>(tiny_ll, stream, small_counts);
+      run_type<__half>(tiny_ll, stream, small_counts);
+      ll_back_to_back(comm, stream);
+      ll_back_to_back(tiny_ll, stream);
       graph_replay(comm, stream);
       group_put_cases(*provider, comm, stream);
       comm.check(stream);

@@ -7,6 +7,7 @@
 #include "aperture/collectives/bulk.h"
 #include "aperture/collectives/handle.h"
 #include "aperture/collectives/partition.h"
+#include "aperture/collectives/ll.h"
 #include "aperture/collectives/barrier.h"
 #include "aperture/collectives/broadcast.h"
 #include "aperture/collectives/all_gather.h"

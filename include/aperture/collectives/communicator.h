@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "aperture/collectives/handle.h"
@@ -36,9 +37,14 @@ namespace aperture {
 
 class Team;
 
-enum class AllReduceAlgorithm { automatic, one_shot, two_shot };
+// one_shot, two_shot: the staged algorithms (copy into staging, barrier, pull); ll: the push
+// path (aperture/collectives/ll.h: data and epoch flag stored straight into the peers, no barrier).
+enum class AllReduceAlgorithm { automatic, one_shot, two_shot, ll };
 constexpr const char* name_of(AllReduceAlgorithm a) {
-  return a == AllReduceAlgorithm::one_shot ? "one-shot" : a == AllReduceAlgorithm::two_shot ? "two-shot" : "automatic";
+  return a == AllReduceAlgorithm::one_shot   ? "one-shot"
+         : a == AllReduceAlgorithm::two_shot ? "two-shot"
+         : a == AllReduceAlgorithm::ll       ? "ll"
+                                             : "automatic";
 }
 
 using Stream = void*;  // a cudaStream_t for GPU memory; must be null for host memory
@@ -52,10 +58,19 @@ class Communicator {
     // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 64 on a GPU.
     int max_parts = 0;
     // all_reduce's automatic choice: one-shot up to this many bytes, two-shot above; 0: the
-    // default: on the host 128 KiB / ranks (every size at 2 ranks), 256 KiB on a GPU.
+    // default: every size at 2 ranks; at more, 128 KiB / ranks on the host and 256 KiB on GPUs.
+    // (The LL path, below, comes first.)
     std::size_t one_shot_max_bytes = 0;
     // Threads per CUDA block (GPU only), 32 to 512 (the kernels' launch bound); 0: 512.
     int block_threads = 0;
+    // all_gather, reduce_scatter and all_reduce(automatic) take the push path (LL, see
+    // aperture/collectives/ll.h) up to this many bytes of each rank's input. Unset: on a GPU
+    // 512 KiB, or less where max_parts blocks cannot move it in one piece (8 KiB a block); 0 on the host (where the barrier of the staged path already costs about what
+    // a round of context switches does, see docs/PERFORMANCE.md). 0: never (the staged
+    // algorithms only); SIZE_MAX: always.
+    std::optional<std::size_t> ll_max_bytes;
+    // GPU, LL path: a block per this many bytes of each rank's input, up to max_parts; 0: 4 KiB.
+    std::size_t ll_part_bytes = 0;
   };
 
   // Collective: allocates the scratch from `provider`, zeroes its flags and holds a team barrier.
@@ -116,6 +131,9 @@ class Communicator {
   // The algorithm all_reduce(automatic) runs for `bytes` bytes per rank.
   AllReduceAlgorithm choose_all_reduce(std::size_t bytes) const;
   std::size_t one_shot_max_bytes() const { return options_.one_shot_max_bytes; }
+  // True when all_gather / reduce_scatter / all_reduce(automatic) take the LL path for `bytes`
+  // bytes of each rank's input.
+  bool uses_ll(std::size_t bytes) const { return ll_max_bytes_ != 0 && bytes <= ll_max_bytes_; }
 
   // GPU memory: waits for `stream` and throws aperture::Error if a kernel's wait gave up
   // (APERTURE_TIMEOUT) since the Communicator was made. Host memory: nothing to check (host
@@ -132,7 +150,8 @@ class Communicator {
   Options options_;
   Allocation scratch_;
   collectives::CollectiveHandle handle_;
-  unsigned host_spins_ = 256;  // HostGroup::spins: fewer when this machine runs more ranks than cores
+  unsigned host_spins_ = 256;
+  std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved  // HostGroup::spins: fewer when this machine runs more ranks than cores
 };
 
 }  // namespace aperture

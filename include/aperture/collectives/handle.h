@@ -12,6 +12,10 @@
 //                                kernel captured in a CUDA graph reads the current epoch on every
 //                                replay; the host passes nothing that changes between calls.
 //   status   1 word              this rank's own: non-zero once a device wait gave up.
+//   ll       [max_parts][2][world][ll_slot_bytes]  symmetric: what peers push to this rank on
+//                                the LL path (aperture/collectives/ll.h); zeroed at construction
+//                                and used by nothing else. [p][e & 1][s]: rank s's lines for part
+//                                p at epoch e.
 //   staging  [max_parts][2][half_bytes]  symmetric: what peers read from this rank.
 //
 // The epochs are the "monotonic counters": every barrier raises a part's epoch by one on every
@@ -40,6 +44,8 @@ struct CollectiveHandle {
   std::uint64_t* status = nullptr;           // local
   unsigned char* staging = nullptr;          // [max_parts][2][half_bytes], symmetric
   std::uint64_t half_bytes = 0;              // a multiple of 256
+  unsigned char* ll = nullptr;               // [max_parts][2][world_size][ll_slot_bytes], symmetric
+  std::uint64_t ll_slot_bytes = 0;           // a multiple of 256
   std::uint64_t timeout_ns = 0;              // device waits give up after this long
 
   APERTURE_HD PeerView peers() const { return PeerView{rank, world_size, peer_bases}; }
@@ -53,6 +59,11 @@ struct CollectiveHandle {
   APERTURE_HD unsigned char* half(int part, std::uint64_t epoch) const {
     return staging + (static_cast<std::uint64_t>(part) * 2 + (epoch & 1)) * half_bytes;
   }
+  // Where rank `sender` pushes its LL lines of `epoch` to this rank, for part p.
+  APERTURE_HD unsigned char* ll_slot(int part, std::uint64_t epoch, int sender) const {
+    return ll + ((static_cast<std::uint64_t>(part) * 2 + (epoch & 1)) * static_cast<std::uint64_t>(world_size) +
+                 static_cast<std::uint64_t>(sender)) * ll_slot_bytes;
+  }
 };
 
 static_assert(std::is_trivially_copyable_v<CollectiveHandle>, "a CollectiveHandle is passed to kernels by value");
@@ -62,21 +73,25 @@ struct ScratchLayout {
   std::uint64_t flags_offset = 0;
   std::uint64_t epochs_offset = 0;
   std::uint64_t status_offset = 0;
+  std::uint64_t ll_offset = 0;
   std::uint64_t staging_offset = 0;
   std::uint64_t total_bytes = 0;
 
   static constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
-  static constexpr ScratchLayout make(int world, int max_parts, std::uint64_t half_bytes) {
+  static constexpr ScratchLayout make(int world, int max_parts, std::uint64_t half_bytes,
+                                      std::uint64_t ll_slot_bytes = 0) {
     ScratchLayout l;
     l.flags_offset = 0;
     l.epochs_offset =
         round_up(static_cast<std::uint64_t>(max_parts) * static_cast<std::uint64_t>(world) * kFlagStride * 8, 256);
     l.status_offset = l.epochs_offset + round_up(static_cast<std::uint64_t>(max_parts) * 8, 256);
-    l.staging_offset = l.status_offset + 256;
+    l.ll_offset = l.status_offset + 256;
+    l.staging_offset = l.ll_offset + static_cast<std::uint64_t>(max_parts) * 2 * static_cast<std::uint64_t>(world) *
+                                         ll_slot_bytes;
     l.total_bytes = l.staging_offset + static_cast<std::uint64_t>(max_parts) * 2 * half_bytes;
     return l;
   }
-  // The bytes to zero before first use: flags, epochs and status (not the staging).
+  // The bytes to zero before first use: flags, epochs, status and the LL lines (not the staging).
   constexpr std::uint64_t control_bytes() const { return staging_offset; }
 };
 

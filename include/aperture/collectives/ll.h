@@ -1,0 +1,226 @@
+// aperture/collectives/ll.h — the push ("LL", low-latency) protocol of the small collectives.
+//
+// The staged algorithms (all_reduce.h, ...) copy into their own staging, cross a barrier and then
+// pull from the peers: two NVLink round trips per call. On the LL path each rank instead stores
+// its data straight into every peer's LL slot (handle.h), in 16-byte lines made of two
+// self-validating 8-byte words, each 4 payload bytes and a 4-byte flag of the epoch:
+//     line = { payload[0..4), flag, payload[4..8), flag }     (one st.v4 on a GPU, as NCCL's LL)
+// and then polls only its own memory until every word it needs carries this epoch's flag. No
+// barrier and no signal: the data is its own signal, so a call costs one NVLink trip.
+//
+// Why no stale word is ever taken as fresh:
+//   - A receiver clears (stores 0 into) every line it consumed, in the same piece it read it.
+//     So at any time a slot holds only zeros and lines of the epoch being received: a line
+//     from an older epoch never survives its own epoch, whatever sizes later calls use.
+//   - The clear of epoch e's lines happens before the receiver pushes anything of epoch e+1
+//     (program order, g.sync() and a fence between pieces of one call, the kernel boundary or
+//     the host's release store between calls), and a peer writes the same half again only at
+//     e+2, after it has received the receiver's e+1 lines: the double-buffering rule of
+//     barrier.h, with "passed epoch e+1" meaning "got every peer's lines of e+1".
+//   - The flag is 1 + (epoch mod (2^32 - 1)): never 0, so a cleared or never-written line never
+//     matches. Since no line outlives its epoch, the flag's wrap-around after 2^32 - 1 epochs
+//     cannot make an old line match; the epoch in the flag is a second check, not the only one.
+// Every part (CUDA block) has its own slots and its own epoch (h.epochs[part]), shared with the
+// staged algorithms: both raise it by one per piece, and each half is reused only two epochs
+// later, whichever algorithm ran in between.
+//
+// Every helper here works on a CPU thread too (8-byte atomic words, release stores and acquire
+// loads), so the same templates run on host memory; the automatic choice uses them on GPUs.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "aperture/collectives/barrier.h"
+#include "aperture/collectives/bulk.h"
+#include "aperture/collectives/handle.h"
+#include "aperture/config.h"
+#include "aperture/detail/host_wait.h"
+#include "aperture/translate.h"
+
+namespace aperture::collectives {
+
+struct alignas(16) LLLine {
+  std::uint64_t lo;  // payload bytes 0..3 | flag << 32
+  std::uint64_t hi;  // payload bytes 4..7 | flag << 32
+};
+inline constexpr std::uint64_t kLLLineBytes = sizeof(LLLine);
+inline constexpr std::uint64_t kLLPayloadBytes = 8;
+// Elements of T one line carries (T of 2, 4 or 8 bytes: an element never straddles two lines).
+template <class T>
+inline constexpr std::uint64_t kLLElements = kLLPayloadBytes / sizeof(T);
+
+// The flag of `epoch`: never 0 (the value of a cleared line).
+APERTURE_HD std::uint32_t ll_flag(std::uint64_t epoch) {
+  return static_cast<std::uint32_t>(epoch % 0xffffffffull) + 1u;
+}
+
+// Elements of T one piece (one epoch) moves per slot: the slot's lines, in whole 16-byte vectors
+// of T so pieces cut where partition.h's splits do.
+template <class T>
+APERTURE_HD std::uint64_t ll_capacity(const CollectiveHandle& h) {
+  constexpr std::uint64_t V = kVectorElements<T>;
+  const std::uint64_t n = h.ll_slot_bytes / kLLLineBytes * kLLElements<T> / V * V;
+  return n > 0 ? n : V;
+}
+
+namespace detail {
+
+// Stores one line (`dst` already translated to the receiver).
+APERTURE_HD void ll_store(LLLine* dst, std::uint64_t payload, std::uint32_t flag) {
+  const auto lo = static_cast<std::uint32_t>(payload);
+  const auto hi = static_cast<std::uint32_t>(payload >> 32);
+  APERTURE_IF_DEVICE_ELSE(
+      (asm volatile("st.volatile.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(lo), "r"(flag), "r"(hi), "r"(flag)
+                    : "memory");),
+      (const std::uint64_t f = static_cast<std::uint64_t>(flag) << 32;
+       std::atomic_ref<std::uint64_t>(dst->lo).store(lo | f, std::memory_order_release);
+       std::atomic_ref<std::uint64_t>(dst->hi).store(hi | f, std::memory_order_release);))
+}
+
+// True, and the payload, when both words of the local line carry `flag`.
+APERTURE_HD bool ll_try_load(const LLLine* src, std::uint32_t flag, std::uint64_t& payload) {
+  std::uint32_t d0 = 0, f0 = 0, d1 = 0, f1 = 0;
+  APERTURE_IF_DEVICE_ELSE(
+      (asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
+                    : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+                    : "l"(src)
+                    : "memory");),
+      (auto* line = const_cast<LLLine*>(src);
+       const std::uint64_t lo = std::atomic_ref<std::uint64_t>(line->lo).load(std::memory_order_acquire);
+       const std::uint64_t hi = std::atomic_ref<std::uint64_t>(line->hi).load(std::memory_order_acquire);
+       d0 = static_cast<std::uint32_t>(lo); f0 = static_cast<std::uint32_t>(lo >> 32);
+       d1 = static_cast<std::uint32_t>(hi); f1 = static_cast<std::uint32_t>(hi >> 32);))
+  if (f0 != flag || f1 != flag) return false;
+  payload = static_cast<std::uint64_t>(d0) | static_cast<std::uint64_t>(d1) << 32;
+  return true;
+}
+
+APERTURE_HD void ll_clear(LLLine* line) {
+  APERTURE_IF_DEVICE_ELSE(
+      (asm volatile("st.volatile.v4.u32 [%0], {%1, %1, %1, %1};" ::"l"(line), "r"(0u) : "memory");),
+      (std::atomic_ref<std::uint64_t>(line->lo).store(0, std::memory_order_relaxed);
+       std::atomic_ref<std::uint64_t>(line->hi).store(0, std::memory_order_relaxed);))
+}
+
+// Waits until the local line carries `flag`, then clears it. False when the wait gave up
+// (device: after timeout_ns; the host throws aperture::Error instead, like every host wait).
+APERTURE_HD bool ll_receive(LLLine* line, std::uint32_t flag, std::uint64_t timeout_ns, std::uint64_t& payload) {
+  bool got = false;
+  APERTURE_IF_DEVICE_ELSE(
+      (// A peer's line usually lands within a few microseconds: poll flat out first, then bounded.
+       std::uint64_t start = 0;
+       for (unsigned poll = 0;; ++poll) {
+         if (ll_try_load(line, flag, payload)) {
+           got = true;
+           break;
+         }
+         if (poll < 4096) continue;
+         std::uint64_t now = 0;
+         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+         if (start == 0) start = now;
+         if (now - start >= timeout_ns) break;
+         __nanosleep(128);
+       }),
+      (std::uint64_t seen = 0;
+       got = aperture::detail::host_wait_until_ge_for(
+           &line->lo, 1, timeout_ns != 0 ? timeout_ns : aperture::detail::host_timeout_ns(), &seen,
+           [&](const std::uint64_t*) -> std::uint64_t { return ll_try_load(line, flag, payload) ? 1 : 0; });
+       if (!got) aperture::detail::throw_wait_timeout(&line->lo, flag, line->lo >> 32);))
+  if (got) ll_clear(line);
+  return got;
+}
+
+}  // namespace detail
+
+// A rank's elements [at, at + valid) as one line's payload, zero-padded (`aligned`: src is
+// 8-byte aligned, so a whole line is one load).
+template <class T>
+APERTURE_HD std::uint64_t ll_pack(const T* src, std::uint64_t valid, bool aligned) {
+  if (aligned && valid == kLLElements<T>) {
+    // One 8-byte load (a memcpy the host compiler folds into one; nvcc would not know the
+    // alignment and load bytes).
+    std::uint64_t whole = 0;
+    APERTURE_IF_DEVICE_ELSE((whole = *reinterpret_cast<const std::uint64_t*>(src);),
+                            (std::memcpy(&whole, static_cast<const void*>(src), sizeof whole);))
+    return whole;
+  }
+  unsigned char bytes[kLLPayloadBytes] = {};
+  for (std::uint64_t k = 0; k < valid && k < kLLElements<T>; ++k) memcpy(bytes + k * sizeof(T), src + k, sizeof(T));
+  std::uint64_t payload = 0;
+  memcpy(&payload, bytes, sizeof payload);
+  return payload;
+}
+
+// The first `valid` elements of a payload into dst.
+template <class T>
+APERTURE_HD void ll_unpack(T* dst, std::uint64_t payload, std::uint64_t valid, bool aligned) {
+  if (aligned && valid == kLLElements<T>) {
+    APERTURE_IF_DEVICE_ELSE((*reinterpret_cast<std::uint64_t*>(dst) = payload;),
+                            (std::memcpy(static_cast<void*>(dst), &payload, sizeof payload);))
+    return;
+  }
+  unsigned char bytes[kLLPayloadBytes];
+  memcpy(bytes, &payload, sizeof payload);
+  for (std::uint64_t k = 0; k < valid && k < kLLElements<T>; ++k) memcpy(dst + k, bytes + k * sizeof(T), sizeof(T));
+}
+
+template <class T>
+APERTURE_HD bool ll_aligned(const T* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % kLLPayloadBytes == 0;
+}
+
+// The lines of a piece of n elements, and how many elements line j holds.
+template <class T>
+APERTURE_HD std::uint64_t ll_lines(std::uint64_t n) {
+  return (n + kLLElements<T> - 1) / kLLElements<T>;
+}
+template <class T>
+APERTURE_HD std::uint64_t ll_valid(std::uint64_t n, std::uint64_t line) {
+  const std::uint64_t first = line * kLLElements<T>;
+  return n - first < kLLElements<T> ? n - first : kLLElements<T>;
+}
+
+// One piece of an LL collective, on a Session (barrier.h) whose epoch it raises by one.
+template <class Group>
+struct LLPiece {
+  Session<Group>& s;
+  std::uint32_t flag;
+  bool received = true;  // false once a wait of this thread gave up: later waits are skipped
+
+  APERTURE_HD explicit LLPiece(Session<Group>& session) : s(session), flag(ll_flag(++session.epoch)) {}
+
+  // Rank `to`'s slot for lines from this rank (translated: where this thread stores).
+  APERTURE_HD LLLine* remote_slot(int to) const {
+    auto* mine = reinterpret_cast<LLLine*>(s.h.ll_slot(s.part, s.epoch, s.h.rank));
+    return aperture::translate(mine, s.h.rank, to, s.h.peer_bases);
+  }
+  // This rank's slot for lines from rank `from`.
+  APERTURE_HD LLLine* local_slot(int from) const {
+    return reinterpret_cast<LLLine*>(s.h.ll_slot(s.part, s.epoch, from));
+  }
+  APERTURE_HD void push(int to, std::uint64_t line, std::uint64_t payload) const {
+    detail::ll_store(remote_slot(to) + line, payload, flag);
+  }
+  // Rank `from`'s line (0 when an earlier wait of this thread gave up), cleared after reading.
+  APERTURE_HD std::uint64_t receive(int from, std::uint64_t line) {
+    std::uint64_t payload = 0;
+    if (received && !detail::ll_receive(local_slot(from) + line, flag, s.h.timeout_ns, payload)) received = false;
+    return payload;
+  }
+  // Joins the group. When another piece follows in this call, the clears of this one must reach
+  // memory before any thread pushes the next (peers write this half again only after that), so
+  // one thread fences after the group has synchronised; between calls the kernel boundary (GPU)
+  // or the release stores (host) order them.
+  APERTURE_HD bool done(bool more) {
+    s.ok = s.g.all(received) && s.ok;
+    if (more) {
+      if (s.g.thread() == 0) s.g.fence();
+      s.g.sync();
+    }
+    return s.ok;
+  }
+};
+
+}  // namespace aperture::collectives
