@@ -74,34 +74,26 @@ __global__ void raw_copy_kernel(unsigned char* dst, const unsigned char* src, st
   collectives::group_copy(collectives::GridGroup{}, dst, src, bytes);
 }
 
-// One thread of ranks 0 and 1: `rounds` round trips, values base+1 .. base+rounds. Mode 0:
-// aperture's signal (translated) and wait_until_ge. Else the partner's flag written with a
-// release store and our own spun on with acquire loads, the partner's address being
-// 1: a raw pointer translated once on the host;
-// 2: translated every round from the table read through the non-coherent cache (ld.global.nc);
-// 3: translated every round from the table read with plain loads (what translate() does).
-// 2 and 3 tell how much of aperture's extra time is reading the table after an acquire.
-template <int Mode>
+// How a ping-pong side sends: aperture with the partner's flag translated once before the loop
+// (PeerView::translate, then signal_translated: how a latency-bound loop is written), aperture's
+// signal() translating in every round, or a raw release store to the address the host translated.
+enum class PingPong { translated_once, translated_per_round, raw };
+
+// One thread of ranks 0 and 1: `rounds` round trips, values base+1 .. base+rounds. The waits are
+// aperture's wait_until_ge_for, or (raw) acquire loads spun on; both are bounded (a few seconds)
+// so a broken setup ends the bench instead of hanging it.
+template <PingPong Mode>
 __global__ void ping_pong_kernel(PeerView peers, std::uint64_t* flag, std::uint64_t* partner_flag, int partner,
                                  std::uint64_t base, int rounds) {
   const bool first = peers.rank < partner;
+  std::uint64_t* const target = Mode == PingPong::translated_once ? peers.translate(flag, partner) : partner_flag;
   const auto send = [&](std::uint64_t v) {
-    if constexpr (Mode == 0) {
-      aperture::signal(flag, v, peers.rank, partner, peers.peer_bases);
-    } else {
-      std::uint64_t* target = partner_flag;
-      if constexpr (Mode == 2)
-        target = reinterpret_cast<std::uint64_t*>(reinterpret_cast<char*>(flag) + (__ldg(peers.peer_bases + partner) -
-                                                                                   __ldg(peers.peer_bases + peers.rank)));
-      if constexpr (Mode == 3)
-        target = reinterpret_cast<std::uint64_t*>(reinterpret_cast<char*>(flag) +
-                                                  (peers.peer_bases[partner] - peers.peer_bases[peers.rank]));
-      asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(target), "l"(v) : "memory");
-    }
+    if constexpr (Mode == PingPong::translated_once) aperture::signal_translated(target, v);
+    if constexpr (Mode == PingPong::translated_per_round) peers.signal(flag, v, partner);
+    if constexpr (Mode == PingPong::raw) asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(target), "l"(v) : "memory");
   };
   const auto wait = [&](std::uint64_t v) {
-    // Both bounded (a few seconds), so a broken setup ends the bench instead of hanging it.
-    if constexpr (Mode != 0) {
+    if constexpr (Mode == PingPong::raw) {
       std::uint64_t seen = 0;
       unsigned spins = 0;
       do {
@@ -283,19 +275,20 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         auto* flag = static_cast<std::uint64_t*>(flags.ptr);
         std::uint64_t* partner_flag = translate(flag, me, partner < world ? partner : me, flags.map.host_peer_bases().data());
         const bool plays = partner < world;
-        ours = [&, flag, partner, plays] {
+        ours = [&, flag, partner_flag, partner, plays] {
           if (plays)
-            (op == "ping_pong" ? ping_pong_kernel<0> : ping_pong_kernel<3>)<<<1, 1, 0, stream>>>(
+            (op == "ping_pong" ? ping_pong_kernel<PingPong::translated_once>
+                               : ping_pong_kernel<PingPong::translated_per_round>)<<<1, 1, 0, stream>>>(
                 flags.map.peer_view(), flag, partner_flag, partner, ping_pong_next, kPingPongRounds);
           ping_pong_next += kPingPongRounds;
         };
         theirs = [&, flag, partner_flag, partner, plays] {
           if (plays)
-            (op == "ping_pong" ? ping_pong_kernel<1> : ping_pong_kernel<2>)<<<1, 1, 0, stream>>>(
-                flags.map.peer_view(), flag, partner_flag, partner, ping_pong_next, kPingPongRounds);
+            ping_pong_kernel<PingPong::raw><<<1, 1, 0, stream>>>(flags.map.peer_view(), flag, partner_flag, partner,
+                                                                 ping_pong_next, kPingPongRounds);
           ping_pong_next += kPingPongRounds;
         };
-        row.baseline = op == "ping_pong" ? "raw ping-pong" : "table via ld.nc";
+        row.baseline = "raw ping-pong";
       } else if (op == "put") {
         ours = [&] { put_kernel<<<kPutBlocks, kPutThreads, 0, stream>>>(peers, peer_window, static_cast<unsigned char*>(in), n, right); };
         theirs = [&] { raw_copy_kernel<<<kPutBlocks, kPutThreads, 0, stream>>>(remote, static_cast<unsigned char*>(in), n); };

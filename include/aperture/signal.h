@@ -31,14 +31,21 @@ APERTURE_HD std::uint64_t load_acquire(const std::uint64_t* flag) {
 }
 }  // namespace detail
 
-// Stores `value` into to_rank's copy of *flag with release semantics at system scope.
-APERTURE_HD void signal(std::uint64_t* flag, std::uint64_t value, int from_rank, int to_rank,
-                        const std::int64_t* peer_bases) {
-  std::uint64_t* target = translate(flag, from_rank, to_rank, peer_bases);
-  detail::with_atomic_ref(target, scope::system, [=](auto ref) -> std::uint64_t {
+// The store of signal() into a flag already translated to its receiver (by translate() or
+// PeerView::translate()): release semantics at system scope, no table read. For a loop that
+// signals the same peer many times: translate once before it. Inside the loop the table would be
+// read again after every acquire wait, which costs about 0.15 us per signal on 2x H200.
+APERTURE_HD void signal_translated(std::uint64_t* translated_flag, std::uint64_t value) {
+  detail::with_atomic_ref(translated_flag, scope::system, [=](auto ref) -> std::uint64_t {
     ref.store(value, detail::memory_order::release);
     return value;
   });
+}
+
+// Stores `value` into to_rank's copy of *flag with release semantics at system scope.
+APERTURE_HD void signal(std::uint64_t* flag, std::uint64_t value, int from_rank, int to_rank,
+                        const std::int64_t* peer_bases) {
+  signal_translated(translate(flag, from_rank, to_rank, peer_bases), value);
 }
 
 // Waits until the caller's own *local_flag is >= value (acquire, system scope), for at most

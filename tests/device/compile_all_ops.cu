@@ -1,8 +1,8 @@
 // tests/device/compile_all_ops.cu — every device operation, instantiated and checked.
 //
 // One APERTURE_HD function, exercise<T>(), calls every operation of the contract (translate,
-// load, store, put, get, copy, every atomic with every order and scope, signal, wait_until_ge,
-// wait_until_ge_for, and the PeerView methods) for int32_t, uint32_t, int64_t, uint64_t, float
+// load, store, put, get, copy, every atomic with every order and scope, signal,
+// signal_translated, wait_until_ge, wait_until_ge_for, and the PeerView methods) for int32_t, uint32_t, int64_t, uint64_t, float
 // and double, and checks each result. It runs:
 //   - on the host, always (the nvcc-compiled host paths: cuda::atomic_ref on host memory);
 //   - in a kernel, when a GPU is present; without one the program says so and exits 0, so CI
@@ -185,6 +185,10 @@ APERTURE_HD void exercise(Region<T>* r, const std::int64_t* table, Report* repor
   CHECK(!wait_until_ge_for(&r[1].flag, 6, 2000, &seen));  // times out: nobody signals 6
   CHECK(seen == 5u);
   CHECK(wait_until_ge_for(&r[1].flag, 1, 1000, nullptr));
+  // signal_translated: the same store into a flag translated beforehand.
+  signal_translated(translate(&r[0].flag, 0, 1, table), 7);
+  CHECK(r[1].flag == 7u);
+  CHECK(r[0].flag == 0u);
 
   // PeerView: the same operations with from_rank filled in.
   const PeerView view{0, 2, table};
