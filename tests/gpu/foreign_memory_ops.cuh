@@ -226,7 +226,7 @@ inline void signals(gputest::Job& job) {
 // symmetric_address_map of a sub-range of an allocation, driven by the generic store kernel.
 inline void views(gputest::Job& job) {
   auto& provider = *job.provider;
-  const int me = job.me, n = job.n;
+  const int n = job.n;
   constexpr std::size_t kViewOffset = 1017;  // elements: an odd offset, 8-byte aligned only
   const std::size_t total = kViewOffset + n * kCount + 100;
   aperture::Allocation whole = provider.allocate(total * sizeof(std::int64_t));
@@ -237,35 +237,9 @@ inline void views(gputest::Job& job) {
   std::int64_t* view = whole.as<std::int64_t>() + kViewOffset;
   const std::size_t view_bytes = n * kCount * sizeof(std::int64_t);
   const aperture::SymmetricAddressMap vmap = provider.symmetric_address_map(view, view_bytes);
-  CHECK(vmap.local_rank == me && vmap.world_size == n);
-  CHECK(vmap.allocation_base == reinterpret_cast<std::uintptr_t>(view));
-  CHECK(vmap.allocation_bytes == view_bytes);
-  const auto whole_host = whole.map.host_peer_bases();
-  const auto view_host = vmap.host_peer_bases();
-  for (int p = 0; p < n; ++p) {
-    CHECK(vmap.is_direct(p) == whole.map.is_direct(p));
-    if (whole.map.is_direct(p))
-      CHECK(view_host[p] == whole_host[p] + static_cast<std::int64_t>(kViewOffset * sizeof(std::int64_t)));
-  }
-  CHECK(vmap.peer_bases() != whole.map.peer_bases());
-  CHECK(device_of(vmap.peer_bases()) >= 0);
-  const auto device_copy = gputest::to_host(vmap.peer_bases(), n);
-  for (int p = 0; p < n; ++p) CHECK(device_copy[p] == view_host[p]);
   const auto past_end = test::error_of([&] { provider.symmetric_address_map(view, total * sizeof(std::int64_t)); });
   CHECK_MSG(past_end != "(no error)", "a range running past the allocation is refused: " + past_end);
-  job.sync();
-
-  gputest::store_through_view<<<kBlocks, kThreads>>>(view, kCount, me, n, vmap.peer_bases(), whole.map.peer_bases(),
-                                                     counter);
-  gputest::launched("store_through_view");
-  job.sync();
-  CHECK(gputest::to_host(counter, 1)[0] == 0);  // view and whole tables agree
-  const auto host = gputest::to_host(whole.as<std::int64_t>(), total);
-  std::vector<std::int64_t> expected(total, 0);
-  for (int s = 0; s < n; ++s)
-    if (job.reaches(s, me))
-      for (std::size_t i = 0; i < kCount; ++i) expected[kViewOffset + s * kCount + i] = pattern<std::int64_t>(s, i, 5);
-  CHECK_RANGE(host.data(), expected, "view: whole[view offset + source slot] == pattern(source), 0 elsewhere");
+  gputest::check_view(job, whole, total, kViewOffset, vmap, kShape, counter);
   job.sync();
   APERTURE_CUDA_CHECK(cudaFree(counter), "test");
   provider.free(whole);

@@ -29,7 +29,7 @@ constexpr gputest::RmaShape kShape{kCount, kBlocks, kThreads};
 
 void views(gputest::Job& job) {
   auto& provider = *job.provider;
-  const int me = job.me, n = job.n;
+  const int n = job.n;
   constexpr std::size_t kViewOffset = 1017;  // elements: an odd offset, 8-byte aligned only
   const std::size_t total = kViewOffset + n * kCount + 100;
   aperture::Allocation whole = provider.allocate(total * sizeof(std::int64_t));
@@ -39,47 +39,10 @@ void views(gputest::Job& job) {
   std::int64_t* view = whole.as<std::int64_t>() + kViewOffset;
   const std::size_t view_bytes = n * kCount * sizeof(std::int64_t);
   const aperture::SymmetricAddressMap vmap = provider.symmetric_address_map(view, view_bytes);
-
-  // The view's map: same ranks, its own base and length, every direct entry shifted.
-  CHECK(vmap.local_rank == me);
-  CHECK(vmap.world_size == n);
-  CHECK(vmap.allocation_base == reinterpret_cast<std::uintptr_t>(view));
-  CHECK(vmap.allocation_bytes == view_bytes);
-  CHECK(vmap.owns(view, view_bytes));
-  CHECK(!vmap.owns(view - 1));
-  const auto whole_host = whole.map.host_peer_bases();
-  const auto view_host = vmap.host_peer_bases();
-  for (int p = 0; p < n; ++p) {
-    CHECK(vmap.is_direct(p) == whole.map.is_direct(p));
-    if (whole.map.is_direct(p))
-      CHECK(view_host[p] == whole_host[p] + static_cast<std::int64_t>(kViewOffset * sizeof(std::int64_t)));
-    else
-      CHECK(view_host[p] == 0);
-  }
-  // Its kernel table lives in device memory, apart from the allocation's, and matches the host's.
-  CHECK(vmap.peer_bases() != whole.map.peer_bases());
-  cudaPointerAttributes attributes{};
-  APERTURE_CUDA_CHECK(cudaPointerGetAttributes(&attributes, vmap.peer_bases()), "test");
-  CHECK(attributes.type == cudaMemoryTypeDevice);
-  const auto device_copy = gputest::to_host(vmap.peer_bases(), n);
-  for (int p = 0; p < n; ++p) CHECK(device_copy[p] == view_host[p]);
+  gputest::check_view(job, whole, total, kViewOffset, vmap, kShape, counter.as<unsigned long long>());
   // A map of the whole allocation, asked for afterwards, has the allocation's table.
   const auto again = provider.symmetric_address_map(whole.ptr, whole.bytes);
-  for (int p = 0; p < n; ++p) CHECK(again.host_peer_bases()[p] == whole_host[p]);
-  job.sync();
-
-  gputest::store_through_view<<<kBlocks, kThreads>>>(view, kCount, me, n, vmap.peer_bases(), whole.map.peer_bases(),
-                                                     counter.as<unsigned long long>());
-  gputest::launched("store_through_view");
-  job.sync();
-
-  CHECK(gputest::to_host(counter.as<unsigned long long>(), 1)[0] == 0);  // view and whole tables agree
-  const auto host = gputest::to_host(whole.as<std::int64_t>(), total);
-  std::vector<std::int64_t> expected(total, 0);
-  for (int s = 0; s < n; ++s)
-    if (job.reaches(s, me))
-      for (std::size_t i = 0; i < kCount; ++i) expected[kViewOffset + s * kCount + i] = pattern<std::int64_t>(s, i, 5);
-  CHECK_RANGE(host.data(), expected, "view: whole[view offset + source slot] == pattern(source), 0 elsewhere");
+  for (int p = 0; p < n; ++p) CHECK(again.host_peer_bases()[p] == whole.map.host_peer_bases()[p]);
   job.sync();
   provider.free(counter);
   provider.free(whole);

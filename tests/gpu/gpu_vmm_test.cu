@@ -339,7 +339,7 @@ void growth(gputest::Job& job) {
 
 void views(gputest::Job& job) {
   auto& provider = *job.provider;
-  const int me = job.me, n = job.n;
+  const int n = job.n;
   constexpr std::size_t kViewOffset = 1017;
   const std::size_t total = kViewOffset + n * kCount + 100;
   aperture::Allocation whole = provider.allocate(total * sizeof(std::int64_t));
@@ -348,25 +348,7 @@ void views(gputest::Job& job) {
   std::int64_t* view = whole.as<std::int64_t>() + kViewOffset;
   const std::size_t view_bytes = n * kCount * sizeof(std::int64_t);
   const aperture::SymmetricAddressMap vmap = provider.symmetric_address_map(view, view_bytes);
-  CHECK(vmap.local_rank == me && vmap.world_size == n);
-  CHECK(vmap.allocation_base == reinterpret_cast<std::uintptr_t>(view));
-  CHECK(vmap.allocation_bytes == view_bytes);
-  for (int p = 0; p < n; ++p)
-    CHECK(vmap.host_peer_bases()[p] ==
-          (whole.map.is_direct(p) ? whole.map.host_peer_bases()[p] + std::int64_t{kViewOffset * 8} : 0));
-  const auto device_copy = gputest::to_host(vmap.peer_bases(), n);
-  for (int p = 0; p < n; ++p) CHECK(device_copy[p] == vmap.host_peer_bases()[p]);
-  job.sync();
-  gputest::store_through_view<<<kBlocks, kThreads>>>(view, kCount, me, n, vmap.peer_bases(), whole.map.peer_bases(),
-                                                     counter.as<unsigned long long>());
-  gputest::launched("store_through_view");
-  job.sync();
-  CHECK(gputest::to_host(counter.as<unsigned long long>(), 1)[0] == 0);
-  const auto host = gputest::to_host(whole.as<std::int64_t>(), total);
-  std::vector<std::int64_t> expected(total, 0);
-  const auto inbox = expected_from_sources<std::int64_t>(job, kCount, 5);
-  std::copy(inbox.begin(), inbox.end(), expected.begin() + kViewOffset);
-  CHECK_RANGE(host.data(), expected, "view: whole[view offset + source slot] == pattern(source), 0 elsewhere");
+  gputest::check_view(job, whole, total, kViewOffset, vmap, kShape, counter.as<unsigned long long>());
 
   // What a view may not be.
   const auto past_end = error_of([&] { provider.symmetric_address_map(view + n * kCount, 101 * 8); });

@@ -1,13 +1,14 @@
 // tests/gpu/peer_kernels.cuh — the kernels the GPU tests share, written once against a peer table
 // for any provider's memory (cuda-ipc, cuda-vmm, NVSHMEM, NCCL), what they must leave behind, and
-// the checks that drive them: store, load, put, get and copy against every direct peer, and one
-// allocation's table used for another allocation's memory.
+// the checks that drive them: store, load, put, get and copy against every direct peer, one
+// allocation's table used for another allocation's memory, and a view of an allocation.
 //
 // Each kernel reaches every direct peer (table entry != 0) in slots of `count` elements, one
 // operation per element or per kChunk elements, with pattern() values distinct per rank, element
 // and salt, so a wrong peer or offset shows.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -247,6 +248,53 @@ inline void cross_allocation(Job& job, RmaShape shape, Fresh fresh) {
   provider.free(target);
   provider.free(gap);
   provider.free(first);
+}
+
+// ---- the check: a view (symmetric_address_map of a sub-range) ------------------------------------
+
+// `vmap` maps n slots of shape.count int64 that start `offset` elements into `whole` (`total`
+// elements, zeroed): the same ranks, its own base and length, every direct entry shifted by the
+// offset and the others 0, and a kernel table of its own in device memory that matches the
+// host's. Then the store kernel, through the view's table, must write where the whole
+// allocation's table says (`disagreements`: a zeroed device counter) and nowhere else.
+inline void check_view(Job& job, const aperture::Allocation& whole, std::size_t total, std::size_t offset,
+                       const aperture::SymmetricAddressMap& vmap, RmaShape shape,
+                       unsigned long long* disagreements) {
+  const int me = job.me, n = job.n;
+  const std::size_t count = shape.count;
+  std::int64_t* view = whole.as<std::int64_t>() + offset;
+  const std::size_t view_bytes = n * count * sizeof(std::int64_t);
+  CHECK(vmap.local_rank == me);
+  CHECK(vmap.world_size == n);
+  CHECK(vmap.allocation_base == reinterpret_cast<std::uintptr_t>(view));
+  CHECK(vmap.allocation_bytes == view_bytes);
+  CHECK(vmap.owns(view, view_bytes));
+  CHECK(!vmap.owns(view - 1));
+  const auto whole_host = whole.map.host_peer_bases();
+  const auto view_host = vmap.host_peer_bases();
+  for (int p = 0; p < n; ++p) {
+    CHECK(vmap.is_direct(p) == whole.map.is_direct(p));
+    if (whole.map.is_direct(p))
+      CHECK(view_host[p] == whole_host[p] + static_cast<std::int64_t>(offset * sizeof(std::int64_t)));
+    else
+      CHECK(view_host[p] == 0);
+  }
+  CHECK(vmap.peer_bases() != whole.map.peer_bases());
+  CHECK(device_of(vmap.peer_bases()) >= 0);
+  const auto device_copy = to_host(vmap.peer_bases(), n);
+  for (int p = 0; p < n; ++p) CHECK(device_copy[p] == view_host[p]);
+  job.sync();  // every rank's memory is zeroed before anyone stores
+
+  store_through_view<<<shape.blocks, shape.threads>>>(view, count, me, n, vmap.peer_bases(), whole.map.peer_bases(),
+                                                      disagreements);
+  launched("store_through_view");
+  job.sync();
+  CHECK(to_host(disagreements, 1)[0] == 0);  // view and whole tables agree
+  std::vector<std::int64_t> expected(total, 0);
+  const auto slots = expected_from_sources<std::int64_t>(job, count, 5);
+  std::copy(slots.begin(), slots.end(), expected.begin() + static_cast<std::ptrdiff_t>(offset));
+  CHECK_RANGE(to_host(whole.as<std::int64_t>(), total).data(), expected,
+              "view: whole[view offset + source slot] == pattern(source), 0 elsewhere");
 }
 
 }  // namespace gputest
