@@ -9,16 +9,7 @@
 #   CTEST_JOBS=1 ./scripts/test.sh    tests run two at a time by default
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-build_dir="${BUILD_DIR:-build}"
-
-# Open MPI refuses root unless told; containers often run as root.
-if [[ "$(id -u)" == 0 ]]; then
-  export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}"
-  export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-fi
-
+source "$(dirname "${BASH_SOURCE[0]}")/prepare.sh"  # $root, $build_dir; Open MPI as root
 "$root/scripts/setup-deps.sh"
 BUILD_DIR="$build_dir" "$root/scripts/build.sh" -DBUILD_TESTING=ON
 

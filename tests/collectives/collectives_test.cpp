@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "world.h"
+#include "host_provider_test.h"
 
 namespace {
 
@@ -91,25 +91,15 @@ struct Mismatches {
   }
 };
 
-std::optional<aperture::ProviderStatus> status_of(const std::string& name) {
-  for (auto& s : aperture::provider_statuses())
-    if (s.name == name) return s;
-  return std::nullopt;
-}
-
 // The element counts every collective runs at: empty, below one vector, odd, one piece, several
 // pieces of the tiny staging, and several of the default one for a few.
 const std::vector<std::uint64_t> kCounts = {0, 1, 3, 17, 1000, 4099};
 
-class CollectivesTest : public ::testing::TestWithParam<std::string> {
+class CollectivesTest : public test::HostProviderTest {
  protected:
   void SetUp() override {
-    const auto status = status_of(GetParam());
-    ASSERT_TRUE(status) << GetParam() << " is not a known provider";
-    if (!status->available) GTEST_SKIP() << GetParam() << " skipped: " << status->reason;
-    provider_ = aperture::make_provider(GetParam(), world());
-    me_ = world().rank();
-    n_ = world().size();
+    HostProviderTest::SetUp();
+    if (!provider_) return;  // skipped, or the provider is unknown
     comm_ = std::make_unique<Communicator>(*provider_, world());
     Communicator::Options tiny;
     tiny.half_bytes = 256 * static_cast<std::size_t>(n_);  // the least there is: many pieces per call
@@ -231,9 +221,7 @@ class CollectivesTest : public ::testing::TestWithParam<std::string> {
         }
   }
 
-  std::unique_ptr<aperture::Provider> provider_;
   std::unique_ptr<Communicator> comm_, tiny_, ll_;
-  int me_ = 0, n_ = 1;
   std::uint64_t salt_ = 0;
   std::uint64_t checked_ = 0;
 };
@@ -406,11 +394,6 @@ TEST_P(CollectivesTest, ManyCallsReuseTheScratch) {
   report(m, "many calls");
 }
 
-INSTANTIATE_TEST_SUITE_P(HostProviders, CollectivesTest, ::testing::Values("shm", "mpi-window", "openshmem"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(HostProviders, CollectivesTest, test::host_providers(), test::provider_test_name);
 
 }  // namespace

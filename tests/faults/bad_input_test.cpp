@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/env_override.h"
 #include "../multirank/world.h"
 
 namespace {
@@ -245,15 +246,11 @@ TEST_F(BadInput, KnownButUnavailableProviderSaysWhy) {
 }
 
 TEST_F(BadInput, MalformedHeapSize) {
-  const char* saved = std::getenv("APERTURE_HEAP_SIZE");
-  const std::string restore = saved ? saved : "";
   for (const char* bad : {"abc", "0", "-5", "12Q", "99999T"}) {
-    ::setenv("APERTURE_HEAP_SIZE", bad, 1);
+    test::EnvOverride heap_size("APERTURE_HEAP_SIZE", bad);
     expect_mentions(error_of([&] { aperture::make_provider("shm", world()); }),
                     {std::string("APERTURE_HEAP_SIZE='") + bad + "' is not a size", "e.g. 4G"});
   }
-  if (saved) ::setenv("APERTURE_HEAP_SIZE", restore.c_str(), 1);
-  else ::unsetenv("APERTURE_HEAP_SIZE");
 }
 
 TEST_F(BadInput, TeamCallsLargerThanTheRendezvousCarries) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/error_of.h"
 #include "bootstrap/wire.h"
 
 namespace {
@@ -17,24 +18,17 @@ namespace {
 using aperture::SymmetricAddressMap;
 namespace wire = aperture::detail::wire;
 
-std::string message_of(auto&& call) {
-  try {
-    call();
-  } catch (const aperture::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 // fuzz_address_map found these: a table whose copies run past the signed 64-bit address range
 // made translate() overflow (undefined behaviour) for in-range pointers.
 TEST(MalformedInput, TablesOutsideTheAddressSpaceAreRefused) {
   const std::int64_t top = std::numeric_limits<std::int64_t>::max();
-  EXPECT_NE(message_of([&] { SymmetricAddressMap::from_table("t", 0, {0x1000, top - 10}, 64); }).find("rank 1"),
+  EXPECT_NE(error_of([&] { SymmetricAddressMap::from_table("t", 0, {0x1000, top - 10}, 64); }).find("rank 1"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { SymmetricAddressMap::from_table("t", 0, {0x1000, -4096}, 64); }).find("not a range"),
+  EXPECT_NE(error_of([&] { SymmetricAddressMap::from_table("t", 0, {0x1000, -4096}, 64); }).find("not a range"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { SymmetricAddressMap::from_table("t", 0, {top - 10}, 64); }).find("rank 0"),
+  EXPECT_NE(error_of([&] { SymmetricAddressMap::from_table("t", 0, {top - 10}, 64); }).find("rank 0"),
             std::string::npos);
   EXPECT_NO_THROW(SymmetricAddressMap::from_table("t", 0, {top - 64, 0}, 64));
 }
@@ -46,7 +40,7 @@ TEST(MalformedInput, CheckedTranslateCountsDoNotWrap) {
       "t", 0, {reinterpret_cast<std::int64_t>(mine.data()), reinterpret_cast<std::int64_t>(theirs.data())},
       mine.size() * sizeof(std::uint64_t));
   const std::size_t wraps = (std::size_t{1} << 61);  // * 8 == 2^64 == 0
-  EXPECT_NE(message_of([&] { aperture::checked_translate(map, mine.data(), 1, wraps); }).find("more than the address space"),
+  EXPECT_NE(error_of([&] { aperture::checked_translate(map, mine.data(), 1, wraps); }).find("more than the address space"),
             std::string::npos);
   EXPECT_EQ(aperture::checked_translate(map, mine.data(), 1, 512), theirs.data());
 }

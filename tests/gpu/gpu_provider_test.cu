@@ -7,55 +7,21 @@
 #include <cstdlib>
 #include <string>
 
+#include "../common/env_override.h"
+#include "../common/error_of.h"
 #include "gpu_test.h"
+#include "misuse_checks.h"
+#include "provider_checks.h"
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Sets APERTURE_GPU_HEAP_SIZE for its lifetime, then puts the variable back as it was.
-class HeapSizeOverride {
- public:
-  explicit HeapSizeOverride(const char* value) {
-    if (const char* old = std::getenv(kVariable)) saved_ = old;
-    ::setenv(kVariable, value, 1);
-  }
-  ~HeapSizeOverride() { saved_ ? (void)::setenv(kVariable, saved_->c_str(), 1) : (void)::unsetenv(kVariable); }
-  HeapSizeOverride(const HeapSizeOverride&) = delete;
-  HeapSizeOverride& operator=(const HeapSizeOverride&) = delete;
-
- private:
-  static constexpr const char* kVariable = "APERTURE_GPU_HEAP_SIZE";
-  std::optional<std::string> saved_;
-};
-
-template <class Call>
-std::string error_of(Call&& call) {
-  try {
-    call();
-  } catch (const aperture::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-int device_of(const void* p) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess || attributes.type != cudaMemoryTypeDevice) return -1;
-  return attributes.device;
-}
+using test::contains;
+using test::EnvOverride;
+using test::error_of;
 
 void identity_and_device(gputest::Job& job) {
-  auto& provider = *job.provider;
-  CHECK(provider.name() == "cuda-ipc");
-  CHECK(provider.memory_kind() == aperture::MemoryKind::device);
-  CHECK(provider.is_linear());
+  gputest::check_identity(job, "cuda-ipc", /*linear=*/true);
   CHECK_MSG(aperture::default_provider_name() == "cuda-ipc", "default is " + aperture::default_provider_name());
-  int count = 0, device = -1;
-  APERTURE_CUDA_CHECK(cudaGetDeviceCount(&count), "test");
-  APERTURE_CUDA_CHECK(cudaGetDevice(&device), "test");
-  CHECK_MSG(device == job.team.local_rank() % count, "rank " + std::to_string(job.me) + " took GPU " +
-                                                         std::to_string(device) + " of " + std::to_string(count));
 }
 
 void table_invariant(gputest::Job& job) {
@@ -64,35 +30,15 @@ void table_invariant(gputest::Job& job) {
   aperture::Allocation a = provider.allocate(4096 * sizeof(std::int64_t));
   aperture::Allocation b = provider.allocate(1000);
   if (job.direct.empty()) job.learn_direct(a.map);
-  int device = -1;
-  APERTURE_CUDA_CHECK(cudaGetDevice(&device), "test");
-  std::string peers;
-  for (int p = 0; p < n; ++p) peers += (a.map.is_direct(p) ? " direct" : " NOT-direct");
-  std::printf("rank %d: peers:%s\n", me, peers.c_str());
   for (const aperture::Allocation* x : {&a, &b}) {
-    CHECK(x->map.local_rank == me);
-    CHECK(x->map.world_size == n);
-    CHECK(x->map.allocation_base == reinterpret_cast<std::uintptr_t>(x->ptr));
-    CHECK(x->map.allocation_bytes == x->bytes);
-    CHECK(x->map.host_peer_bases()[me] == static_cast<std::int64_t>(x->map.allocation_base));
+    gputest::check_table(job, *x);
     CHECK(x->map.is_direct(me));
-    CHECK(x->map.owns(x->ptr, x->bytes));
-    CHECK(device_of(x->ptr) == device);                    // the memory is on this rank's GPU
-    CHECK(device_of(x->map.peer_bases()) == device);       // so is the kernels' table
     CHECK(x->map.peer_bases() != x->map.host_peer_bases().data());
-    const auto on_device = gputest::to_host(x->map.peer_bases(), n);
-    for (int p = 0; p < n; ++p) CHECK(on_device[p] == x->map.host_peer_bases()[p]);
     const aperture::PeerView view = x->map.peer_view();
     CHECK(view.rank == me && view.world_size == n && view.peer_bases == x->map.peer_bases());
   }
-  // Peers on this machine with P2P (all of them on an NVLink machine) are direct.
-  for (int p = 0; p < n; ++p)
-    if (job.team.same_node(p)) CHECK_MSG(a.map.is_direct(p), "same-node peer " + std::to_string(p) + " not direct");
   // Memory starts zeroed (the heap is cleared at start-up, like shm's fresh pages).
-  const auto fresh = gputest::to_host(a.as<std::int64_t>(), 4096);
-  bool zero = true;
-  for (auto v : fresh) zero = zero && v == 0;
-  CHECK(zero);
+  gputest::check_peers_and_zeroed(job, a);
   job.sync();
   provider.free(b);
   provider.free(a);
@@ -147,13 +93,7 @@ void alignment(gputest::Job& job) {
       if (a.map.is_direct(p)) CHECK(static_cast<std::uint64_t>(a.map.host_peer_bases()[p]) % align == 0);
     provider.free(a);
   }
-  const auto odd = error_of([&] { provider.allocate(100, 3); });
-  CHECK_MSG(contains(odd, "not a power of two"), odd);
-  // A bad request on one rank fails every rank at once (compared before it is judged), no hang.
-  if (job.n > 1) {
-    const auto one_bad = error_of([&] { provider.allocate(100, job.me == job.n - 1 ? 3 : 256); });
-    CHECK_MSG(contains(one_bad, "mismatch") && contains(one_bad, "alignment=3"), one_bad);
-  }
+  gputest::check_bad_alignment_refused(job, provider);
   const auto huge_align = error_of([&] { provider.allocate(100, std::size_t{4} << 20); });
   CHECK_MSG(contains(huge_align, "exceeds"), huge_align);
 }
@@ -161,23 +101,8 @@ void alignment(gputest::Job& job) {
 void bad_requests(gputest::Job& job) {
   auto& provider = *job.provider;
   auto a = provider.allocate(4096);
-  auto copy = a;
-  provider.free(a);
-  // free marks the map freed for every copy: the checked path refuses the stale copy.
-  CHECK(copy.map.freed());
-  const auto stale = error_of([&] { aperture::checked_translate(copy.map, copy.as<char>(), job.me); });
-  CHECK_MSG(contains(stale, "use after free"), stale);
-  const auto twice = error_of([&] { provider.free(copy); });
-  CHECK_MSG(contains(twice, "freed twice"), twice);
-
-  void* foreign = nullptr;
-  APERTURE_CUDA_CHECK(cudaMalloc(&foreign, 256), "test");
-  aperture::Allocation stranger{foreign, 256, {}};
-  const auto not_ours = error_of([&] { provider.free(stranger); });
-  CHECK_MSG(contains(not_ours, "another provider"), not_ours);
-  const auto not_ours_map = error_of([&] { provider.symmetric_address_map(foreign, 16); });
-  CHECK_MSG(contains(not_ours_map, "another provider"), not_ours_map);
-  APERTURE_CUDA_CHECK(cudaFree(foreign), "test");
+  const auto copy = gputest::free_and_check_stale_copy(job, provider, a);
+  gputest::check_foreign_memory_refused(job, provider);
 
   const void* freed_ptr = copy.ptr;
   const auto freed = error_of([&] { provider.symmetric_address_map(freed_ptr, 8); });
@@ -196,7 +121,7 @@ void bad_requests(gputest::Job& job) {
 void maps_outlive_provider(gputest::Job& job) {
   std::unique_ptr<aperture::Provider> second;
   {
-    HeapSizeOverride small("64M");
+    EnvOverride small("APERTURE_GPU_HEAP_SIZE", "64M");
     second = aperture::make_provider("cuda-ipc", job.team);
   }
   auto a = second->allocate(1 << 20);
@@ -218,30 +143,15 @@ void maps_outlive_provider(gputest::Job& job) {
 void bad_environment(gputest::Job& job) {
   std::string bad;
   {
-    HeapSizeOverride nonsense("12Q");
+    EnvOverride nonsense("APERTURE_GPU_HEAP_SIZE", "12Q");
     bad = error_of([&] { aperture::make_provider("cuda-ipc", job.team); });
   }
   CHECK_MSG(contains(bad, "APERTURE_GPU_HEAP_SIZE='12Q'"), bad);
   job.team.barrier();
 }
 
-// With several GPUs, the provider works whichever device the caller made current since, and
-// leaves that device current.
-void other_current_device(gputest::Job& job) {
-  int count = 0, mine = -1;
-  APERTURE_CUDA_CHECK(cudaGetDeviceCount(&count), "test");
-  APERTURE_CUDA_CHECK(cudaGetDevice(&mine), "test");
-  const int other = (mine + 1) % count;
-  APERTURE_CUDA_CHECK(cudaSetDevice(other), "test");
-  auto a = job.provider->allocate(4096);
-  int now = -1;
-  APERTURE_CUDA_CHECK(cudaGetDevice(&now), "test");
-  CHECK(now == other);
-  CHECK(device_of(a.ptr) == mine);
-  CHECK(device_of(a.map.peer_bases()) == mine);
-  job.provider->free(a);
-  APERTURE_CUDA_CHECK(cudaSetDevice(mine), "test");
-}
+// With several GPUs, the provider works whichever device the caller made current since.
+void other_current_device(gputest::Job& job) { gputest::check_other_current_device(job, 4096); }
 
 // The library's CUDA error translation: the call, the status and file:line, and the thread's
 // last error cleared afterwards.

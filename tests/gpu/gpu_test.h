@@ -20,12 +20,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "../common/provider_status.h"
 #include "providers/cuda_check.h"  // APERTURE_CUDA_CHECK: the library's own CUDA error translation
 
 namespace gputest {
@@ -102,39 +104,71 @@ struct Job {
   }
 };
 
-// Starts the job on the cuda-ipc provider, or prints "SKIP: ..." and exits 77 when it cannot
-// run here. Every rank of a machine makes the same decision. The Job lives on the heap: its
-// provider keeps a reference to its Team, so the Job must never move.
-inline std::unique_ptr<Job> start(const char* program) {
+[[noreturn]] inline void skip(const std::string& why) {
+  std::printf("SKIP: %s\n", why.c_str());
+  std::fflush(stdout);
+  std::exit(kSkipStatus);
+}
+
+// Skips (77) unless there is a GPU and every provider named is available here. Every rank of a
+// machine makes the same decision.
+inline void require(const char* program, std::initializer_list<const char*> providers) {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess || count == 0) {
-    std::printf("SKIP: %s: no GPU here (%s)\n", program,
-                rc != cudaSuccess ? aperture::detail::cuda_error_text(rc).c_str() : "cudaGetDeviceCount reported 0");
-    std::fflush(stdout);
-    std::exit(kSkipStatus);
+  if (rc != cudaSuccess || count == 0)
+    skip(std::string(program) + ": no GPU here (" +
+         (rc != cudaSuccess ? aperture::detail::cuda_error_text(rc) : std::string("cudaGetDeviceCount reported 0")) +
+         ")");
+  for (const char* name : providers) {
+    const auto status = test::provider_status(name);
+    if (!status) skip(std::string(program) + ": aperture does not know provider " + name);
+    if (!status->available) skip(std::string(program) + ": provider " + name + " is not available: " + status->reason);
   }
-  for (const auto& status : aperture::provider_statuses()) {
-    if (status.name != "cuda-ipc") continue;
-    if (!status.available) {
-      std::printf("SKIP: %s: provider cuda-ipc is not available: %s\n", program, status.reason.c_str());
-      std::fflush(stdout);
-      std::exit(kSkipStatus);
-    }
-  }
+}
+
+// This rank's Job on the team the environment describes, before its provider is made. The Job
+// lives on the heap: its provider keeps a reference to its Team, so the Job must never move.
+inline std::unique_ptr<Job> join_team() {
   auto job = std::unique_ptr<Job>(new Job{aperture::Team::from_env(), nullptr});
-  job->provider = aperture::make_provider("cuda-ipc", job->team);
   job->me = job->team.rank();
   job->n = job->team.size();
   job->checker.rank = job->me;
+  return job;
+}
+
+// The GPU this rank uses now, for the line each program starts with.
+struct CurrentDevice {
   int device = -1;
-  APERTURE_CUDA_CHECK(cudaGetDevice(&device), "test");
   cudaDeviceProp prop{};
-  APERTURE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device), "test");
-  std::printf("rank %d of %d: %s on GPU %d (%s, %d SMs)\n", job->me, job->n, program, device, prop.name,
-              prop.multiProcessorCount);
+};
+inline CurrentDevice current_device() {
+  CurrentDevice current;
+  APERTURE_CUDA_CHECK(cudaGetDevice(&current.device), "test");
+  APERTURE_CUDA_CHECK(cudaGetDeviceProperties(&current.prop, current.device), "test");
+  return current;
+}
+
+// Starts the job on `provider` (an aperture heap: cuda-ipc or cuda-vmm), or prints "SKIP: ..."
+// and exits 77 when it cannot run here.
+inline std::unique_ptr<Job> start(const char* program, const char* provider = "cuda-ipc") {
+  require(program, {provider});
+  auto job = join_team();
+  job->provider = aperture::make_provider(provider, job->team);
+  const CurrentDevice gpu = current_device();
+  std::printf("rank %d of %d: %s on %s, GPU %d (%s, %d SMs)\n", job->me, job->n, program, provider, gpu.device,
+              gpu.prop.name, gpu.prop.multiProcessorCount);
   std::fflush(stdout);
   return job;
+}
+
+// The GPU that holds `p`, or -1 for memory that is not device memory (or no memory at all).
+inline int device_of(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it, so later launch checks see their own
+    return -1;
+  }
+  return attributes.type == cudaMemoryTypeDevice ? attributes.device : -1;
 }
 
 // The summary line every rank prints last; the exit status of main.

@@ -10,144 +10,46 @@
 #include <cstdlib>
 #include <string>
 
+#include "../common/env_override.h"
+#include "../common/error_of.h"
 #include "gpu_test.h"
+#include "misuse_checks.h"
+#include "peer_kernels.cuh"
+#include "provider_checks.h"
 
 namespace {
 
+using gputest::device_of;
+using gputest::expected_from_peers;
+using gputest::expected_from_sources;
+using gputest::kChunk;
 using gputest::pattern;
+using gputest::thread_count;
+using gputest::thread_index;
+using test::contains;
+using test::EnvOverride;
+using test::error_of;
 
 constexpr const char* kProgram = "gpu_vmm_test";
 constexpr std::size_t kInitialHeap = std::size_t{32} << 20;
 constexpr std::size_t kReserve = std::size_t{1} << 30;
 constexpr std::size_t kCount = std::size_t{1} << 14;  // elements per slot
-constexpr std::size_t kChunk = 32;                   // elements one thread puts/gets
 constexpr int kBlocks = 64;
 constexpr int kThreads = 256;
+constexpr gputest::RmaShape kShape{kCount, kBlocks, kThreads};
 constexpr std::uint64_t kTimeoutNs = 20'000'000'000ull;
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-template <class Call>
-std::string error_of(Call&& call) {
-  try {
-    call();
-  } catch (const aperture::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-// Sets an environment variable for its lifetime, then puts it back as it was.
-class EnvOverride {
- public:
-  EnvOverride(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~EnvOverride() { saved_ ? (void)::setenv(name_, saved_->c_str(), 1) : (void)::unsetenv(name_); }
-  EnvOverride(const EnvOverride&) = delete;
-  EnvOverride& operator=(const EnvOverride&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
-
-int device_of(const void* p) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return -1;
-  }
-  return attributes.type == cudaMemoryTypeDevice ? attributes.device : -1;
-}
-
-// gputest::start, on cuda-vmm.
-std::unique_ptr<gputest::Job> start() {
-  int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess || count == 0) {
-    std::printf("SKIP: %s: no GPU here\n", kProgram);
-    std::fflush(stdout);
-    std::exit(gputest::kSkipStatus);
-  }
-  for (const auto& status : aperture::provider_statuses()) {
-    if (status.name != "cuda-vmm" || status.available) continue;
-    std::printf("SKIP: %s: provider cuda-vmm is not available: %s\n", kProgram, status.reason.c_str());
-    std::fflush(stdout);
-    std::exit(gputest::kSkipStatus);
-  }
-  auto job = std::unique_ptr<gputest::Job>(new gputest::Job{aperture::Team::from_env(), nullptr});
-  job->provider = aperture::make_provider("cuda-vmm", job->team);
-  job->me = job->team.rank();
-  job->n = job->team.size();
-  job->checker.rank = job->me;
-  int device = -1;
-  APERTURE_CUDA_CHECK(cudaGetDevice(&device), "test");
-  std::printf("rank %d of %d: %s on GPU %d of %d\n", job->me, job->n, kProgram, device, count);
-  std::fflush(stdout);
-  return job;
-}
-
-__device__ std::size_t thread_index() { return blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; }
-__device__ std::size_t thread_count() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
-
-template <class T>
-__global__ void fill(T* data, std::size_t count, int rank, int salt) {
-  for (std::size_t i = thread_index(); i < count; i += thread_count()) data[i] = pattern<T>(rank, i, salt);
-}
-
-// inbox[me][i] of every direct peer = pattern(me, i, salt), one store per element.
-__global__ void store_to_peers(std::int64_t* inbox, std::size_t count, int me, int n, const std::int64_t* table,
-                               int salt) {
-  for (int p = 0; p < n; ++p) {
-    if (table[p] == 0) continue;
-    for (std::size_t i = thread_index(); i < count; i += thread_count())
-      aperture::store(&inbox[me * count + i], pattern<std::int64_t>(me, i, salt), me, p, table);
-  }
-}
-
-// Expected inbox of `slots` slots of `count`: slot s holds pattern(s, i, salt) where s reaches me.
-std::vector<std::int64_t> expected_inbox(gputest::Job& job, std::size_t count, int salt) {
-  std::vector<std::int64_t> expected(job.n * count, 0);
-  for (int s = 0; s < job.n; ++s)
-    if (job.reaches(s, job.me))
-      for (std::size_t i = 0; i < count; ++i) expected[s * count + i] = pattern<std::int64_t>(s, i, salt);
-  return expected;
-}
 
 // --- the table ------------------------------------------------------------------------------
 
 void identity_and_table(gputest::Job& job) {
   auto& provider = *job.provider;
   const int me = job.me, n = job.n;
-  CHECK(provider.name() == "cuda-vmm");
-  CHECK(provider.memory_kind() == aperture::MemoryKind::device);
-  CHECK(provider.is_linear());
-  int count = 0, device = -1;
-  APERTURE_CUDA_CHECK(cudaGetDeviceCount(&count), "test");
-  APERTURE_CUDA_CHECK(cudaGetDevice(&device), "test");
-  CHECK_MSG(device == job.team.local_rank() % count, "took GPU " + std::to_string(device));
-
+  gputest::check_identity(job, "cuda-vmm", /*linear=*/true);
   aperture::Allocation a = provider.allocate(4096 * sizeof(std::int64_t));
   aperture::Allocation b = provider.allocate(1000);
   job.learn_direct(a.map);
-  std::string peers;
-  for (int p = 0; p < n; ++p) peers += (a.map.is_direct(p) ? " direct" : " NOT-direct");
-  std::printf("rank %d: peers:%s\n", me, peers.c_str());
-  for (const aperture::Allocation* x : {&a, &b}) {
-    CHECK(x->map.local_rank == me && x->map.world_size == n);
-    CHECK(x->map.allocation_base == reinterpret_cast<std::uintptr_t>(x->ptr));
-    CHECK(x->map.allocation_bytes == x->bytes);
-    CHECK(x->map.host_peer_bases()[me] == static_cast<std::int64_t>(x->map.allocation_base));
-    CHECK(x->map.owns(x->ptr, x->bytes));
-    CHECK(device_of(x->ptr) == device);
-    CHECK(device_of(x->map.peer_bases()) == device);
-    const auto on_device = gputest::to_host(x->map.peer_bases(), n);
-    for (int p = 0; p < n; ++p) CHECK(on_device[p] == x->map.host_peer_bases()[p]);
-  }
-  for (int p = 0; p < n; ++p)
-    if (job.team.same_node(p)) CHECK_MSG(a.map.is_direct(p), "same-node peer " + std::to_string(p) + " not direct");
+  for (const aperture::Allocation* x : {&a, &b}) gputest::check_table(job, *x);
+  gputest::check_peers_and_zeroed(job, a);
   // One reserved range: every peer's heap sits a whole number of slots (APERTURE_VMM_RESERVE)
   // from ours, in rank order on one machine; and the heap is linear.
   const auto ta = a.map.host_peer_bases();
@@ -161,10 +63,6 @@ void identity_and_table(gputest::Job& job) {
     CHECK(apart / static_cast<std::int64_t>(kReserve) == p - me);  // one machine: slot == rank
     CHECK(tb[p] - ta[p] == distance);
   }
-  const auto fresh = gputest::to_host(a.as<std::int64_t>(), 4096);
-  bool zero = true;
-  for (auto v : fresh) zero = zero && v == 0;
-  CHECK_MSG(zero, "fresh memory is zeroed");
   job.sync();
   provider.free(b);
   provider.free(a);
@@ -199,18 +97,16 @@ void store_load_put_get(gputest::Job& job) {
   auto* loaded = put + n * kCount;
   auto* got = loaded + n * kCount;
   APERTURE_CUDA_CHECK(cudaMemset(all.ptr, 0, all.bytes), "test");  // the heap is reused: not fresh here
-  fill<<<kBlocks, kThreads>>>(src, kCount, me, 2);
+  gputest::fill<<<kBlocks, kThreads>>>(src, kCount, me, 2);
   gputest::launched("fill");
   job.sync();
   rma<<<kBlocks, kThreads>>>(src, stored, put, loaded, got, me, n, all.map.peer_bases());
   gputest::launched("rma");
   job.sync();
   const auto host = gputest::to_host(src, (1 + 4 * static_cast<std::size_t>(n)) * kCount);
-  std::vector<std::int64_t> from_peers(n * kCount, 0), from_sources = expected_inbox(job, kCount, 1);
-  std::vector<std::int64_t> puts = expected_inbox(job, kCount, 2);
-  for (int p = 0; p < n; ++p)
-    if (job.reaches(me, p))
-      for (std::size_t i = 0; i < kCount; ++i) from_peers[p * kCount + i] = pattern<std::int64_t>(p, i, 2);
+  const auto from_sources = expected_from_sources<std::int64_t>(job, kCount, 1);
+  const auto puts = expected_from_sources<std::int64_t>(job, kCount, 2);
+  const auto from_peers = expected_from_peers<std::int64_t>(job, kCount, 2);
   CHECK_RANGE(host.data() + (stored - src), from_sources, "store: stored[source] == pattern(source)");
   CHECK_RANGE(host.data() + (put - src), puts, "put: put[source] == source's src");
   CHECK_RANGE(host.data() + (loaded - src), from_peers, "load: loaded[peer] == peer's src");
@@ -316,35 +212,6 @@ void signals(gputest::Job& job) {
   provider.free(data);
 }
 
-// --- one table for every allocation ---------------------------------------------------------
-
-void cross_allocation(gputest::Job& job) {
-  auto& provider = *job.provider;
-  const int me = job.me, n = job.n;
-  aperture::Allocation first = provider.allocate(64);
-  aperture::Allocation gap = provider.allocate(12345);
-  aperture::Allocation target = provider.allocate(n * kCount * sizeof(std::int64_t), 4096);
-  APERTURE_CUDA_CHECK(cudaMemset(target.ptr, 0, target.bytes), "test");
-  const std::int64_t distance = reinterpret_cast<std::int64_t>(target.ptr) - reinterpret_cast<std::int64_t>(first.ptr);
-  std::vector<std::int64_t> distances(n);
-  job.team.allgather(&distance, distances.data(), sizeof distance);
-  for (int r = 0; r < n; ++r) CHECK(distances[r] == distance);  // same offsets on every rank
-  for (int p = 0; p < n; ++p)
-    if (first.map.is_direct(p))
-      CHECK(aperture::translate(target.as<std::int64_t>(), me, p, first.map.host_peer_bases().data()) ==
-            aperture::translate(target.as<std::int64_t>(), me, p, target.map.host_peer_bases().data()));
-  job.sync();
-  store_to_peers<<<kBlocks, kThreads>>>(target.as<std::int64_t>(), kCount, me, n, first.map.peer_bases(), 6);
-  gputest::launched("store_to_peers (another allocation's table)");
-  job.sync();
-  const auto host = gputest::to_host(target.as<std::int64_t>(), n * kCount);
-  CHECK_RANGE(host.data(), expected_inbox(job, kCount, 6), "cross-allocation: stored with another allocation's table");
-  job.sync();
-  provider.free(target);
-  provider.free(gap);
-  provider.free(first);
-}
-
 // --- growth ---------------------------------------------------------------------------------
 
 // The first and last `count` elements of every peer's [base, base + total): pattern(me, i, salt)
@@ -364,8 +231,10 @@ void check_ends(gputest::Job& job, const aperture::Allocation& a, std::size_t co
   const std::size_t total = a.bytes / sizeof(std::int64_t);
   const auto head = gputest::to_host(a.as<std::int64_t>(), job.n * count);
   const auto tail = gputest::to_host(a.as<std::int64_t>() + total - job.n * count, job.n * count);
-  CHECK_RANGE(head.data(), expected_inbox(job, count, salt), (std::string(what) + ": first elements").c_str());
-  CHECK_RANGE(tail.data(), expected_inbox(job, count, salt + 1), (std::string(what) + ": last elements").c_str());
+  CHECK_RANGE(head.data(), expected_from_sources<std::int64_t>(job, count, salt),
+              (std::string(what) + ": first elements").c_str());
+  CHECK_RANGE(tail.data(), expected_from_sources<std::int64_t>(job, count, salt + 1),
+              (std::string(what) + ": last elements").c_str());
 }
 
 void growth(gputest::Job& job) {
@@ -468,22 +337,9 @@ void growth(gputest::Job& job) {
 
 // --- views ----------------------------------------------------------------------------------
 
-__global__ void store_through_view(std::int64_t* view, int me, int n, const std::int64_t* view_table,
-                                   const std::int64_t* whole_table, unsigned long long* disagreements) {
-  for (int p = 0; p < n; ++p) {
-    if (view_table[p] == 0) continue;
-    for (std::size_t i = thread_index(); i < kCount; i += thread_count()) {
-      std::int64_t* through_view = aperture::translate(&view[me * kCount + i], me, p, view_table);
-      if (through_view != aperture::translate(&view[me * kCount + i], me, p, whole_table))
-        atomicAdd(disagreements, 1ull);
-      *through_view = pattern<std::int64_t>(me, i, 5);
-    }
-  }
-}
-
 void views(gputest::Job& job) {
   auto& provider = *job.provider;
-  const int me = job.me, n = job.n;
+  const int n = job.n;
   constexpr std::size_t kViewOffset = 1017;
   const std::size_t total = kViewOffset + n * kCount + 100;
   aperture::Allocation whole = provider.allocate(total * sizeof(std::int64_t));
@@ -492,47 +348,15 @@ void views(gputest::Job& job) {
   std::int64_t* view = whole.as<std::int64_t>() + kViewOffset;
   const std::size_t view_bytes = n * kCount * sizeof(std::int64_t);
   const aperture::SymmetricAddressMap vmap = provider.symmetric_address_map(view, view_bytes);
-  CHECK(vmap.local_rank == me && vmap.world_size == n);
-  CHECK(vmap.allocation_base == reinterpret_cast<std::uintptr_t>(view));
-  CHECK(vmap.allocation_bytes == view_bytes);
-  for (int p = 0; p < n; ++p)
-    CHECK(vmap.host_peer_bases()[p] ==
-          (whole.map.is_direct(p) ? whole.map.host_peer_bases()[p] + std::int64_t{kViewOffset * 8} : 0));
-  const auto device_copy = gputest::to_host(vmap.peer_bases(), n);
-  for (int p = 0; p < n; ++p) CHECK(device_copy[p] == vmap.host_peer_bases()[p]);
-  job.sync();
-  store_through_view<<<kBlocks, kThreads>>>(view, me, n, vmap.peer_bases(), whole.map.peer_bases(),
-                                            counter.as<unsigned long long>());
-  gputest::launched("store_through_view");
-  job.sync();
-  CHECK(gputest::to_host(counter.as<unsigned long long>(), 1)[0] == 0);
-  const auto host = gputest::to_host(whole.as<std::int64_t>(), total);
-  std::vector<std::int64_t> expected(total, 0);
-  const auto inbox = expected_inbox(job, kCount, 5);
-  std::copy(inbox.begin(), inbox.end(), expected.begin() + kViewOffset);
-  CHECK_RANGE(host.data(), expected, "view: whole[view offset + source slot] == pattern(source), 0 elsewhere");
+  gputest::check_view(job, whole, total, kViewOffset, vmap, kShape, counter.as<unsigned long long>());
 
   // What a view may not be.
   const auto past_end = error_of([&] { provider.symmetric_address_map(view + n * kCount, 101 * 8); });
   CHECK_MSG(contains(past_end, "not inside a live allocation"), past_end);
-  void* foreign = nullptr;
-  APERTURE_CUDA_CHECK(cudaMalloc(&foreign, 256), "test");
-  const auto not_ours = error_of([&] { provider.symmetric_address_map(foreign, 16); });
-  CHECK_MSG(contains(not_ours, "another provider"), not_ours);
-  aperture::Allocation stranger{foreign, 256, {}};
-  const auto free_foreign = error_of([&] { provider.free(stranger); });
-  CHECK_MSG(contains(free_foreign, "another provider"), free_foreign);
-  APERTURE_CUDA_CHECK(cudaFree(foreign), "test");
+  gputest::check_foreign_memory_refused(job, provider);
   job.sync();
   provider.free(counter);
-  auto copy = whole;
-  provider.free(whole);
-  // free marks the map freed for every copy: the checked path refuses the stale copy.
-  CHECK(copy.map.freed());
-  const auto stale = error_of([&] { aperture::checked_translate(copy.map, copy.as<char>(), job.me); });
-  CHECK_MSG(contains(stale, "use after free"), stale);
-  const auto twice = error_of([&] { provider.free(copy); });
-  CHECK_MSG(contains(twice, "freed twice"), twice);
+  gputest::free_and_check_stale_copy(job, provider, whole);
   const auto freed = error_of([&] { provider.symmetric_address_map(view, 8); });
   CHECK_MSG(contains(freed, "not inside a live allocation"), freed);
 }
@@ -541,13 +365,7 @@ void views(gputest::Job& job) {
 
 void bad_requests_and_environment(gputest::Job& job) {
   auto& provider = *job.provider;
-  const auto odd = error_of([&] { provider.allocate(100, 3); });
-  CHECK_MSG(contains(odd, "not a power of two"), odd);
-  // A bad request on one rank fails every rank at once (compared before it is judged), no hang.
-  if (job.n > 1) {
-    const auto one_bad = error_of([&] { provider.allocate(100, job.me == job.n - 1 ? 3 : 256); });
-    CHECK_MSG(contains(one_bad, "mismatch") && contains(one_bad, "alignment=3"), one_bad);
-  }
+  gputest::check_bad_alignment_refused(job, provider);
   const auto huge_align = error_of([&] { provider.allocate(100, std::size_t{1} << 30); });
   CHECK_MSG(contains(huge_align, "exceeds"), huge_align);
   auto aligned = provider.allocate(100, std::size_t{2} << 20);
@@ -595,23 +413,9 @@ void second_provider(gputest::Job& job) {
   for (int p = 0; p < job.n; ++p) CHECK(table[p] == kept.host_peer_bases()[p]);
 }
 
-// The provider works whichever device the caller made current since, and leaves it current.
-void other_current_device(gputest::Job& job) {
-  int count = 0, mine = -1;
-  APERTURE_CUDA_CHECK(cudaGetDeviceCount(&count), "test");
-  APERTURE_CUDA_CHECK(cudaGetDevice(&mine), "test");
-  const int other = (mine + 1) % count;
-  APERTURE_CUDA_CHECK(cudaSetDevice(other), "test");
-  // Larger than all the heap has mapped so far: a grow, too, with another device current.
-  auto a = job.provider->allocate(kInitialHeap * 6);
-  int now = -1;
-  APERTURE_CUDA_CHECK(cudaGetDevice(&now), "test");
-  CHECK(now == other);
-  CHECK(device_of(a.ptr) == mine);
-  CHECK(device_of(a.map.peer_bases()) == mine);
-  job.provider->free(a);
-  APERTURE_CUDA_CHECK(cudaSetDevice(mine), "test");
-}
+// The provider works whichever device the caller made current since, and leaves it current;
+// larger than all the heap has mapped so far: a grow, too, with another device current.
+void other_current_device(gputest::Job& job) { gputest::check_other_current_device(job, kInitialHeap * 6); }
 
 }  // namespace
 
@@ -619,13 +423,13 @@ int main() {
   return gputest::run_main(kProgram, [] {
     ::setenv("APERTURE_GPU_HEAP_SIZE", "32M", 1);  // small, so that the grow path runs
     ::setenv("APERTURE_VMM_RESERVE", "1G", 1);
-    auto job_ptr = start();
+    auto job_ptr = gputest::start(kProgram, "cuda-vmm");
     gputest::Job& job = *job_ptr;
     identity_and_table(job);
     store_load_put_get(job);
     atomics_between_gpus(job);
     signals(job);
-    cross_allocation(job);
+    gputest::cross_allocation(job, kShape, gputest::Fresh::reused);
     views(job);
     growth(job);
     bad_requests_and_environment(job);

@@ -24,7 +24,7 @@ __global__ void across_providers(const std::int64_t* nv_src, std::int64_t* nv_ds
                                  int me, int n) {
   for (int p = 0; p < n; ++p) {
     if (nv_table[p] == 0 || nccl_table[p] == 0) continue;
-    for (std::size_t i = foreign::thread_index(); i < kCount; i += foreign::thread_count()) {
+    for (std::size_t i = gputest::thread_index(); i < kCount; i += gputest::thread_count()) {
       const std::int64_t x = aperture::load(&nv_src[i], me, p, nv_table);
       aperture::store(&nccl_dst[me * kCount + i], x + me + 1, me, p, nccl_table);
       const std::int64_t y = aperture::load(&nccl_src[i], me, p, nccl_table);
@@ -37,7 +37,7 @@ __global__ void across_providers(const std::int64_t* nv_src, std::int64_t* nv_ds
 
 int main() {
   return gputest::run_main("mixed_providers_test", [] {
-    foreign::require("mixed_providers_test", {"nvshmem", "nccl"});
+    gputest::require("mixed_providers_test", {"nvshmem", "nccl"});
     auto job_ptr = foreign::start("mixed_providers_test", "nvshmem");
     gputest::Job& job = *job_ptr;
     const int me = job.me, n = job.n;
@@ -62,8 +62,8 @@ int main() {
     job.team.allgather(mine.data(), all.data(), n);
     const auto reaches = [&](int s, int t) { return all[static_cast<std::size_t>(s) * n + t] != 0; };
 
-    foreign::fill<<<kBlocks, kThreads>>>(nv, kCount, me, 3);
-    foreign::fill<<<kBlocks, kThreads>>>(nccl_base, kCount, me, 4);
+    gputest::fill<<<kBlocks, kThreads>>>(nv, kCount, me, 3);
+    gputest::fill<<<kBlocks, kThreads>>>(nccl_base, kCount, me, 4);
     gputest::launched("fill");
     job.sync();
     across_providers<<<kBlocks, kThreads>>>(nv, nv + kCount, nv_map.peer_bases(), nccl_base, nccl_base + kCount,

@@ -22,7 +22,7 @@ __global__ void window_to_window(const std::int64_t* in, std::int64_t* out, int 
                                  const std::int64_t* out_table) {
   for (int p = 0; p < n; ++p) {
     if (in_table[p] == 0 || out_table[p] == 0) continue;
-    for (std::size_t i = foreign::thread_index(); i < kCount; i += foreign::thread_count()) {
+    for (std::size_t i = gputest::thread_index(); i < kCount; i += gputest::thread_count()) {
       const std::int64_t v = aperture::load(&in[i], me, p, in_table);
       aperture::store(&out[me * kCount + i], v + me + 1, me, p, out_table);
     }
@@ -34,7 +34,7 @@ void two_windows_one_kernel(gputest::Job& job) {
   const int me = job.me, n = job.n;
   aperture::Allocation in = provider.allocate(kCount * sizeof(std::int64_t));
   aperture::Allocation out = provider.allocate(n * kCount * sizeof(std::int64_t));
-  foreign::fill<<<kBlocks, kThreads>>>(in.as<std::int64_t>(), kCount, me, 3);
+  gputest::fill<<<kBlocks, kThreads>>>(in.as<std::int64_t>(), kCount, me, 3);
   gputest::launched("fill");
   job.sync();
   window_to_window<<<kBlocks, kThreads>>>(in.as<std::int64_t>(), out.as<std::int64_t>(), me, n, in.map.peer_bases(),
@@ -59,8 +59,8 @@ void alignment_and_lifetime(gputest::Job& job) {
     CHECK_MSG(reinterpret_cast<std::uintptr_t>(a.ptr) % align == 0, "alignment " + std::to_string(align));
     provider.free(a);
   }
-  const auto huge = foreign::error_of([&] { provider.allocate(100, std::size_t{4} << 20); });
-  CHECK_MSG(foreign::contains(huge, "exceeds"), huge);
+  const auto huge = test::error_of([&] { provider.allocate(100, std::size_t{4} << 20); });
+  CHECK_MSG(test::contains(huge, "exceeds"), huge);
   auto z1 = provider.allocate(0);
   auto z2 = provider.allocate(0);
   CHECK(z1.ptr != nullptr && z2.ptr != nullptr && z1.ptr != z2.ptr);
@@ -70,17 +70,8 @@ void alignment_and_lifetime(gputest::Job& job) {
   provider.free(z1);
   const auto table = gputest::to_host(kept.peer_bases(), job.n);
   for (int p = 0; p < job.n; ++p) CHECK(table[p] == kept.host_peer_bases()[p]);
-  const auto freed = foreign::error_of([&] { provider.symmetric_address_map(kept.host_peer_bases().data(), 8); });
-  CHECK_MSG(foreign::contains(freed, "not inside a live allocation"), freed);
-}
-
-void status_line(gputest::Job& job) {
-  for (const auto& s : aperture::provider_statuses())
-    if (s.name == "nccl") {
-      CHECK(s.compiled_in && s.available);
-      CHECK_MSG(foreign::contains(s.reason, "NCCL 2."), s.reason);
-      if (job.me == 0) std::printf("aperture info: nccl: %s\n", s.reason.c_str());
-    }
+  const auto freed = test::error_of([&] { provider.symmetric_address_map(kept.host_peer_bases().data(), 8); });
+  CHECK_MSG(test::contains(freed, "not inside a live allocation"), freed);
 }
 
 }  // namespace
@@ -89,15 +80,8 @@ int main() {
   return gputest::run_main("nccl_provider_test", [] {
     auto job_ptr = foreign::start("nccl_provider_test", "nccl");
     gputest::Job& job = *job_ptr;
-    status_line(job);
-    foreign::identity_and_tables(job, "nccl", /*linear=*/false);
-    foreign::rma<std::int32_t>(job);
-    foreign::rma<std::int64_t>(job);
-    foreign::rma<float>(job);
-    foreign::rma<double>(job);
-    foreign::atomics(job);
-    foreign::signals(job);
-    foreign::views(job);
+    foreign::status_line(job, "nccl", "NCCL 2.");
+    foreign::every_operation(job, "nccl", /*linear=*/false);
     two_windows_one_kernel(job);
     alignment_and_lifetime(job);
     foreign::bad_requests(job);

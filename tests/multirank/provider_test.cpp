@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "world.h"
+#include "host_provider_test.h"
 
 namespace {
 
@@ -17,22 +17,8 @@ using aperture::Allocation;
 using test::pattern;
 using test::world;
 
-std::optional<aperture::ProviderStatus> status_of(const std::string& name) {
-  for (auto& s : aperture::provider_statuses())
-    if (s.name == name) return s;
-  return std::nullopt;
-}
-
-class ProviderTest : public ::testing::TestWithParam<std::string> {
+class ProviderTest : public test::HostProviderTest {
  protected:
-  void SetUp() override {
-    const auto status = status_of(GetParam());
-    ASSERT_TRUE(status) << GetParam() << " is not a known provider";
-    if (!status->available) GTEST_SKIP() << GetParam() << " skipped: " << status->reason;
-    provider_ = aperture::make_provider(GetParam(), world());
-    me_ = world().rank();
-    n_ = world().size();
-  }
   void TearDown() override {
     if (provider_) world().barrier();  // nobody frees while a peer still reads
     for (auto& a : live_) provider_->free(a);
@@ -50,9 +36,7 @@ class ProviderTest : public ::testing::TestWithParam<std::string> {
     return peers;
   }
 
-  std::unique_ptr<aperture::Provider> provider_;
   std::vector<Allocation> live_;  // std::vector of a few: references taken only after all allocations
-  int me_ = 0, n_ = 1;
 };
 
 TEST_P(ProviderTest, TableInvariantAndEqualOffsets) {
@@ -426,11 +410,6 @@ TEST_P(ProviderTest, NonDirectPeersAreRefusedByTheCheckedPath) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(HostProviders, ProviderTest, ::testing::Values("shm", "mpi-window", "openshmem"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(HostProviders, ProviderTest, test::host_providers(), test::provider_test_name);
 
 }  // namespace

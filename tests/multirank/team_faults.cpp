@@ -8,44 +8,21 @@
 // Each surviving rank prints "fault-check ok: <message>" and exits 0 when it got an
 // aperture::Error whose message names the right rank and cause, and exits 1 otherwise, so a
 // hang, a wrong message or silent success all fail the test.
-#include <aperture/aperture.h>
-
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <cstring>
 #include <string>
 #include <thread>
 
+#include "../common/fault_check.h"
+
 namespace {
 
-int expect_error(const char* mode, int rank, const std::string& message, std::initializer_list<std::string> needles) {
-  for (const auto& needle : needles)
-    if (message.find(needle) == std::string::npos) {
-      std::fprintf(stderr, "fault-check FAILED (%s, rank %d): expected '%s' in: %s\n", mode, rank, needle.c_str(),
-                   message.c_str());
-      return 1;
-    }
-  std::printf("fault-check ok (%s, rank %d): %s\n", mode, rank, message.c_str());
-  return 0;
-}
+using test::expect_error;
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: team_faults mismatch|timeout|leave|die\n");
-    return 2;
-  }
-  const std::string mode = argv[1];
-  auto team = aperture::Team::from_env();
+int fault(const std::string& mode, aperture::Team& team) {
   const int me = team.rank(), last = team.size() - 1;
-  if (team.size() < 2) {
-    std::printf("fault-check skipped: mode %s needs two ranks\n", mode.c_str());
-    return 0;
-  }
   team.barrier();
   std::string message = "(no error)";
   const std::string last_rank = "rank " + std::to_string(last);
@@ -80,4 +57,10 @@ int main(int argc, char** argv) {
   }
   if (mode == "leave") return expect_error("leave", me, message, {"rank 0", "left the team"});
   return expect_error("die", me, message, {last_rank});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return test::run_fault_program(argc, argv, "team_faults mismatch|timeout|leave|die", fault);
 }

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "../common/error_of.h"  // test::error_of, test::contains
+
 namespace test {
 
 aperture::Team& world();
@@ -17,17 +19,6 @@ aperture::Team& world();
 template <class T>
 T pattern(int rank, std::size_t i, int salt = 0) {
   return static_cast<T>((rank + 1) * 100000 + static_cast<long long>(i % 50000) + salt * 7);
-}
-
-// The message of the aperture::Error `call` throws, or "(no error)".
-template <class Call>
-std::string error_of(Call&& call) {
-  try {
-    call();
-  } catch (const aperture::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace test

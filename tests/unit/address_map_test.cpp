@@ -6,18 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "../common/error_of.h"
+
 namespace {
 
 using aperture::SymmetricAddressMap;
-
-std::string message_of(auto&& call) {
-  try {
-    call();
-  } catch (const aperture::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 struct ThreeRanks {
   std::array<std::vector<int>, 3> copies{std::vector<int>(64), std::vector<int>(64), std::vector<int>(64)};
@@ -48,11 +42,11 @@ TEST(AddressMap, HoldsTheInvariantAndDescribesItsAllocation) {
 
 TEST(AddressMap, RefusesBrokenTables) {
   ThreeRanks w;
-  EXPECT_NE(message_of([&] { SymmetricAddressMap::from_table("test", 3, w.table(), 4); }).find("outside the table"),
+  EXPECT_NE(error_of([&] { SymmetricAddressMap::from_table("test", 3, w.table(), 4); }).find("outside the table"),
             std::string::npos);
   auto table = w.table();
   table[0] = 0;
-  EXPECT_NE(message_of([&] { SymmetricAddressMap::from_table("test", 0, table, 4); }).find("entry for the local rank"),
+  EXPECT_NE(error_of([&] { SymmetricAddressMap::from_table("test", 0, table, 4); }).find("entry for the local rank"),
             std::string::npos);
   EXPECT_THROW(SymmetricAddressMap::from_table("test", 0, {}, 4), aperture::Error);
 }
@@ -79,13 +73,13 @@ TEST(AddressMap, CheckedTranslateRefusesNonDirectPeersBadRanksAndForeignPointers
   EXPECT_FALSE(map.all_direct());
   EXPECT_EQ(map.indirect_peers(), std::vector<int>{2});
   EXPECT_EQ(aperture::checked_translate(map, w.copies[0].data() + 7, 1), w.copies[1].data() + 7);
-  EXPECT_NE(message_of([&] { aperture::checked_translate(map, w.copies[0].data(), 2); }).find("not directly addressable"),
+  EXPECT_NE(error_of([&] { aperture::checked_translate(map, w.copies[0].data(), 2); }).find("not directly addressable"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { aperture::checked_translate(map, w.copies[0].data(), 3); }).find("out of range"),
+  EXPECT_NE(error_of([&] { aperture::checked_translate(map, w.copies[0].data(), 3); }).find("out of range"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { aperture::checked_translate(map, w.copies[0].data(), -1); }).find("out of range"),
+  EXPECT_NE(error_of([&] { aperture::checked_translate(map, w.copies[0].data(), -1); }).find("out of range"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { aperture::checked_translate(map, w.copies[0].data() + 60, 1, 8); }).find("not inside"),
+  EXPECT_NE(error_of([&] { aperture::checked_translate(map, w.copies[0].data() + 60, 1, 8); }).find("not inside"),
             std::string::npos);
   int elsewhere = 0;
   EXPECT_THROW(aperture::checked_translate(map, &elsewhere, 1), aperture::Error);

@@ -9,6 +9,8 @@
 #include <map>
 #include <string>
 
+#include "../common/error_of.h"
+
 namespace {
 
 using namespace aperture::detail;
@@ -20,14 +22,7 @@ EnvLookup fake(std::map<std::string, std::string> vars) {
   };
 }
 
-std::string error_of(auto&& call) {
-  try {
-    call();
-  } catch (const aperture::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(Env, NothingSetMeansNoLauncher) {
   EXPECT_FALSE(read_launch_env(fake({})));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/error_of.h"
 #include "aperture/aperture.h"
 
 namespace {
@@ -20,15 +21,7 @@ Allocation allocation_in(std::vector<char>& memory, std::size_t offset, std::siz
   return a;
 }
 
-template <class Call>
-std::string error_of(Call&& call) {
-  try {
-    call();
-  } catch (const aperture::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(LiveAllocations, FreeTakesTheAllocationAndMarksEveryCopyFreed) {
   aperture::Team team = aperture::Team::single();

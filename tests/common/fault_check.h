@@ -1,0 +1,47 @@
+// tests/common/fault_check.h — what the fault programs (team_faults, collective_faults) share: one
+// MODE argument, a team of at least two ranks, and the verdict line on the error each rank got.
+//
+// A rank prints "fault-check ok (MODE, rank R): <message>" and exits 0 when the message holds
+// every expected part, or "fault-check FAILED (MODE, rank R): ..." and exits 1 otherwise, so a
+// wrong message or silent success fails the test (a hang is caught by the timeouts).
+#pragma once
+
+#include <aperture/aperture.h>
+
+#include <cstdio>
+#include <initializer_list>
+#include <string>
+
+namespace test {
+
+// 0 when `message` holds every needle, else 1; prints the verdict line either way.
+inline int expect_error(const std::string& mode, int rank, const std::string& message,
+                        std::initializer_list<std::string> needles) {
+  for (const auto& needle : needles)
+    if (message.find(needle) == std::string::npos) {
+      std::fprintf(stderr, "fault-check FAILED (%s, rank %d): expected '%s' in: %s\n", mode.c_str(), rank,
+                   needle.c_str(), message.c_str());
+      return 1;
+    }
+  std::printf("fault-check ok (%s, rank %d): %s\n", mode.c_str(), rank, message.c_str());
+  return 0;
+}
+
+// Runs `fault(mode, team)` on this rank and returns its exit status; 2 when the arguments are not
+// one MODE (printing `usage`), 0 without running it in a team of one rank (a fault needs a peer).
+template <class Fault>
+int run_fault_program(int argc, char** argv, const char* usage, Fault&& fault) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s\n", usage);
+    return 2;
+  }
+  const std::string mode = argv[1];
+  auto team = aperture::Team::from_env();
+  if (team.size() < 2) {
+    std::printf("fault-check skipped: mode %s needs two ranks\n", mode.c_str());
+    return 0;
+  }
+  return fault(mode, team);
+}
+
+}  // namespace test
