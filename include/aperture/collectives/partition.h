@@ -41,6 +41,18 @@ APERTURE_HD std::uint64_t piece_capacity(const CollectiveHandle& h, std::uint64_
   return n > 0 ? n : V;  // the Communicator guarantees a half holds a vector per slot
 }
 
+// The piece loop of every collective: body(at, n, more) for each piece of this part's share of
+// [0, count) (at most `capacity` elements; `more`: another piece follows), in order, until body
+// returns false.
+template <class T, class Group, class Body>
+APERTURE_HD void for_each_piece(const Group& g, std::uint64_t count, std::uint64_t capacity, Body&& body) {
+  const Range mine = split<T>(count, g.parts(), g.part());
+  for (std::uint64_t at = mine.begin; at < mine.end; at += capacity) {
+    const std::uint64_t n = mine.end - at < capacity ? mine.end - at : capacity;
+    if (!body(at, n, at + n < mine.end)) return;
+  }
+}
+
 // A slot's stride in elements: the piece length rounded up to a whole vector.
 template <class T>
 APERTURE_HD std::uint64_t slot_stride(std::uint64_t n) {
