@@ -97,13 +97,19 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(kDeviceLLMax, ll_one_piece) : 0);
   options_.ll_max_bytes = ll_max_bytes_;
 
+  // APERTURE_COLLECTIVES_INTERLEAVE=0: each block takes one contiguous slice of the data, not
+  // interleaved pieces (partition.h's for_each_piece; for comparing).
+  if (const char* v = std::getenv("APERTURE_COLLECTIVES_INTERLEAVE"); v != nullptr && std::string(v) == "0")
+    handle_.interleave = false;
+
   // A rank with other options would split the data differently: refuse before any memory.
   team.check_same("Communicator", {{"half_bytes", options_.half_bytes},
                                    {"max_parts", static_cast<std::uint64_t>(options_.max_parts)},
                                    {"one_shot_max_bytes", options_.one_shot_max_bytes},
                                    {"block_threads", static_cast<std::uint64_t>(options_.block_threads)},
                                    {"ll_max_bytes", ll_max_bytes_},
-                                   {"ll_part_bytes", options_.ll_part_bytes}});
+                                   {"ll_part_bytes", options_.ll_part_bytes},
+                                   {"APERTURE_COLLECTIVES_INTERLEAVE", std::uint64_t{handle_.interleave ? 1u : 0u}}});
 
   const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, kLLSlotBytes);
   scratch_ = provider.allocate(layout.total_bytes, 256);
@@ -268,6 +274,64 @@ void Communicator::all_reduce(const void* in, void* out, std::size_t count, Data
                     : algorithm == AllReduceAlgorithm::ll     ? Kind::all_reduce_ll
                                                               : Kind::all_reduce_one_shot;
   Call c{kind, in, out, count, type, op, 0};
+  APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
+}
+
+const std::int64_t* Communicator::symmetric_input(const char* call, const SymmetricAddressMap& in_map, const void* in,
+                                                  std::size_t bytes) const {
+  const auto who = [call] { return std::string("Communicator::") + call + " (symmetric input)"; };
+  if (in_map.world_size != size() || in_map.local_rank != rank())
+    throw Error(who() + ": in_map is for rank " + std::to_string(in_map.local_rank) + " of " +
+                std::to_string(in_map.world_size) + ", this Communicator is rank " + std::to_string(rank()) + " of " +
+                std::to_string(size()) + "; give the map of an allocation made over the same team");
+  if (!in_map.all_direct())
+    throw Error(who() + ": in_map cannot reach every rank by load/store; use the form without in_map");
+  if (bytes != 0 && in_map.allocation_bytes != 0 && !in_map.owns(in, bytes))
+    throw Error(who() + ": `in` (" + std::to_string(bytes) + " bytes) does not lie inside the allocation in_map " +
+                "describes (" + std::to_string(in_map.allocation_bytes) + " bytes)");
+  return in_map.peer_bases();
+}
+
+namespace {
+
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+}  // namespace
+
+void Communicator::all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                              DataType type, Stream stream) {
+  const std::size_t bytes = count * size_of(type);
+  if (uses_ll(bytes)) return all_gather(in, out, count, type, stream);
+  check_call("all_gather", count, type, false, stream, count, count * size(), in, out);
+  Call c{Kind::all_gather_direct, in, out, count, type, ReduceOp::sum, 0};
+  c.in_bases = symmetric_input("all_gather", in_map, in, bytes);
+  APERTURE_COLLECTIVE_RUN(c, bytes * size(), bytes);
+}
+
+void Communicator::reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                                  DataType type, ReduceOp op, Stream stream) {
+  const std::size_t bytes = count * size_of(type) * size();
+  if (uses_ll(bytes) || overlaps(in, bytes, out, count * size_of(type)))
+    return reduce_scatter(in, out, count, type, op, stream);
+  check_call("reduce_scatter", count, type, true, stream, count * size(), count, in, out);
+  Call c{Kind::reduce_scatter_direct, in, out, count, type, op, 0};
+  c.in_bases = symmetric_input("reduce_scatter", in_map, in, bytes);
+  APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
+}
+
+void Communicator::all_reduce(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                              DataType type, ReduceOp op, AllReduceAlgorithm algorithm, Stream stream) {
+  const std::size_t bytes = count * size_of(type);
+  if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
+  if (algorithm != AllReduceAlgorithm::one_shot || overlaps(in, bytes, out, bytes))
+    return all_reduce(in, out, count, type, op, algorithm, stream);
+  check_call("all_reduce", count, type, true, stream, count, count, in, out);
+  Call c{Kind::all_reduce_direct, in, out, count, type, op, 0};
+  c.in_bases = symmetric_input("all_reduce", in_map, in, bytes);
   APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
 }
 

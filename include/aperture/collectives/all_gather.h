@@ -7,6 +7,10 @@
 //
 //     all_gather_ll(g, h, in, out, count)  the same result with no barrier: each rank pushes its
 //                                          piece into every peer's LL slot (ll.h). Small sizes.
+//     all_gather_direct(g, h, in, in_bases, out, count)   the same result, zero-copy: `in` is
+//         symmetric (in_bases: its own peer table; the same offset on every rank) and every rank
+//         reads the others' where it lies (staged.h's direct_pieces). In place (in == out +
+//         rank * count, `out` then in that allocation) is allowed too.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,24 @@ APERTURE_HD bool all_gather(const Group& g, const CollectiveHandle& h, const T* 
     if (!s.barrier()) return false;
     get_from_every_rank(g, h, out, count, at, reinterpret_cast<const T*>(s.current_half()), n);
     return true;
+  });
+}
+
+template <class Group, class T>
+APERTURE_HD bool all_gather_direct(const Group& g, const CollectiveHandle& h, const T* in, const std::int64_t* in_bases,
+                                   T* out, std::uint64_t count) {
+  const bool in_place = in == out + static_cast<std::uint64_t>(h.rank) * count;
+  return direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
+    for (int j = 0; j < h.world_size; ++j) {
+      const int from = (h.rank + j) % h.world_size;
+      T* dst = out + static_cast<std::uint64_t>(from) * count + at;
+      // In place, rank `from`'s input is its own block of `out` (in the same allocation).
+      if (from != h.rank) {
+        group_get(g, dst, in_place ? dst : in + at, n, h.rank, from, in_bases);
+      } else if (!in_place) {
+        group_copy(g, dst, in + at, n);
+      }
+    }
   });
 }
 

@@ -8,6 +8,9 @@
 //     all_reduce_ll<Op>(g, h, in, out, count)         no barrier: each rank pushes its data with
 //         an epoch flag into every peer's LL slot and folds what lands in its own memory (ll.h):
 //         one NVLink trip per call, 2x the bytes on the wire. For the smallest sizes.
+//     all_reduce_direct<Op>(g, h, in, in_bases, out, count)   one-shot, zero-copy: `in` is
+//         symmetric (in_bases: its own peer table) and each rank folds every rank's input in
+//         place (staged.h's direct_pieces): two barriers per call. `out` must not overlap `in`.
 //     all_reduce<Op>(g, h, in, out, count, two_shot)  one of the first two
 //
 // out[i] = in[i] of rank 0 (op) in[i] of rank 1 (op) ... of rank world-1, in rank order on every
@@ -58,6 +61,14 @@ APERTURE_HD bool all_reduce_two_shot(const Group& g, const CollectiveHandle& h, 
       group_get(g, out + at + c.begin, folded + c.begin, c.size(), h.rank, from, h.peer_bases);
     }
     return true;
+  });
+}
+
+template <ReduceOp Op, class Group, class T>
+APERTURE_HD bool all_reduce_direct(const Group& g, const CollectiveHandle& h, const T* in, const std::int64_t* in_bases,
+                                   T* out, std::uint64_t count) {
+  return direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
+    group_reduce_peers<Op>(g, out + at, in + at, n, h.rank, h.world_size, in_bases);
   });
 }
 

@@ -104,6 +104,20 @@ class Communicator {
   // in, out: size() * count elements; out[r * count + i] = rank r's in[rank() * count + i].
   void all_to_all(const void* in, void* out, std::size_t count, DataType type, Stream stream = nullptr);
 
+  // Zero-copy forms, for an input that is itself symmetric: `in` lies in an allocation of any
+  // provider whose map is `in_map` (Allocation::map), at the same offset on every rank (or, for
+  // all_gather in place, in == out + rank() * count with `out` in that allocation). Peers
+  // then read the input where it lies: no copy into staging, and two barriers per call whatever
+  // its size (the second keeps a rank from returning, and letting its input be overwritten,
+  // while a peer still reads it). The LL path still serves small sizes; the reductions run the
+  // staged algorithm where `out` overlaps `in`, and all_reduce where two-shot is chosen.
+  void all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
+                  Stream stream = nullptr);
+  void reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                      DataType type, ReduceOp op, Stream stream = nullptr);
+  void all_reduce(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
+                  ReduceOp op, AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic, Stream stream = nullptr);
+
   // Typed forms: T is float, double, int32_t, int64_t (and __half, __nv_bfloat16 under nvcc).
   template <class T>
   void broadcast(const T* in, T* out, std::size_t count, int root, Stream stream = nullptr) {
@@ -143,6 +157,9 @@ class Communicator {
  private:
   void check_call(const char* call, std::size_t count, DataType type, bool reduces, Stream stream,
                   std::size_t in_elements, std::size_t out_elements, const void* in, const void* out) const;
+  // The input's peer table for a zero-copy call, after checking `in_map` describes `in`.
+  const std::int64_t* symmetric_input(const char* call, const SymmetricAddressMap& in_map, const void* in,
+                                      std::size_t bytes) const;
 
   Provider& provider_;
   Team& team_;

@@ -235,7 +235,7 @@ struct LLPiece {
 template <class T, class Group, class Source, class Take>
 APERTURE_HD bool ll_pieces(const Group& g, const CollectiveHandle& h, std::uint64_t count, Source source, Take take) {
   Session<Group> s(g, h);
-  for_each_piece<T>(g, count, ll_capacity<T>(h), [&](std::uint64_t at, std::uint64_t n, bool more) {
+  for_each_piece<T>(g, count, ll_capacity<T>(h), h.interleave, [&](std::uint64_t at, std::uint64_t n, bool more) {
     LLPiece<Group> piece(s);
     for (int d = 1; d < h.world_size; ++d) {
       const int to = (h.rank + d) % h.world_size;

@@ -9,6 +9,10 @@
 //     reduce_scatter_ll<Op>(g, h, in, out, count)   the same result with no barrier: each rank
 //         pushes block d of its input into rank d's LL slot and folds what lands in its own
 //         (ll.h). Small sizes.
+//
+//     reduce_scatter_direct<Op>(g, h, in, in_bases, out, count)   the same result, zero-copy: `in`
+//         is symmetric (in_bases: its own peer table) and each rank folds block `me` of every
+//         rank's input in place (staged.h's direct_pieces). `out` must not overlap `in`.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,15 @@ APERTURE_HD bool reduce_scatter(const Group& g, const CollectiveHandle& h, const
     const T* staged = reinterpret_cast<const T*>(s.current_half()) + static_cast<std::uint64_t>(h.rank) * stride;
     group_reduce_peers<Op>(g, out + at, staged, n, h.rank, h.world_size, h.peer_bases);
     return true;
+  });
+}
+
+template <ReduceOp Op, class Group, class T>
+APERTURE_HD bool reduce_scatter_direct(const Group& g, const CollectiveHandle& h, const T* in,
+                                       const std::int64_t* in_bases, T* out, std::uint64_t count) {
+  const T* own = in + static_cast<std::uint64_t>(h.rank) * count;
+  return direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
+    group_reduce_peers<Op>(g, out + at, own + at, n, h.rank, h.world_size, in_bases);
   });
 }
 

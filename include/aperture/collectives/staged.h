@@ -1,4 +1,4 @@
-// aperture/collectives/staged.h — the steps the staged algorithms share.
+// aperture/collectives/staged.h — the steps the staged (and the zero-copy) algorithms share.
 //
 // A staged collective runs, per piece: copy into this rank's staging half (next_half()), cross
 // a barrier, then pull from the peers' halves (current_half(), through translate). The reuse
@@ -11,6 +11,12 @@
 //     get_from_every_rank(g, h, out, count, at, staged, n)   rank r's staged piece into
 //         out + r * count + at: own first, then the next ranks in turn (so the ranks do not all
 //         read one peer at once)
+//
+// Where the caller's input is itself symmetric (allocated by a provider, with its own peer
+// table), the staging copy can be skipped: peers read the input where it lies. Then
+//     direct_pieces<T>(g, h, count, body)   a barrier (every rank's input is complete), body(at, n)
+//         per piece with no barrier in between, and a barrier (no rank returns, and lets its input
+//         be overwritten, while a peer still reads it): two barriers per call, whatever its size.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +31,21 @@ template <class T, class Group, class Body>
 APERTURE_HD bool staged_pieces(const Group& g, const CollectiveHandle& h, std::uint64_t count, std::uint64_t slots,
                                Body&& body) {
   Session<Group> s(g, h);
-  for_each_piece<T>(g, count, piece_capacity<T>(h, slots),
+  for_each_piece<T>(g, count, piece_capacity<T>(h, slots), h.interleave,
                     [&](std::uint64_t at, std::uint64_t n, bool) { return body(s, at, n); });
+  return s.finish();
+}
+
+template <class T, class Group, class Body>
+APERTURE_HD bool direct_pieces(const Group& g, const CollectiveHandle& h, std::uint64_t count, Body&& body) {
+  Session<Group> s(g, h);
+  if (s.barrier()) {
+    for_each_piece<T>(g, count, piece_capacity<T>(h, 1), h.interleave, [&](std::uint64_t at, std::uint64_t n, bool) {
+      body(at, n);
+      return true;
+    });
+    s.barrier();
+  }
   return s.finish();
 }
 
