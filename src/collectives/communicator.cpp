@@ -24,9 +24,11 @@ using collectives::detail::Kind;
 constexpr std::size_t kHostHalfBytes = 256 * 1024;
 constexpr std::size_t kDeviceHalfBytes = 512 * 1024;
 // Blocks per GPU collective at the most: 16 left NVLink half idle (about 110 GB/s of bus bandwidth
-// at 256 MiB); each block keeps 512 threads x 4 x 16 bytes in flight, and 64 of them cover the
-// link's bandwidth x latency with room to spare.
-constexpr int kDeviceParts = 64;
+// at 256 MiB); each block keeps 512 threads x 4 x 16 bytes in flight. 64 were not enough for the
+// staged algorithms, whose blocks spend part of each piece on local copies and a barrier: on
+// 2x H200, 128 blocks took all_gather at 1 GiB from 4178 to 3458 us, all_reduce bf16 from 3270
+// to 3223 us, reduce_scatter bf16 from 1786 to 1661 us (docs/PERFORMANCE.md).
+constexpr int kDeviceParts = 128;
 // One-shot reads world x the data, two-shot about 2x with one more barrier: on the host the
 // cross-over measured near 32 KiB at 4 ranks (docs/PERFORMANCE.md), so 128 KiB / world; at
 // two ranks one-shot was faster at every size measured. So it is on 2 GPUs: it moves the same
@@ -44,6 +46,7 @@ constexpr std::size_t kDeviceBytesPerPart = 64 * 1024;  // a block per this many
 // only where one piece suffices). On 2 GPUs the LL all-reduce beat the staged one-shot up to
 // 512 KiB (6.6 vs 9.0 us there) and lost at 1 MiB (12.3 vs 9.7 us).
 constexpr std::size_t kDeviceLLBytesPerPart = 4 * 1024;
+constexpr int kDeviceLLParts = 64;  // the LL path's blocks at the most (as measured; more did not help)
 constexpr std::size_t kLLSlotBytes = 16 * 1024;
 constexpr std::size_t kDeviceLLMax = 512 * 1024;
 
@@ -93,7 +96,8 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
 
   if (options_.ll_part_bytes == 0) options_.ll_part_bytes = kDeviceLLBytesPerPart;
   // By default the LL path is chosen only where every block's share fits one piece.
-  const std::size_t ll_one_piece = static_cast<std::size_t>(options_.max_parts) * (kLLSlotBytes / 2);
+  ll_parts_ = device ? std::min(options_.max_parts, kDeviceLLParts) : options_.max_parts;
+  const std::size_t ll_one_piece = static_cast<std::size_t>(ll_parts_) * (kLLSlotBytes / 2);
   ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(kDeviceLLMax, ll_one_piece) : 0);
   options_.ll_max_bytes = ll_max_bytes_;
 
@@ -224,7 +228,7 @@ bool is_ll(Kind k) { return k == Kind::all_gather_ll || k == Kind::reduce_scatte
       collectives::detail::run_on_host(handle_, call_struct, host_spins_);                                          \
     } else {                                                                                                        \
       collectives::detail::device_launch(handle_, call_struct,                                                      \
-                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, options_.max_parts, options_.ll_part_bytes)  \
+                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, ll_parts_, options_.ll_part_bytes)  \
                                                                    : parts_for(payload_bytes, options_.max_parts),  \
                                          options_.block_threads, stream);                                           \
     }                                                                                                               \

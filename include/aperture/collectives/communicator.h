@@ -55,7 +55,8 @@ class Communicator {
     // Bytes of one staging half per part; 0: 256 KiB on the host, 512 KiB per block on a GPU.
     // The largest piece one barrier moves; at least 256 x world.
     std::size_t half_bytes = 0;
-    // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 64 on a GPU.
+    // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 128 on a GPU (the LL
+    // path takes at most 64 of them).
     int max_parts = 0;
     // all_reduce's automatic choice: one-shot up to this many bytes, two-shot above; 0: the
     // default: every size at 2 ranks; at more, 128 KiB / ranks on the host and 256 KiB on GPUs.
@@ -65,7 +66,7 @@ class Communicator {
     int block_threads = 0;
     // all_gather, reduce_scatter and all_reduce(automatic) take the push path (LL, see
     // aperture/collectives/ll.h) up to this many bytes of each rank's input. Unset: on a GPU
-    // 512 KiB, or less where max_parts blocks cannot move it in one piece (8 KiB a block); 0 on the host (where the barrier of the staged path already costs about what
+    // 512 KiB, or less where the LL path's blocks cannot move it in one piece (8 KiB a block); 0 on the host (where the barrier of the staged path already costs about what
     // a round of context switches does, see docs/PERFORMANCE.md). 0: never (the staged
     // algorithms only); SIZE_MAX: always.
     std::optional<std::size_t> ll_max_bytes;
@@ -167,8 +168,9 @@ class Communicator {
   Options options_;
   Allocation scratch_;
   collectives::CollectiveHandle handle_;
-  unsigned host_spins_ = 256;
-  std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved  // HostGroup::spins: fewer when this machine runs more ranks than cores
+  unsigned host_spins_ = 256;     // HostGroup::spins: fewer when this machine runs more ranks than cores
+  int ll_parts_ = 1;              // the LL path's blocks at the most
+  std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved
 };
 
 }  // namespace aperture
