@@ -101,10 +101,11 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(kDeviceLLMax, ll_one_piece) : 0);
   options_.ll_max_bytes = ll_max_bytes_;
 
-  // APERTURE_COLLECTIVES_INTERLEAVE=0: each block takes one contiguous slice of the data, not
-  // interleaved pieces (partition.h's for_each_piece; for comparing).
-  if (const char* v = std::getenv("APERTURE_COLLECTIVES_INTERLEAVE"); v != nullptr && std::string(v) == "0")
-    handle_.interleave = false;
+  // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
+  // slice each (partition.h's for_each_piece). Not the default: on 2x H200 with 128 blocks it was
+  // no faster, and up to 10% slower at 256 MiB (bench/results/gpu-large-run3*.txt).
+  if (const char* v = std::getenv("APERTURE_COLLECTIVES_INTERLEAVE"); v != nullptr && std::string(v) == "1")
+    handle_.interleave = true;
 
   // A rank with other options would split the data differently: refuse before any memory.
   team.check_same("Communicator", {{"half_bytes", options_.half_bytes},

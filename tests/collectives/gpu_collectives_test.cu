@@ -5,7 +5,7 @@
 // always and never; LL calls of changing sizes launched back to back (the epoch halves reused
 // many times without the host in between) and replayed from a CUDA graph; a CUDA graph
 // replaying a captured all-reduce; the zero-copy forms on symmetric inputs; blocks taking
-// interleaved pieces (the default) and contiguous slices; group_put with a block and with warps
+// contiguous slices (the default) and interleaved pieces; group_put with a block and with warps
 // at odd offsets. Every
 // element is checked on the host against values computed there from one seed drawn by rank 0.
 //
@@ -493,8 +493,8 @@ int main() {
       Communicator::Options small_ll = small;
       small_ll.ll_max_bytes = std::numeric_limits<std::size_t>::max();
       Communicator tiny_ll(*provider, team, small_ll);
-      setenv("APERTURE_COLLECTIVES_INTERLEAVE", "0", 1);  // each block one contiguous slice (the old layout)
-      Communicator slices(*provider, team, small);
+      setenv("APERTURE_COLLECTIVES_INTERLEAVE", "1", 1);  // blocks take interleaved pieces
+      Communicator interleaved(*provider, team, small);
       unsetenv("APERTURE_COLLECTIVES_INTERLEAVE");
       cudaStream_t stream = nullptr;
       CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -515,11 +515,11 @@ int main() {
       run_type<__nv_bfloat16>(staged, stream, small_counts);
       run_type<float>(tiny_ll, stream, small_counts);
       run_type<__half>(tiny_ll, stream, small_counts);
-      run_type<float>(slices, stream, small_counts);
+      run_type<float>(interleaved, stream, small_counts);
       symmetric_cases<float>(*provider, comm, stream, counts);
       symmetric_cases<__nv_bfloat16>(*provider, comm, stream, counts);
       symmetric_cases<float>(*provider, tiny, stream, small_counts);
-      symmetric_cases<__half>(*provider, slices, stream, small_counts);
+      symmetric_cases<__half>(*provider, interleaved, stream, small_counts);
       ll_back_to_back(comm, stream);
       ll_back_to_back(tiny_ll, stream);
       graph_replay(comm, stream);
