@@ -9,8 +9,8 @@
 // barrier and no signal: the data is its own signal, so a call costs one NVLink trip.
 //
 // Why no stale line is ever taken as fresh. Every part (CUDA block) has its own slots and its
-// own epoch e (h.epochs[part]), raised by one per piece by the LL and the staged algorithms
-// alike; slot half e & 1 serves epoch e, so a half is reused every second epoch:
+// own epoch e (h.epochs[part]), raised by one per LL piece and per barrier by every algorithm;
+// slot half e & 1 serves epoch e, so a half is reused every second epoch:
 //   - A receiver clears (stores 0 into) every line it consumed, in the piece that read it; both
 //     sides cut the same pieces into the same lines, so after epoch e a half holds only zeros.
 //   - A sender stores epoch e's lines only after it has passed epoch e - 1: got every peer's
