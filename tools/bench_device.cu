@@ -119,9 +119,13 @@ __global__ void ping_pong_kernel(PeerView peers, std::uint64_t* flag, std::uint6
 const std::vector<std::string> kDeviceOps = {"barrier", "put", "get", "broadcast", "all_gather",
                                              "reduce_scatter", "all_reduce", "all_to_all", "ping_pong"};
 // On request: each algorithm on its own (.staged: the barrier-based path at sizes where the
-// automatic choice would push, from a second Communicator with Options::ll_max_bytes = 0).
+// automatic choice would push, from a second Communicator with Options::ll_max_bytes = 0;
+// .symmetric: the input allocated from the provider and passed with its map, so the zero-copy
+// forms read it in place).
 const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_reduce.two_shot", "all_reduce.ll",
-                                                 "all_gather.staged", "reduce_scatter.staged", "ping_pong.table"};
+                                                 "all_gather.staged", "reduce_scatter.staged", "ping_pong.table",
+                                                 "all_gather.symmetric", "reduce_scatter.symmetric",
+                                                 "all_reduce.symmetric"};
 
 // Times `call` as every collective side is timed: `calls` captured into one CUDA graph (chosen
 // so a graph lasts about half a millisecond, from an eager estimate), launched back to back by
@@ -226,7 +230,8 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         std::find(kMoreDeviceOps.begin(), kMoreDeviceOps.end(), op) == kMoreDeviceOps.end())
       throw Error("bench: unknown op '" + op + "' for GPU memory; ops are barrier, put, get, ping_pong, broadcast, "
                   "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_reduce.ll, "
-                  "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all");
+                  "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all, all_gather.symmetric, "
+                  "reduce_scatter.symmetric, all_reduce.symmetric");
     const bool reduces = op.rfind("reduce_scatter", 0) == 0 || op.rfind("all_reduce", 0) == 0;
     // Reductions in both types; moving bytes does not depend on the type.
     const std::vector<DataType> types = reduces ? std::vector<DataType>{DataType::bfloat16, DataType::float32}
@@ -245,7 +250,14 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       const std::size_t out_count = op.rfind("all_gather", 0) == 0 || op == "all_to_all" ? count * world : count;
       void* in = nullptr;
       void* out = nullptr;
-      check_cuda(cudaMalloc(&in, in_count * esize), "cudaMalloc(in)");
+      const bool sym_input = op.size() > 10 && op.compare(op.size() - 10, 10, ".symmetric") == 0;
+      Allocation in_alloc;  // .symmetric: the input from the provider
+      if (sym_input) {
+        in_alloc = provider.allocate(std::max<std::size_t>(in_count * esize, 256));
+        in = in_alloc.ptr;
+      } else {
+        check_cuda(cudaMalloc(&in, in_count * esize), "cudaMalloc(in)");
+      }
       check_cuda(cudaMalloc(&out, out_count * esize), "cudaMalloc(out)");
       check_cuda(cudaMemset(in, 0, in_count * esize), "cudaMemset(in)");
       check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // the legacy stream's memset, before `stream` uses it
@@ -310,6 +322,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       } else if (op.rfind("all_gather", 0) == 0) {
         Communicator& c = op == "all_gather.staged" ? *staged : comm;
         ours = [&] { c.all_gather(in, out, count, type, stream); };
+        if (sym_input) ours = [&] { comm.all_gather(in, in_alloc.map, out, count, type, stream); };
 #if APERTURE_BENCH_WITH_NCCL
         theirs = [&] { check_nccl(ncclAllGather(in, out, count, nt, nccl, stream), "ncclAllGather"); };
         theirs2 = [&] { check_nccl(ncclAllGather(sym_in, sym_out, count, nt, nccl, stream), "ncclAllGather(symmetric)"); };
@@ -317,6 +330,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       } else if (op.rfind("reduce_scatter", 0) == 0) {
         Communicator& c = op == "reduce_scatter.staged" ? *staged : comm;
         ours = [&] { c.reduce_scatter(in, out, count, type, ReduceOp::sum, stream); };
+        if (sym_input) ours = [&] { comm.reduce_scatter(in, in_alloc.map, out, count, type, ReduceOp::sum, stream); };
 #if APERTURE_BENCH_WITH_NCCL
         theirs = [&] { check_nccl(ncclReduceScatter(in, out, count, nt, ncclSum, nccl, stream), "ncclReduceScatter"); };
         theirs2 = [&] {
@@ -343,6 +357,8 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
                                         : op == "all_reduce.ll"       ? AllReduceAlgorithm::ll
                                                                       : AllReduceAlgorithm::automatic;
         ours = [&, algo] { comm.all_reduce(in, out, count, type, ReduceOp::sum, algo, stream); };
+        if (sym_input)
+          ours = [&] { comm.all_reduce(in, in_alloc.map, out, count, type, ReduceOp::sum, AllReduceAlgorithm::automatic, stream); };
 #if APERTURE_BENCH_WITH_NCCL
         theirs = [&] { check_nccl(ncclAllReduce(in, out, count, nt, ncclSum, nccl, stream), "ncclAllReduce"); };
         theirs2 = [&] { check_nccl(ncclAllReduce(sym_in, sym_out, count, nt, ncclSum, nccl, stream), "ncclAllReduce(symmetric)"); };
@@ -376,7 +392,12 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
                      row.type.c_str(), row.bytes, row.aperture_us, row.baseline.c_str(), row.baseline_us,
                      row.baseline2.c_str(), row.baseline2_us);
       rows.push_back(row);
-      cudaFree(in);
+      if (sym_input) {
+        team.barrier();  // every rank's kernels are done with every input (comm.check waited for this one's)
+        provider.free(in_alloc);
+      } else {
+        cudaFree(in);
+      }
       cudaFree(out);
     }
   }

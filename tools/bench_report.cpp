@@ -59,10 +59,10 @@ double bus_gbps(const BenchRow& r, double us) {
   double size = static_cast<double>(r.bytes), factor = 1.0;
   if (r.op.rfind("all_reduce", 0) == 0) {
     factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
-  } else if (r.op == "all_gather") {
+  } else if (r.op.rfind("all_gather", 0) == 0) {  // and its variants (.staged, .symmetric)
     size *= n;  // nccl-tests: the whole output
     factor = n > 1 ? (n - 1) / n : 1.0;
-  } else if (r.op == "reduce_scatter" || r.op == "all_to_all") {
+  } else if (r.op.rfind("reduce_scatter", 0) == 0 || r.op == "all_to_all") {
     factor = n > 1 ? (n - 1) / n : 1.0;  // row bytes are already the whole input
   }
   return size / us / 1e3 * factor;

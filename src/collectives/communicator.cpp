@@ -24,9 +24,11 @@ using collectives::detail::Kind;
 constexpr std::size_t kHostHalfBytes = 256 * 1024;
 constexpr std::size_t kDeviceHalfBytes = 512 * 1024;
 // Blocks per GPU collective at the most: 16 left NVLink half idle (about 110 GB/s of bus bandwidth
-// at 256 MiB); each block keeps 512 threads x 4 x 16 bytes in flight, and 64 of them cover the
-// link's bandwidth x latency with room to spare.
-constexpr int kDeviceParts = 64;
+// at 256 MiB); each block keeps 512 threads x 4 x 16 bytes in flight. 64 were not enough for the
+// staged algorithms, whose blocks spend part of each piece on local copies and a barrier: on
+// 2x H200, 128 blocks took all_gather at 1 GiB from 4178 to 3458 us, all_reduce bf16 from 3270
+// to 3223 us, reduce_scatter bf16 from 1786 to 1661 us (docs/PERFORMANCE.md).
+constexpr int kDeviceParts = 128;
 // One-shot reads world x the data, two-shot about 2x with one more barrier: on the host the
 // cross-over measured near 32 KiB at 4 ranks (docs/PERFORMANCE.md), so 128 KiB / world; at
 // two ranks one-shot was faster at every size measured. So it is on 2 GPUs: it moves the same
@@ -44,6 +46,7 @@ constexpr std::size_t kDeviceBytesPerPart = 64 * 1024;  // a block per this many
 // only where one piece suffices). On 2 GPUs the LL all-reduce beat the staged one-shot up to
 // 512 KiB (6.6 vs 9.0 us there) and lost at 1 MiB (12.3 vs 9.7 us).
 constexpr std::size_t kDeviceLLBytesPerPart = 4 * 1024;
+constexpr int kDeviceLLParts = 64;  // the LL path's blocks at the most (as measured; more did not help)
 constexpr std::size_t kLLSlotBytes = 16 * 1024;
 constexpr std::size_t kDeviceLLMax = 512 * 1024;
 
@@ -93,9 +96,16 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
 
   if (options_.ll_part_bytes == 0) options_.ll_part_bytes = kDeviceLLBytesPerPart;
   // By default the LL path is chosen only where every block's share fits one piece.
-  const std::size_t ll_one_piece = static_cast<std::size_t>(options_.max_parts) * (kLLSlotBytes / 2);
+  ll_parts_ = device ? std::min(options_.max_parts, kDeviceLLParts) : options_.max_parts;
+  const std::size_t ll_one_piece = static_cast<std::size_t>(ll_parts_) * (kLLSlotBytes / 2);
   ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(kDeviceLLMax, ll_one_piece) : 0);
   options_.ll_max_bytes = ll_max_bytes_;
+
+  // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
+  // slice each (partition.h's for_each_piece). Not the default: on 2x H200 with 128 blocks it was
+  // no faster, and up to 10% slower at 256 MiB (bench/results/gpu-large-run3*.txt).
+  if (const char* v = std::getenv("APERTURE_COLLECTIVES_INTERLEAVE"); v != nullptr && std::string(v) == "1")
+    handle_.interleave = true;
 
   // A rank with other options would split the data differently: refuse before any memory.
   team.check_same("Communicator", {{"half_bytes", options_.half_bytes},
@@ -103,7 +113,8 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"one_shot_max_bytes", options_.one_shot_max_bytes},
                                    {"block_threads", static_cast<std::uint64_t>(options_.block_threads)},
                                    {"ll_max_bytes", ll_max_bytes_},
-                                   {"ll_part_bytes", options_.ll_part_bytes}});
+                                   {"ll_part_bytes", options_.ll_part_bytes},
+                                   {"APERTURE_COLLECTIVES_INTERLEAVE", std::uint64_t{handle_.interleave ? 1u : 0u}}});
 
   const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, kLLSlotBytes);
   scratch_ = provider.allocate(layout.total_bytes, 256);
@@ -218,7 +229,7 @@ bool is_ll(Kind k) { return k == Kind::all_gather_ll || k == Kind::reduce_scatte
       collectives::detail::run_on_host(handle_, call_struct, host_spins_);                                          \
     } else {                                                                                                        \
       collectives::detail::device_launch(handle_, call_struct,                                                      \
-                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, options_.max_parts, options_.ll_part_bytes)  \
+                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, ll_parts_, options_.ll_part_bytes)  \
                                                                    : parts_for(payload_bytes, options_.max_parts),  \
                                          options_.block_threads, stream);                                           \
     }                                                                                                               \
@@ -268,6 +279,64 @@ void Communicator::all_reduce(const void* in, void* out, std::size_t count, Data
                     : algorithm == AllReduceAlgorithm::ll     ? Kind::all_reduce_ll
                                                               : Kind::all_reduce_one_shot;
   Call c{kind, in, out, count, type, op, 0};
+  APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
+}
+
+const std::int64_t* Communicator::symmetric_input(const char* call, const SymmetricAddressMap& in_map, const void* in,
+                                                  std::size_t bytes) const {
+  const auto who = [call] { return std::string("Communicator::") + call + " (symmetric input)"; };
+  if (in_map.world_size != size() || in_map.local_rank != rank())
+    throw Error(who() + ": in_map is for rank " + std::to_string(in_map.local_rank) + " of " +
+                std::to_string(in_map.world_size) + ", this Communicator is rank " + std::to_string(rank()) + " of " +
+                std::to_string(size()) + "; give the map of an allocation made over the same team");
+  if (!in_map.all_direct())
+    throw Error(who() + ": in_map cannot reach every rank by load/store; use the form without in_map");
+  if (bytes != 0 && in_map.allocation_bytes != 0 && !in_map.owns(in, bytes))
+    throw Error(who() + ": `in` (" + std::to_string(bytes) + " bytes) does not lie inside the allocation in_map " +
+                "describes (" + std::to_string(in_map.allocation_bytes) + " bytes)");
+  return in_map.peer_bases();
+}
+
+namespace {
+
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+}  // namespace
+
+void Communicator::all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                              DataType type, Stream stream) {
+  const std::size_t bytes = count * size_of(type);
+  if (uses_ll(bytes)) return all_gather(in, out, count, type, stream);
+  check_call("all_gather", count, type, false, stream, count, count * size(), in, out);
+  Call c{Kind::all_gather_direct, in, out, count, type, ReduceOp::sum, 0};
+  c.in_bases = symmetric_input("all_gather", in_map, in, bytes);
+  APERTURE_COLLECTIVE_RUN(c, bytes * size(), bytes);
+}
+
+void Communicator::reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                                  DataType type, ReduceOp op, Stream stream) {
+  const std::size_t bytes = count * size_of(type) * size();
+  if (uses_ll(bytes) || overlaps(in, bytes, out, count * size_of(type)))
+    return reduce_scatter(in, out, count, type, op, stream);
+  check_call("reduce_scatter", count, type, true, stream, count * size(), count, in, out);
+  Call c{Kind::reduce_scatter_direct, in, out, count, type, op, 0};
+  c.in_bases = symmetric_input("reduce_scatter", in_map, in, bytes);
+  APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
+}
+
+void Communicator::all_reduce(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                              DataType type, ReduceOp op, AllReduceAlgorithm algorithm, Stream stream) {
+  const std::size_t bytes = count * size_of(type);
+  if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
+  if (algorithm != AllReduceAlgorithm::one_shot || overlaps(in, bytes, out, bytes))
+    return all_reduce(in, out, count, type, op, algorithm, stream);
+  check_call("all_reduce", count, type, true, stream, count, count, in, out);
+  Call c{Kind::all_reduce_direct, in, out, count, type, op, 0};
+  c.in_bases = symmetric_input("all_reduce", in_map, in, bytes);
   APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
 }
 

@@ -85,6 +85,21 @@ __global__ void __launch_bounds__(kMaxThreads) all_reduce_ll_kernel(CollectiveHa
   follow_previous_grid();
   all_reduce_ll<Op>(BlockGroup{}, h, in, out, count);
 }
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads) all_gather_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
+  follow_previous_grid();
+  all_gather_direct(BlockGroup{}, h, in, in_bases, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void __launch_bounds__(kMaxThreads) reduce_scatter_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
+  follow_previous_grid();
+  reduce_scatter_direct<Op>(BlockGroup{}, h, in, in_bases, out, count);
+}
+template <ReduceOp Op, class T>
+__global__ void __launch_bounds__(kMaxThreads) all_reduce_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
+  follow_previous_grid();
+  all_reduce_direct<Op>(BlockGroup{}, h, in, in_bases, out, count);
+}
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
@@ -157,6 +172,12 @@ void launch_reduction(const Launch& l, const CollectiveHandle& h, const Call& c)
     case Kind::all_reduce_ll:
       launch(l, all_reduce_ll_kernel<Op, T>, h, in, out, c.count);
       break;
+    case Kind::reduce_scatter_direct:
+      launch(l, reduce_scatter_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
+      break;
+    case Kind::all_reduce_direct:
+      launch(l, all_reduce_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
+      break;
     default: throw Error("collectives: internal: not a reduction");
   }
 }
@@ -169,6 +190,7 @@ void launch_typed(const Launch& l, const CollectiveHandle& h, const Call& c) {
     case Kind::broadcast: launch(l, broadcast_kernel<T>, h, in, out, c.count, c.root); return;
     case Kind::all_gather: launch(l, all_gather_kernel<T>, h, in, out, c.count); return;
     case Kind::all_gather_ll: launch(l, all_gather_ll_kernel<T>, h, in, out, c.count); return;
+    case Kind::all_gather_direct: launch(l, all_gather_direct_kernel<T>, h, in, c.in_bases, out, c.count); return;
     case Kind::all_to_all: launch(l, all_to_all_kernel<T>, h, in, out, c.count); return;
     default: break;
   }
@@ -190,6 +212,9 @@ const char* kind_name(Kind k) {
     case Kind::all_gather_ll: return "all_gather (ll)";
     case Kind::reduce_scatter_ll: return "reduce_scatter (ll)";
     case Kind::all_reduce_ll: return "all_reduce (ll)";
+    case Kind::all_gather_direct: return "all_gather (direct)";
+    case Kind::reduce_scatter_direct: return "reduce_scatter (direct)";
+    case Kind::all_reduce_direct: return "all_reduce (direct)";
     default: return "all_to_all";
   }
 }

@@ -20,6 +20,9 @@ enum class Kind {
   all_gather_ll,      // the push paths (aperture/collectives/ll.h)
   reduce_scatter_ll,
   all_reduce_ll,
+  all_gather_direct,  // zero-copy on a symmetric input (aperture/collectives/staged.h)
+  reduce_scatter_direct,
+  all_reduce_direct,
 };
 
 struct Call {
@@ -30,6 +33,7 @@ struct Call {
   DataType type = DataType::float32;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
+  const std::int64_t* in_bases = nullptr;  // the *_direct kinds: the input's own peer table
 };
 
 // Runs the call on this thread (HostGroup); returns when this rank's part is done. `spins`:

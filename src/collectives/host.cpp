@@ -27,6 +27,8 @@ void run_reduction(const HostGroup& g, const CollectiveHandle& h, const Call& c)
     case Kind::all_reduce_two_shot: all_reduce_two_shot<Op>(g, h, in, out, c.count); break;
     case Kind::reduce_scatter_ll: reduce_scatter_ll<Op>(g, h, in, out, c.count); break;
     case Kind::all_reduce_ll: all_reduce_ll<Op>(g, h, in, out, c.count); break;
+    case Kind::reduce_scatter_direct: reduce_scatter_direct<Op>(g, h, in, c.in_bases, out, c.count); break;
+    case Kind::all_reduce_direct: all_reduce_direct<Op>(g, h, in, c.in_bases, out, c.count); break;
     default: throw Error("collectives: internal: not a reduction");
   }
 }
@@ -39,6 +41,7 @@ void run_typed(const HostGroup& g, const CollectiveHandle& h, const Call& c) {
     case Kind::broadcast: broadcast(g, h, in, out, c.count, c.root); return;
     case Kind::all_gather: all_gather(g, h, in, out, c.count); return;
     case Kind::all_gather_ll: all_gather_ll(g, h, in, out, c.count); return;
+    case Kind::all_gather_direct: all_gather_direct(g, h, in, c.in_bases, out, c.count); return;
     case Kind::all_to_all: all_to_all(g, h, in, out, c.count); return;
     default: break;
   }

@@ -293,6 +293,65 @@ TEST_P(CollectivesTest, LLManyCallsChangingSizes) {
   report(m, "LL calls of changing sizes");
 }
 
+// The zero-copy forms (the input is itself symmetric, peers read it in place): every size of
+// kCounts and a few pieces more, on the default and the tiny staging (many pieces, each without a
+// barrier), in place (all-gather) and where they fall back to the staged path (reductions with
+// `out` overlapping `in`), with staged calls in between on the same scratch.
+TEST_P(CollectivesTest, SymmetricInputsAreReadInPlace) {
+  std::vector<std::uint64_t> counts = kCounts;
+  counts.push_back(70000);  // several pieces of the default staging
+  const std::uint64_t most = *std::max_element(counts.begin(), counts.end());
+  aperture::Allocation a = provider_->allocate(most * static_cast<std::uint64_t>(n_) * sizeof(std::int64_t));
+  Mismatches m;
+  for (Communicator* comm : {comm_.get(), tiny_.get()})
+    for (std::uint64_t count : counts)
+      for (bool in_place : {false, true}) {
+        const std::string what = "count " + std::to_string(count) + (in_place ? " in place" : "") + " half " +
+                                 std::to_string(comm->options().half_bytes);
+        auto* sym = a.as<std::int64_t>();
+        {  // all-gather: in place, `in` is this rank's block of a symmetric `out`
+          const std::uint64_t salt = next_salt();
+          std::vector<std::int64_t> in = input<std::int64_t>(salt, count), out(count * n_, -7);
+          std::int64_t* dst = in_place ? sym : out.data();
+          std::int64_t* src = in_place ? sym + me_ * count : sym;
+          std::copy(in.begin(), in.end(), src);
+          comm->all_gather(src, a.map, dst, count, aperture::DataType::int64);
+          for (int r = 0; r < n_; ++r)
+            for (std::uint64_t i = 0; i < count; ++i)
+              m.expect(dst[r * count + i], value<std::int64_t>(r, salt, i), "all_gather " + what);
+        }
+        comm->barrier();  // an epoch of another kind in between
+        {  // reduce-scatter (in place: the staged path)
+          const std::uint64_t salt = next_salt();
+          std::vector<std::int64_t> in = input<std::int64_t>(salt, count * n_), out(count, -7);
+          std::copy(in.begin(), in.end(), sym);
+          std::int64_t* dst = in_place ? sym + me_ * count : out.data();
+          comm->reduce_scatter(sym, a.map, dst, count, aperture::DataType::int64, ReduceOp::max);
+          for (std::uint64_t i = 0; i < count; ++i)
+            m.expect(dst[i], folded<std::int64_t>(ReduceOp::max, salt, me_ * count + i), "reduce_scatter " + what);
+        }
+        {  // all-reduce (in place: the staged path)
+          const std::uint64_t salt = next_salt();
+          std::vector<std::int64_t> in = input<std::int64_t>(salt, count), out(count, -7);
+          std::copy(in.begin(), in.end(), sym);
+          std::int64_t* dst = in_place ? sym : out.data();
+          comm->all_reduce(sym, a.map, dst, count, aperture::DataType::int64, ReduceOp::sum,
+                           AllReduceAlgorithm::one_shot);
+          for (std::uint64_t i = 0; i < count; ++i)
+            m.expect(dst[i], folded<std::int64_t>(ReduceOp::sum, salt, i), "all_reduce " + what);
+        }
+        world().barrier();  // `sym` is rewritten next: every peer has read it (the calls ensure it too)
+      }
+  report(m, "symmetric inputs");
+  // A map of another rank count, or an `in` outside the allocation, is refused.
+  std::int64_t x = 0;
+  const std::string outside = test::error_of(
+      [&] { comm_->all_gather(&x, a.map, a.as<std::int64_t>(), 1, aperture::DataType::int64); });
+  EXPECT_NE(outside.find("does not lie inside"), std::string::npos) << outside;
+  world().barrier();
+  provider_->free(a);
+}
+
 TEST_P(CollectivesTest, AllReduceFloat) { all_reduce_cases<float>(); }
 TEST_P(CollectivesTest, AllReduceDouble) { all_reduce_cases<double>(); }
 TEST_P(CollectivesTest, AllReduceInt32) { all_reduce_cases<std::int32_t>(); }

@@ -4,7 +4,9 @@
 // the default staging and a tiny one (many pieces, many blocks), and with the push (LL) path
 // always and never; LL calls of changing sizes launched back to back (the epoch halves reused
 // many times without the host in between) and replayed from a CUDA graph; a CUDA graph
-// replaying a captured all-reduce; group_put with a block and with warps at odd offsets. Every
+// replaying a captured all-reduce; the zero-copy forms on symmetric inputs; blocks taking
+// contiguous slices (the default) and interleaved pieces; group_put with a block and with warps
+// at odd offsets. Every
 // element is checked on the host against values computed there from one seed drawn by rank 0.
 //
 // A plain program (the GPU machine may lack GoogleTest), run as ranks of a job:
@@ -217,6 +219,73 @@ void run_type(Communicator& comm, cudaStream_t stream, const std::vector<std::ui
   }
 }
 
+// The zero-copy forms on an input allocated from the provider (symmetric): every count, in place
+// (all-gather; the reductions then fall back to the staged path) and not, each call's input
+// rewritten right after it returns (the trailing barrier keeps peers from still reading it).
+template <class T>
+void symmetric_cases(aperture::Provider& provider, Communicator& comm, cudaStream_t stream,
+                     const std::vector<std::uint64_t>& counts) {
+  const int me = g_rank, n = g_world;
+  std::uint64_t most = 1;
+  for (std::uint64_t c : counts) most = c > most ? c : most;
+  aperture::Allocation a = provider.allocate(most * static_cast<std::uint64_t>(n) * sizeof(T));
+  T* sym = a.as<T>();
+  const auto upload = [&](const std::vector<T>& v, T* at) {
+    CUDA(cudaMemcpy(at, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA(cudaDeviceSynchronize());
+  };
+  const auto download = [&](const T* at, std::uint64_t count) {
+    std::vector<T> v(count);
+    CUDA(cudaMemcpy(v.data(), at, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  };
+  for (std::uint64_t count : counts)
+    for (bool in_place : {false, true}) {
+      const std::string suffix = std::string(" symmetric <") + tname<T>() + "> count " + std::to_string(count) +
+                                 (in_place ? " in place" : "") + " half " + std::to_string(comm.options().half_bytes);
+      {
+        const std::uint64_t salt = next_salt();
+        DeviceBuffer<T> out(count * n);
+        out.poison();
+        T* src = in_place ? sym + me * count : sym;
+        T* dst = in_place ? sym : out.ptr;
+        upload(input<T>(salt, count), src);
+        comm.all_gather(src, a.map, dst, count, aperture::data_type_of_v<T>, stream);
+        comm.check(stream);
+        const std::uint64_t c = count ? count : 1;
+        expect_all(download(dst, count * n), count * n,
+                   [&](std::uint64_t i) { return value<T>(static_cast<int>(i / c), salt, i % c); }, "all_gather" + suffix);
+      }
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+        {
+          const std::uint64_t salt = next_salt();
+          DeviceBuffer<T> out(count);
+          out.poison();
+          upload(input<T>(salt, count * n), sym);
+          T* dst = in_place ? sym + me * count : out.ptr;
+          comm.reduce_scatter(sym, a.map, dst, count, aperture::data_type_of_v<T>, op, stream);
+          comm.check(stream);
+          expect_all(download(dst, count), count, [&](std::uint64_t i) { return folded<T>(op, salt, me * count + i); },
+                     std::string("reduce_scatter ") + aperture::name_of(op) + suffix);
+        }
+        for (AllReduceAlgorithm algo : {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::automatic}) {
+          const std::uint64_t salt = next_salt();
+          DeviceBuffer<T> out(count);
+          out.poison();
+          upload(input<T>(salt, count), sym);
+          T* dst = in_place ? sym : out.ptr;
+          comm.all_reduce(sym, a.map, dst, count, aperture::data_type_of_v<T>, op, algo, stream);
+          comm.check(stream);
+          expect_all(download(dst, count), count, [&](std::uint64_t i) { return folded<T>(op, salt, i); },
+                     std::string("all_reduce ") + aperture::name_of(op) + " " + aperture::name_of(algo) + suffix);
+        }
+      }
+    }
+  comm.barrier(stream);
+  comm.check(stream);
+  provider.free(a);
+}
+
 // A captured all-reduce replayed with new input each time: the epochs live on the GPU.
 void graph_replay(Communicator& comm, cudaStream_t stream) {
   constexpr std::uint64_t kCount = 100003;
@@ -424,6 +493,9 @@ int main() {
       Communicator::Options small_ll = small;
       small_ll.ll_max_bytes = std::numeric_limits<std::size_t>::max();
       Communicator tiny_ll(*provider, team, small_ll);
+      setenv("APERTURE_COLLECTIVES_INTERLEAVE", "1", 1);  // blocks take interleaved pieces
+      Communicator interleaved(*provider, team, small);
+      unsetenv("APERTURE_COLLECTIVES_INTERLEAVE");
       cudaStream_t stream = nullptr;
       CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       const std::vector<std::uint64_t> counts = {0, 1, 3, 17, 1000, 70001, (1u << 20) + 5};
@@ -443,6 +515,11 @@ int main() {
       run_type<__nv_bfloat16>(staged, stream, small_counts);
       run_type<float>(tiny_ll, stream, small_counts);
       run_type<__half>(tiny_ll, stream, small_counts);
+      run_type<float>(interleaved, stream, small_counts);
+      symmetric_cases<float>(*provider, comm, stream, counts);
+      symmetric_cases<__nv_bfloat16>(*provider, comm, stream, counts);
+      symmetric_cases<float>(*provider, tiny, stream, small_counts);
+      symmetric_cases<__half>(*provider, interleaved, stream, small_counts);
       ll_back_to_back(comm, stream);
       ll_back_to_back(tiny_ll, stream);
       graph_replay(comm, stream);

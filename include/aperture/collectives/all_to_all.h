@@ -12,30 +12,20 @@
 #include "aperture/collectives/barrier.h"
 #include "aperture/collectives/bulk.h"
 #include "aperture/collectives/partition.h"
+#include "aperture/collectives/staged.h"
 
 namespace aperture::collectives {
 
 template <class Group, class T>
 APERTURE_HD bool all_to_all(const Group& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count) {
-  Session<Group> s(g, h);
-  const int me = h.rank;
-  const int world = h.world_size;
-  const auto w = static_cast<std::uint64_t>(world);
-  const Range mine = split<T>(count, g.parts(), g.part());
-  const std::uint64_t capacity = piece_capacity<T>(h, w);
-  for (std::uint64_t at = mine.begin; at < mine.end; at += capacity) {
-    const std::uint64_t n = mine.end - at < capacity ? mine.end - at : capacity;
-    const std::uint64_t stride = slot_stride<T>(n);
-    T* stage = reinterpret_cast<T*>(s.next_half());
-    for (std::uint64_t d = 0; d < w; ++d) group_copy(g, stage + d * stride, in + d * count + at, n);
-    if (!s.barrier()) break;
-    const T* staged = reinterpret_cast<const T*>(s.current_half()) + static_cast<std::uint64_t>(me) * stride;
-    for (int j = 0; j < world; ++j) {
-      const int from = (me + j) % world;
-      group_get(g, out + static_cast<std::uint64_t>(from) * count + at, staged, n, me, from, h.peer_bases);
-    }
-  }
-  return s.finish();
+  const auto w = static_cast<std::uint64_t>(h.world_size);
+  return staged_pieces<T>(g, h, count, w, [&](Session<Group>& s, std::uint64_t at, std::uint64_t n) {
+    const std::uint64_t stride = stage_blocks(g, reinterpret_cast<T*>(s.next_half()), in, count, at, n, h.world_size);
+    if (!s.barrier()) return false;
+    const T* staged = reinterpret_cast<const T*>(s.current_half()) + static_cast<std::uint64_t>(h.rank) * stride;
+    get_from_every_rank(g, h, out, count, at, staged, n);
+    return true;
+  });
 }
 
 }  // namespace aperture::collectives

@@ -59,12 +59,14 @@ struct Session {
   }
 
   // Stores the epoch back (all threads have read it at construction) and reports the outcome.
+  // The last sync lets a kernel run another collective right after: its Session reads the epoch.
   APERTURE_HD bool finish() {
     g.sync();
     if (g.thread() == 0) {
       h.epochs[part] = epoch;
       if (!ok && h.status != nullptr) *h.status = 1;
     }
+    g.sync();
     return ok;
   }
 };

@@ -9,6 +9,7 @@
 #include "aperture/collectives/partition.h"
 #include "aperture/collectives/ll.h"
 #include "aperture/collectives/barrier.h"
+#include "aperture/collectives/staged.h"
 #include "aperture/collectives/broadcast.h"
 #include "aperture/collectives/all_gather.h"
 #include "aperture/collectives/reduce_scatter.h"

@@ -55,7 +55,8 @@ class Communicator {
     // Bytes of one staging half per part; 0: 256 KiB on the host, 512 KiB per block on a GPU.
     // The largest piece one barrier moves; at least 256 x world.
     std::size_t half_bytes = 0;
-    // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 64 on a GPU.
+    // Groups (CUDA blocks) per rank a collective may use; 0: 1 on the host, 128 on a GPU (the LL
+    // path takes at most 64 of them).
     int max_parts = 0;
     // all_reduce's automatic choice: one-shot up to this many bytes, two-shot above; 0: the
     // default: every size at 2 ranks; at more, 128 KiB / ranks on the host and 256 KiB on GPUs.
@@ -65,7 +66,7 @@ class Communicator {
     int block_threads = 0;
     // all_gather, reduce_scatter and all_reduce(automatic) take the push path (LL, see
     // aperture/collectives/ll.h) up to this many bytes of each rank's input. Unset: on a GPU
-    // 512 KiB, or less where max_parts blocks cannot move it in one piece (8 KiB a block); 0 on the host (where the barrier of the staged path already costs about what
+    // 512 KiB, or less where the LL path's blocks cannot move it in one piece (8 KiB a block); 0 on the host (where the barrier of the staged path already costs about what
     // a round of context switches does, see docs/PERFORMANCE.md). 0: never (the staged
     // algorithms only); SIZE_MAX: always.
     std::optional<std::size_t> ll_max_bytes;
@@ -103,6 +104,20 @@ class Communicator {
                   AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic, Stream stream = nullptr);
   // in, out: size() * count elements; out[r * count + i] = rank r's in[rank() * count + i].
   void all_to_all(const void* in, void* out, std::size_t count, DataType type, Stream stream = nullptr);
+
+  // Zero-copy forms, for an input that is itself symmetric: `in` lies in an allocation of any
+  // provider whose map is `in_map` (Allocation::map), at the same offset on every rank (or, for
+  // all_gather in place, in == out + rank() * count with `out` in that allocation). Peers
+  // then read the input where it lies: no copy into staging, and two barriers per call whatever
+  // its size (the second keeps a rank from returning, and letting its input be overwritten,
+  // while a peer still reads it). The LL path still serves small sizes; the reductions run the
+  // staged algorithm where `out` overlaps `in`, and all_reduce where two-shot is chosen.
+  void all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
+                  Stream stream = nullptr);
+  void reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                      DataType type, ReduceOp op, Stream stream = nullptr);
+  void all_reduce(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
+                  ReduceOp op, AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic, Stream stream = nullptr);
 
   // Typed forms: T is float, double, int32_t, int64_t (and __half, __nv_bfloat16 under nvcc).
   template <class T>
@@ -143,6 +158,9 @@ class Communicator {
  private:
   void check_call(const char* call, std::size_t count, DataType type, bool reduces, Stream stream,
                   std::size_t in_elements, std::size_t out_elements, const void* in, const void* out) const;
+  // The input's peer table for a zero-copy call, after checking `in_map` describes `in`.
+  const std::int64_t* symmetric_input(const char* call, const SymmetricAddressMap& in_map, const void* in,
+                                      std::size_t bytes) const;
 
   Provider& provider_;
   Team& team_;
@@ -150,8 +168,9 @@ class Communicator {
   Options options_;
   Allocation scratch_;
   collectives::CollectiveHandle handle_;
-  unsigned host_spins_ = 256;
-  std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved  // HostGroup::spins: fewer when this machine runs more ranks than cores
+  unsigned host_spins_ = 256;     // HostGroup::spins: fewer when this machine runs more ranks than cores
+  int ll_parts_ = 1;              // the LL path's blocks at the most
+  std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved
 };
 
 }  // namespace aperture

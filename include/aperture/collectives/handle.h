@@ -47,6 +47,7 @@ struct CollectiveHandle {
   unsigned char* ll = nullptr;               // [max_parts][2][world_size][ll_slot_bytes], symmetric
   std::uint64_t ll_slot_bytes = 0;           // a multiple of 256
   std::uint64_t timeout_ns = 0;              // device waits give up after this long
+  bool interleave = false;                   // how parts share the pieces (partition.h's for_each_piece)
 
   APERTURE_HD PeerView peers() const { return PeerView{rank, world_size, peer_bases}; }
   // Where rank `sender` announces its epochs to this rank, for part p.

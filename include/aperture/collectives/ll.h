@@ -8,21 +8,21 @@
 // and then polls only its own memory until every word it needs carries this epoch's flag. No
 // barrier and no signal: the data is its own signal, so a call costs one NVLink trip.
 //
-// Why no stale word is ever taken as fresh:
-//   - A receiver clears (stores 0 into) every line it consumed, in the same piece it read it.
-//     So at any time a slot holds only zeros and lines of the epoch being received: a line
-//     from an older epoch never survives its own epoch, whatever sizes later calls use.
-//   - The clear of epoch e's lines happens before the receiver pushes anything of epoch e+1
-//     (program order, g.sync() and a fence between pieces of one call, the kernel boundary or
-//     the host's release store between calls), and a peer writes the same half again only at
-//     e+2, after it has received the receiver's e+1 lines: the double-buffering rule of
-//     barrier.h, with "passed epoch e+1" meaning "got every peer's lines of e+1".
-//   - The flag is 1 + (epoch mod (2^32 - 1)): never 0, so a cleared or never-written line never
-//     matches. Since no line outlives its epoch, the flag's wrap-around after 2^32 - 1 epochs
-//     cannot make an old line match; the epoch in the flag is a second check, not the only one.
-// Every part (CUDA block) has its own slots and its own epoch (h.epochs[part]), shared with the
-// staged algorithms: both raise it by one per piece, and each half is reused only two epochs
-// later, whichever algorithm ran in between.
+// Why no stale line is ever taken as fresh. Every part (CUDA block) has its own slots and its
+// own epoch e (h.epochs[part]), raised by one per LL piece and per barrier by every algorithm;
+// slot half e & 1 serves epoch e, so a half is reused every second epoch:
+//   - A receiver clears (stores 0 into) every line it consumed, in the piece that read it; both
+//     sides cut the same pieces into the same lines, so after epoch e a half holds only zeros.
+//   - A sender stores epoch e's lines only after it has passed epoch e - 1: got every peer's
+//     lines of e - 1, or crossed the barrier of e - 1. Every peer sends those only after its
+//     clears of e - 2 (the same half) are ordered before them: g.all() and one fence between
+//     pieces of a call (done()), the fence before a barrier's signal, the kernel boundary (GPU)
+//     or the release stores (host) between calls. So a half is clean when the next lines land.
+//   - The flag is 1 + (e mod (2^32 - 1)): never 0, so a cleared line never matches; and since no
+//     line outlives its epoch, the flag's wrap-around cannot make an old line match.
+// After a wait gave up (status set), lines may be left behind: the scratch is then as broken as
+// after any timeout. A kernel of yours that runs two LL collectives in a row must fence in
+// between (one thread g.fence(), then g.sync()); the Communicator launches one call per kernel.
 //
 // Every helper here works on a CPU thread too (8-byte atomic words, release stores and acquire
 // loads), so the same templates run on host memory; the automatic choice uses them on GPUs.
@@ -35,6 +35,7 @@
 #include "aperture/collectives/barrier.h"
 #include "aperture/collectives/bulk.h"
 #include "aperture/collectives/handle.h"
+#include "aperture/collectives/partition.h"
 #include "aperture/config.h"
 #include "aperture/detail/host_wait.h"
 #include "aperture/translate.h"
@@ -200,8 +201,13 @@ struct LLPiece {
   APERTURE_HD LLLine* local_slot(int from) const {
     return reinterpret_cast<LLLine*>(s.h.ll_slot(s.part, s.epoch, from));
   }
-  APERTURE_HD void push(int to, std::uint64_t line, std::uint64_t payload) const {
-    detail::ll_store(remote_slot(to) + line, payload, flag);
+  // This thread's lines of src[0, n) into rank `to`'s slot: line j by thread j mod threads.
+  template <class T>
+  APERTURE_HD void push(int to, const T* src, std::uint64_t n) const {
+    LLLine* dst = remote_slot(to);
+    const bool aligned = ll_aligned(src);
+    for (std::uint64_t j = s.g.thread(); j < ll_lines<T>(n); j += s.g.threads())
+      detail::ll_store(dst + j, ll_pack(src + j * kLLElements<T>, ll_valid<T>(n, j), aligned), flag);
   }
   // Rank `from`'s line (0 when an earlier wait of this thread gave up), cleared after reading.
   APERTURE_HD std::uint64_t receive(int from, std::uint64_t line) {
@@ -222,5 +228,51 @@ struct LLPiece {
     return s.ok;
   }
 };
+
+// The piece loop of every LL collective. Per piece, this thread pushes its lines of
+// source(to) + at to every peer `to`, then calls take(piece, at, j, valid) for the same lines j
+// (so a line of source(me) may be overwritten by take: in place is safe).
+template <class T, class Group, class Source, class Take>
+APERTURE_HD bool ll_pieces(const Group& g, const CollectiveHandle& h, std::uint64_t count, Source source, Take take) {
+  Session<Group> s(g, h);
+  for_each_piece<T>(g, count, ll_capacity<T>(h), h.interleave, [&](std::uint64_t at, std::uint64_t n, bool more) {
+    LLPiece<Group> piece(s);
+    for (int d = 1; d < h.world_size; ++d) {
+      const int to = (h.rank + d) % h.world_size;
+      piece.push(to, source(to) + at, n);
+    }
+    for (std::uint64_t j = g.thread(); j < ll_lines<T>(n); j += g.threads()) take(piece, at, j, ll_valid<T>(n, j));
+    return piece.done(more);
+  });
+  return s.finish();
+}
+
+// out[i] = block(0)[i] of rank 0 (op) block(1)[i] of rank 1 (op) ..., in rank order: block(r) is
+// what this rank contributes to rank r's result (all-reduce: `in` for every r; reduce-scatter:
+// block r of `in`).
+template <ReduceOp Op, class T, class Group, class Block>
+APERTURE_HD bool ll_reduce(const Group& g, const CollectiveHandle& h, Block block, T* out, std::uint64_t count) {
+  using A = Accumulate<T>;
+  using Acc = typename A::type;
+  constexpr std::uint64_t E = kLLElements<T>;
+  const T* own = block(h.rank);
+  const bool own_aligned = ll_aligned(own);
+  const bool out_aligned = ll_aligned(out);
+  return ll_pieces<T>(g, h, count, block, [&](LLPiece<Group>& piece, std::uint64_t at, std::uint64_t j,
+                                               std::uint64_t valid) {
+    Acc acc[E] = {};
+    for (int r = 0; r < h.world_size; ++r) {
+      const std::uint64_t payload = r == h.rank ? ll_pack(own + at + j * E, valid, own_aligned) : piece.receive(r, j);
+      T x[E];
+      memcpy(static_cast<void*>(x), &payload, sizeof payload);
+      for (std::uint64_t k = 0; k < E; ++k) acc[k] = r == 0 ? A::in(x[k]) : Combine<Op>::apply(acc[k], A::in(x[k]));
+    }
+    T result[E];
+    for (std::uint64_t k = 0; k < E; ++k) result[k] = A::out(acc[k]);
+    std::uint64_t packed = 0;
+    memcpy(&packed, static_cast<const void*>(result), sizeof packed);
+    ll_unpack(out + at + j * E, packed, valid, out_aligned);
+  });
+}
 
 }  // namespace aperture::collectives

@@ -41,6 +41,30 @@ APERTURE_HD std::uint64_t piece_capacity(const CollectiveHandle& h, std::uint64_
   return n > 0 ? n : V;  // the Communicator guarantees a half holds a vector per slot
 }
 
+// The piece loop of every collective: body(at, n, more) for each piece of this part (at most
+// `capacity` elements; `more`: another piece of this part may follow), in order, until body
+// returns false. `interleave`: the data is cut into rounds of parts x capacity and part p takes
+// piece p of every round, so at any time the parts work on neighbouring pieces; otherwise each
+// part takes one contiguous slice, split(count, parts, part), in pieces. Below one round both
+// are the same split.
+template <class T, class Group, class Body>
+APERTURE_HD void for_each_piece(const Group& g, std::uint64_t count, std::uint64_t capacity, bool interleave,
+                                Body&& body) {
+  if (!interleave) {
+    const Range mine = split<T>(count, g.parts(), g.part());
+    for (std::uint64_t at = mine.begin; at < mine.end; at += capacity) {
+      const std::uint64_t n = mine.end - at < capacity ? mine.end - at : capacity;
+      if (!body(at, n, at + n < mine.end)) return;
+    }
+    return;
+  }
+  const std::uint64_t round = capacity * static_cast<std::uint64_t>(g.parts());
+  for (std::uint64_t base = 0; base < count; base += round) {
+    const Range mine = split<T>(count - base < round ? count - base : round, g.parts(), g.part());
+    if (mine.size() != 0 && !body(base + mine.begin, mine.size(), round < count - base)) return;
+  }
+}
+
 // A slot's stride in elements: the piece length rounded up to a whole vector.
 template <class T>
 APERTURE_HD std::uint64_t slot_stride(std::uint64_t n) {
