@@ -66,9 +66,10 @@ class Communicator {
     int block_threads = 0;
     // all_gather, reduce_scatter and all_reduce(automatic) take the push path (LL, see
     // aperture/collectives/ll.h) up to this many bytes of each rank's input. Unset: on a GPU
-    // 512 KiB, or less where the LL path's blocks cannot move it in one piece (8 KiB a block); 0 on the host (where the barrier of the staged path already costs about what
-    // a round of context switches does, see docs/PERFORMANCE.md). 0: never (the staged
-    // algorithms only); SIZE_MAX: always.
+    // 512 KiB, or less where the LL path's blocks cannot move it in one piece (8 KiB a block);
+    // 0 on the host (where the barrier of the staged path already costs about what a round of
+    // context switches does, see docs/PERFORMANCE.md). 0: never (the staged algorithms only);
+    // SIZE_MAX: always.
     std::optional<std::size_t> ll_max_bytes;
     // GPU, LL path: a block per this many bytes of each rank's input, up to max_parts; 0: 4 KiB.
     std::size_t ll_part_bytes = 0;
