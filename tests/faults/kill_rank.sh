@@ -15,6 +15,7 @@
 #     stage) any new /dev/shm entry counts; otherwise only names containing "aperture", since
 #     other tests running alongside may create their own.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
 aperture=$1 fault_rank=$2 flavor=$3 modes=$4 ranks=$5 iterations=$6
 marker="aperture-fault-$$-$RANDOM"
 failures=0
@@ -29,10 +30,6 @@ shm_listing() {
 }
 new_shm_entries() {  # new_shm_entries BEFORE AFTER: entries of AFTER not in BEFORE (others' removals do not count)
   comm -13 <(echo "$1") <(echo "$2") | grep -v '^$' || true
-}
-tcp_listening() {  # tcp_listening PORT: is anything listening on PORT?
-  local hex; hex=$(printf '%04X' "$1")
-  awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
 # APERTURE_TIMEOUT per mode. The hub notices a death at once and tells every rank, even one
@@ -87,8 +84,7 @@ run_torchrun() {  # run_torchrun MODE VICTIM
   local mode=$1 victim=$2 before after start elapsed port dir r rc
   local what="torchrun $mode, $ranks ranks, victim $victim"
   before=$(shm_listing)
-  port=$(( 20000 + (RANDOM * 7 + $$) % 30000 ))
-  while tcp_listening "$port" || tcp_listening $((port + 1)); do port=$(( 20000 + RANDOM % 30000 )); done
+  port=$(free_tcp_port_pair) || { fail "$what: no free TCP port"; return; }
   dir=$(mktemp -d)
   local pids=()
   start=$(date +%s%N)

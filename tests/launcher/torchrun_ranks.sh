@@ -3,8 +3,9 @@
 # LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and succeeds when every rank that was not killed by a
 # signal exited 0. Used to test Team over TCP and what survivors see when a rank dies.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
 n=$1; shift
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_tcp_port_pair) || exit 1
 pids=()
 for ((r = 0; r < n; r++)); do
   RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &

@@ -138,18 +138,15 @@ fi
 
 # --- a torchrun-style job: TCP hub in rank 0, strangers refused by the token --------------------
 mkdir -p "$work/tcp"
-listening() {  # listening PORT: is a TCP socket listening on PORT?
-  awk -v p=":$(printf '%04X' "$1")" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
-port=$(( 20000 + (RANDOM * 7 + $$) % 30000 ))
-while listening "$port" || listening $((port + 1)); do port=$(( 20000 + RANDOM % 30000 )); done
+source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
+port=$(free_tcp_port_pair) || exit 1
 tcp_token="tcp-secret-$RANDOM$RANDOM"
 tcp_env=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB WORLD_SIZE=2 MASTER_ADDR=127.0.0.1
          MASTER_PORT=$port APERTURE_JOB_TOKEN=$tcp_token)
 "${tcp_env[@]}" RANK=0 LOCAL_RANK=0 "$job_probe" "$work/tcp" >"$work/tcp0.out" 2>&1 &
 tcp0=$!
-for _ in $(seq 600); do listening $((port + 1)) && break; sleep 0.05; done
-listening $((port + 1)) || bad "rank 0's TCP hub did not start listening on port $((port + 1)): $(cat "$work/tcp0.out")"
+for _ in $(seq 600); do tcp_listening $((port + 1)) && break; sleep 0.05; done
+tcp_listening $((port + 1)) || bad "rank 0's TCP hub did not start listening on port $((port + 1)): $(cat "$work/tcp0.out")"
 tcp_hub="tcp:127.0.0.1:$((port + 1))"
 "$stranger" idle "$tcp_hub" 3 >"$work/idle.out" 2>&1 &
 idle=$!
