@@ -112,7 +112,9 @@ class Communicator {
   // then read the input where it lies: no copy into staging, and two barriers per call whatever
   // its size (the second keeps a rank from returning, and letting its input be overwritten,
   // while a peer still reads it). The LL path still serves small sizes; the reductions run the
-  // staged algorithm where `out` overlaps `in`, and all_reduce where two-shot is chosen.
+  // staged algorithm where `out` overlaps `in`, and all_reduce where two-shot is chosen. That
+  // choice is made on each rank from its own pointers, so every rank must overlap alike (all in
+  // place, or none): ranks on different paths would not meet at the same barriers.
   void all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
                   Stream stream = nullptr);
   void reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
