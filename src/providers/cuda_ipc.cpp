@@ -34,6 +34,7 @@
 #include "aperture/team.h"
 #include "detail/format.h"
 #include "providers/cuda_check.h"
+#include "providers/current_device.h"
 #include "providers/foreign_gpu.h"
 #include "providers/linear_heap_provider.h"
 #include "providers/provider_common.h"
@@ -47,24 +48,6 @@ constexpr std::size_t kDefaultHeapBytes = std::size_t{1} << 30;
 // Allocations may ask for any power-of-two alignment up to the alignment every rank's heap base
 // has in every process (cudaMalloc gives 2 MiB for large blocks), and never more than this.
 constexpr std::size_t kMaxAlignmentCap = std::size_t{2} << 20;
-
-// Makes `device` current on this thread for the guard's lifetime and restores the previous one,
-// so provider calls work whichever device the caller has made current since.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) APERTURE_CUDA_CHECK(cudaSetDevice(device), "cuda-ipc");
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-};
 
 // What each rank tells the others at start-up.
 struct Published {
@@ -196,7 +179,7 @@ class CudaIpcProvider final : public LinearHeapProvider {
 
   // The map of a table, on the host and copied into device memory for the kernels.
   SymmetricAddressMap place_table(std::vector<std::int64_t> table, std::size_t bytes) const override {
-    DeviceGuard guard(device_);
+    CurrentDevice current(device_, "cuda-ipc");
     const std::size_t table_bytes = table.size() * sizeof(std::int64_t);
     void* device_table = nullptr;
     APERTURE_CUDA_CHECK(cudaMalloc(&device_table, table_bytes), "cuda-ipc device table");

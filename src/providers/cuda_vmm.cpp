@@ -54,6 +54,7 @@
 #include "detail/format.h"
 #include "providers/cu_check.h"
 #include "providers/cuda_check.h"
+#include "providers/current_device.h"
 #include "providers/foreign_gpu.h"
 #include "providers/linear_heap_provider.h"
 #include "providers/provider_common.h"
@@ -68,28 +69,6 @@ constexpr std::size_t kDefaultHeapBytes = std::size_t{256} << 20;
 constexpr std::size_t kDefaultReserveBytes = std::size_t{64} << 30;
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
-
-// Makes `device` current on this thread for the guard's lifetime and restores the previous one.
-// Always sets it, even when the runtime already reports it: on a thread that never used CUDA the
-// runtime reports device 0 without any context being current, and driver calls need one.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
-      (void)cudaGetLastError();
-      previous_ = -1;
-    }
-    APERTURE_CUDA_CHECK(cudaSetDevice(device), kWho);
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-};
 
 // What each rank tells the others at start-up.
 struct Published {
@@ -304,7 +283,7 @@ class CudaVmmProvider final : public LinearHeapProvider {
   void grow_to(std::size_t target, const char* step) {
     team_.check_same("cuda-vmm grow", {{"from", mapped_}, {"to", target}});
     if (target <= mapped_) return;
-    DeviceGuard guard(device_);
+    CurrentDevice current(device_, kWho, SetDevice::always);  // driver calls follow
     const auto& cu = driver_api(kWho);
     const int me = team_.rank();
     const std::size_t offset = mapped_;

@@ -21,30 +21,10 @@
 #include "aperture/team.h"
 #include "detail/format.h"
 #include "providers/cuda_check.h"
+#include "providers/current_device.h"
 #include "providers/provider_common.h"
 
 namespace aperture::detail::foreign_gpu {
-
-// Makes `device` current for the guard's lifetime and restores the caller's device, so
-// provider calls work whichever device the caller has made current since.
-class CurrentDevice {
- public:
-  CurrentDevice(int device, std::string_view who) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
-      (void)cudaGetLastError();
-      previous_ = -1;
-    }
-    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice(device)", __FILE__, __LINE__, who);
-  }
-  ~CurrentDevice() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-
- private:
-  int previous_ = -1;
-};
 
 // The number of GPUs this process sees, or 0 with `why` saying why there are none.
 inline int gpu_count(std::string& why) {

@@ -48,7 +48,6 @@ namespace aperture::detail {
 namespace {
 
 using foreign_gpu::agree_or_throw;
-using foreign_gpu::CurrentDevice;
 
 constexpr const char* kWho = "nccl";
 constexpr int kMinimumVersion = 22800;  // 2.28.0: the device API (ncclDevCommCreate, ncclGetPeerPointer)

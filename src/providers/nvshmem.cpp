@@ -53,7 +53,6 @@ namespace aperture::detail {
 namespace {
 
 using foreign_gpu::agree_or_throw;
-using foreign_gpu::CurrentDevice;
 
 constexpr const char* kWho = "nvshmem";
 
