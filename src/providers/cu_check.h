@@ -24,7 +24,7 @@
 
 #include "aperture/error.h"
 #include "detail/format.h"
-#include "providers/cuda_check.h"  // short_source_path, cuda_error_text
+#include "providers/cuda_check.h"  // call_failure_text, throw_call_failure, cuda_error_text
 
 namespace aperture::detail {
 
@@ -106,23 +106,13 @@ inline std::string cu_error_text(CUresult status) {
 inline std::string cu_failure(CUresult status, std::string_view call, const char* file, int line) {
   if (status == CUDA_SUCCESS) return {};
   if (call.substr(0, 3) == "cu.") call.remove_prefix(3);  // "cu.cuMemMap(...)" reads as "cuMemMap(...)"
-  std::string message(call);
-  message += " failed: ";
-  message += cu_error_text(status);
-  message += " at ";
-  message += short_source_path(file);
-  message += ":";
-  message += std::to_string(line);
-  return message;
+  return call_failure_text(call, cu_error_text(status), file, line);
 }
 
 // Throws aperture::Error("<context>: <call> failed: ...") when `status` is not CUDA_SUCCESS.
 inline void check_cu(CUresult status, std::string_view call, const char* file, int line,
                      std::string_view context = {}) {
-  if (status == CUDA_SUCCESS) return;
-  std::string message = cu_failure(status, call, file, line);
-  if (!context.empty()) message = std::string(context) + ": " + message;
-  throw Error(message);
+  if (status != CUDA_SUCCESS) throw_call_failure(cu_failure(status, call, file, line), context);
 }
 
 }  // namespace aperture::detail

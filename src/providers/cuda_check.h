@@ -18,6 +18,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "aperture/error.h"
 
@@ -38,13 +39,11 @@ inline std::string_view short_source_path(std::string_view file) {
   return slash == std::string_view::npos ? file : file.substr(slash + 1);
 }
 
-// "" when `status` is cudaSuccess; otherwise "<call> failed: <name> (<text>) at <file>:<line>".
-inline std::string cuda_failure(cudaError_t status, std::string_view call, const char* file, int line) {
-  if (status == cudaSuccess) return {};
-  (void)cudaGetLastError();  // clear the non-sticky last error this call left behind
+// "<call> failed: <error> at <file>:<line>": how a failed runtime or driver call is described.
+inline std::string call_failure_text(std::string_view call, const std::string& error, const char* file, int line) {
   std::string message(call);
   message += " failed: ";
-  message += cuda_error_text(status);
+  message += error;
   message += " at ";
   message += short_source_path(file);
   message += ":";
@@ -52,13 +51,22 @@ inline std::string cuda_failure(cudaError_t status, std::string_view call, const
   return message;
 }
 
+// Throws aperture::Error("<context>: <failure>"), or just the failure when there is no context.
+[[noreturn]] inline void throw_call_failure(std::string failure, std::string_view context) {
+  throw Error(context.empty() ? std::move(failure) : std::string(context) + ": " + failure);
+}
+
+// "" when `status` is cudaSuccess; otherwise "<call> failed: <name> (<text>) at <file>:<line>".
+inline std::string cuda_failure(cudaError_t status, std::string_view call, const char* file, int line) {
+  if (status == cudaSuccess) return {};
+  (void)cudaGetLastError();  // clear the non-sticky last error this call left behind
+  return call_failure_text(call, cuda_error_text(status), file, line);
+}
+
 // Throws aperture::Error("<context>: <call> failed: ...") when `status` is not cudaSuccess.
 inline void check_cuda(cudaError_t status, std::string_view call, const char* file, int line,
                        std::string_view context = {}) {
-  if (status == cudaSuccess) return;
-  std::string message = cuda_failure(status, call, file, line);
-  if (!context.empty()) message = std::string(context) + ": " + message;
-  throw Error(message);
+  if (status != cudaSuccess) throw_call_failure(cuda_failure(status, call, file, line), context);
 }
 
 }  // namespace aperture::detail
