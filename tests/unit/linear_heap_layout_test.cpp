@@ -1,4 +1,4 @@
-#include "providers/linear_heap_layout.h"
+#include "providers/foreign_heap/linear_heap_layout.h"
 
 #include <gtest/gtest.h>
 

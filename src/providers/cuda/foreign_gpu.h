@@ -1,4 +1,4 @@
-// src/providers/foreign_gpu.h — what the GPU providers over foreign allocators (nvshmem, nccl)
+// src/providers/cuda/foreign_gpu.h — what the GPU providers over foreign allocators (nvshmem, nccl)
 // share: picking the GPU, placing a table in device memory, agreeing on failures, and proving
 // at start-up that a table's peer entries really are the peers' memory. cuda-vmm and cuda-ipc
 // use its device tables too.
@@ -20,8 +20,8 @@
 #include "aperture/error.h"
 #include "aperture/team.h"
 #include "detail/format.h"
-#include "providers/cuda_check.h"
-#include "providers/current_device.h"
+#include "providers/cuda/cuda_check.h"
+#include "providers/cuda/current_device.h"
 #include "providers/provider_common.h"
 
 namespace aperture::detail::foreign_gpu {

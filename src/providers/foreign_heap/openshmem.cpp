@@ -34,7 +34,7 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "detail/format.h"
-#include "providers/linear_heap_layout.h"
+#include "providers/foreign_heap/linear_heap_layout.h"
 #include "providers/live_allocations.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"

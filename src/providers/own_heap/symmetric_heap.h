@@ -1,4 +1,4 @@
-// src/providers/symmetric_heap.h — the allocator behind our own symmetric heaps.
+// src/providers/own_heap/symmetric_heap.h — the allocator behind our own symmetric heaps.
 //
 // Works on offsets, not addresses: every rank runs the same sequence of allocate/free calls on
 // its own copy of this allocator, and because it is deterministic every rank gets the same

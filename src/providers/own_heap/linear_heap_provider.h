@@ -1,4 +1,4 @@
-// src/providers/linear_heap_provider.h — what aperture's own-heap providers (shm, cuda-ipc,
+// src/providers/own_heap/linear_heap_provider.h — what aperture's own-heap providers (shm, cuda-ipc,
 // cuda-vmm) share: one SymmetricHeap of offsets, one table of where each rank's heap is mapped
 // here, and allocate / free / symmetric_address_map on top of them.
 //
@@ -20,7 +20,7 @@
 #include "aperture/address_map.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
-#include "providers/symmetric_heap.h"
+#include "providers/own_heap/symmetric_heap.h"
 
 namespace aperture::detail {
 

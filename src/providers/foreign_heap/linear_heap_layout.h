@@ -1,4 +1,4 @@
-// src/providers/linear_heap_layout.h — where a foreign symmetric heap (OpenSHMEM's, NVSHMEM's)
+// src/providers/foreign_heap/linear_heap_layout.h — where a foreign symmetric heap (OpenSHMEM's, NVSHMEM's)
 // maps each peer's copy, learnt and checked at start-up, and the tables that follow for every
 // allocation in it.
 //

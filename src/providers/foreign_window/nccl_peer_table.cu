@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "providers/cuda_check.h"
-#include "providers/nccl_peer_table.h"
+#include "providers/cuda/cuda_check.h"
+#include "providers/foreign_window/nccl_peer_table.h"
 
 namespace aperture::detail::nccl_device {
 

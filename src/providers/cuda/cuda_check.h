@@ -1,4 +1,4 @@
-// src/providers/cuda_check.h — CUDA runtime errors translated into aperture::Error.
+// src/providers/cuda/cuda_check.h — CUDA runtime errors translated into aperture::Error.
 //
 // Every CUDA call the library makes goes through one of two macros, so that every failure names
 // the call as written, the status (name and text) and the file:line it came from:

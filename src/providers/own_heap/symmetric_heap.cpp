@@ -1,4 +1,4 @@
-#include "providers/symmetric_heap.h"
+#include "providers/own_heap/symmetric_heap.h"
 
 #include <iterator>
 

@@ -42,9 +42,9 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "detail/format.h"
-#include "providers/cuda_check.h"
-#include "providers/foreign_gpu.h"
-#include "providers/linear_heap_layout.h"
+#include "providers/cuda/cuda_check.h"
+#include "providers/cuda/foreign_gpu.h"
+#include "providers/foreign_heap/linear_heap_layout.h"
 #include "providers/live_allocations.h"
 #include "providers/registry.h"
 

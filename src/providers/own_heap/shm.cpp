@@ -18,7 +18,7 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "detail/format.h"
-#include "providers/linear_heap_provider.h"
+#include "providers/own_heap/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
 

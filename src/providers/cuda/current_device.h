@@ -1,4 +1,4 @@
-// src/providers/current_device.h — the GPU providers' device guard.
+// src/providers/cuda/current_device.h — the GPU providers' device guard.
 //
 // Makes a provider's device current on this thread for the guard's lifetime and restores the
 // caller's device after, so provider calls work whichever device the caller has made current
@@ -9,7 +9,7 @@
 
 #include <string_view>
 
-#include "providers/cuda_check.h"
+#include "providers/cuda/cuda_check.h"
 
 namespace aperture::detail {
 

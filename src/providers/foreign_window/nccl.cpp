@@ -37,10 +37,10 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "detail/format.h"
-#include "providers/cuda_check.h"
-#include "providers/foreign_gpu.h"
+#include "providers/cuda/cuda_check.h"
+#include "providers/cuda/foreign_gpu.h"
 #include "providers/live_allocations.h"
-#include "providers/nccl_peer_table.h"
+#include "providers/foreign_window/nccl_peer_table.h"
 #include "providers/registry.h"
 
 namespace aperture::detail {

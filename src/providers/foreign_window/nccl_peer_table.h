@@ -1,4 +1,4 @@
-// src/providers/nccl_peer_table.h — the part of the nccl provider that needs NCCL's device API.
+// src/providers/foreign_window/nccl_peer_table.h — the part of the nccl provider that needs NCCL's device API.
 //
 // NCCL 2.28 says where a peer's copy of a symmetric window is mapped only on the device
 // (ncclGetPeerPointer, nccl_device/core.h), so the table is filled by a one-block kernel. Only

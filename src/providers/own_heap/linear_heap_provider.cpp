@@ -1,4 +1,4 @@
-#include "providers/linear_heap_provider.h"
+#include "providers/own_heap/linear_heap_provider.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-// src/providers/cu_check.h — the CUDA driver API, reached without linking libcuda, and its
+// src/providers/cuda/cu_check.h — the CUDA driver API, reached without linking libcuda, and its
 // errors translated into aperture::Error.
 //
 // The library links only the CUDA runtime, which opens libcuda itself when it starts: a machine
@@ -24,7 +24,7 @@
 
 #include "aperture/error.h"
 #include "detail/format.h"
-#include "providers/cuda_check.h"  // call_failure_text, throw_call_failure, cuda_error_text
+#include "providers/cuda/cuda_check.h"  // call_failure_text, throw_call_failure, cuda_error_text
 
 namespace aperture::detail {
 
