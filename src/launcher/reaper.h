@@ -1,4 +1,4 @@
-// tools/reaper.h — no process outlives the job: leftovers the ranks started are adopted and killed.
+// src/launcher/reaper.h — no process outlives the job: leftovers the ranks started are adopted and killed.
 //
 // The launcher makes itself a child subreaper, so a process a rank started and left behind
 // (a background job, a daemon that left the rank's process group) becomes the launcher's child
@@ -8,7 +8,7 @@
 
 #include <sys/types.h>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 // PR_SET_CHILD_SUBREAPER on this process.
 void become_subreaper();
@@ -18,4 +18,4 @@ void become_subreaper();
 // `limit_ms` (a process stuck in the kernel cannot be reaped). Returns how many it killed.
 int kill_leftovers(pid_t pgid, int limit_ms = 5000);
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/line_forwarder.h — a rank's output, read from a pipe and passed on one line at a time.
+// src/launcher/line_forwarder.h — a rank's output, read from a pipe and passed on one line at a time.
 //
 // Ranks write to pipes; the launcher reads whatever is there when poll() says so and hands each
 // complete line to a handler (which adds "[rank R] " and writes it out). Whole lines go out in
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 // Where forwarded output goes (the launcher's stdout or stderr). Once a write fails (say the
 // reader of a pipe went away: EPIPE) the sink drops what follows instead of failing the job.
@@ -61,4 +61,4 @@ class LineForwarder {
 // A handler that writes "<prefix><line>\n" to `sink`.
 LineForwarder::LineHandler prefixed_lines(OutputSink& sink, std::string prefix);
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/launch_local.cpp — `aperture launch` without MPI: the launcher serves the hub, forks the
+// src/launcher/launch_local.cpp — `aperture launch` without MPI: the launcher serves the hub, forks the
 // ranks and watches them until the last one is gone.
 //
 // One poll() loop waits on everything at once: the signalfd (a rank ended, or someone wants the
@@ -19,19 +19,21 @@
 #include <string>
 #include <vector>
 
-#include "args.h"
-#include "bootstrap/hub.h"
-#include "launch.h"
+#include "launch_modes.h"
 #include "line_forwarder.h"
 #include "reaper.h"
 #include "signals.h"
 #include "spawn.h"
-#include "wait_status.h"
 #include "watchdog.h"
 
-#include "aperture/detail/host_wait.h"
+#include "launcher/args.h"
+#include "launcher/launch.h"
+#include "launcher/wait_status.h"
 
-namespace aperture::cli {
+#include "aperture/detail/host_wait.h"  // timeout_seconds(): APERTURE_TIMEOUT, the hub's limit too
+#include "bootstrap/hub.h"
+
+namespace aperture::launcher {
 
 namespace {
 
@@ -357,4 +359,4 @@ int run_local_launch(const LaunchOptions& options) {
   return job.run();
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

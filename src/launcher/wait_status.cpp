@@ -1,11 +1,11 @@
-// tools/wait_status.cpp — how a finished process is described.
-#include "wait_status.h"
+// src/launcher/wait_status.cpp — how a finished process is described.
+#include "launcher/wait_status.h"
 
 #include <sys/wait.h>
 
 #include <cstring>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 std::string signal_name(int signal_number) {
   const char* abbreviation = ::sigabbrev_np(signal_number);  // "KILL"; null for unnamed numbers
@@ -31,4 +31,4 @@ int exit_code_of(int status) {
   return 1;
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/watchdog.h — the job's process group, and its death with the launcher.
+// src/launcher/watchdog.h — the job's process group, and its death with the launcher.
 //
 // The launcher forks a small watchdog first. It leads a new process group, the job's group:
 // every rank (or mpirun and its ranks) joins it, so one signal to the group reaches the whole
@@ -11,7 +11,7 @@
 
 #include <sys/types.h>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 class Watchdog {
  public:
@@ -32,4 +32,4 @@ class Watchdog {
   int fd_ = -1;  // write end
 };
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

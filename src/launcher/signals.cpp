@@ -1,4 +1,4 @@
-// tools/signals.cpp — the launcher's signals as poll()-able events.
+// src/launcher/signals.cpp — the launcher's signals as poll()-able events.
 #include "signals.h"
 
 #include <sys/signalfd.h>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 SignalWatch::SignalWatch() {
   sigset_t watched;
@@ -57,4 +57,4 @@ void SignalWatch::restore_in_child() const {
   ::sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

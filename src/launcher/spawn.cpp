@@ -1,4 +1,4 @@
-// tools/spawn.cpp — start one child the launcher's way.
+// src/launcher/spawn.cpp — start one child the launcher's way.
 #include "spawn.h"
 
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 namespace {
 
@@ -151,4 +151,4 @@ std::vector<std::string> environment_with(const std::vector<std::pair<std::strin
   return env;
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/mpirun_flags.h — the one list of flags `aperture launch --mpi` gives Open MPI's mpirun.
+// src/launcher/mpirun_flags.h — the one list of flags `aperture launch --mpi` gives Open MPI's mpirun.
 //
 // mpirun -n N <kMpirunFlags...> --tag-output PROGRAM ARGS...
 //   --oversubscribe         more ranks than cores is normal here (tests run 8 ranks on 2 cores)
@@ -21,7 +21,10 @@
 
 #include <array>
 
-namespace aperture::cli {
+namespace aperture::launcher {
+
+// The internal command the launching program answers as the rank shim (mpi_rank_shim.cpp).
+inline constexpr const char* kMpiRankShim = "_mpi-rank";
 
 inline constexpr std::array kMpirunFlags = {
     "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader",
@@ -30,4 +33,4 @@ inline constexpr std::array kMpirunFlags = {
     "--mca", "odls_base_signal_direct_children_only", "1",
 };
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

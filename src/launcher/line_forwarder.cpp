@@ -1,4 +1,4 @@
-// tools/line_forwarder.cpp — a rank's output passed on one line at a time.
+// src/launcher/line_forwarder.cpp — a rank's output passed on one line at a time.
 #include "line_forwarder.h"
 
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <utility>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 void OutputSink::write_all(std::string_view bytes) {
   while (!broken_ && !bytes.empty()) {
@@ -91,4 +91,4 @@ LineForwarder::LineHandler prefixed_lines(OutputSink& sink, std::string prefix) 
   };
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/watchdog.cpp — lead the job's process group; kill it if the launcher dies.
+// src/launcher/watchdog.cpp — lead the job's process group; kill it if the launcher dies.
 #include "watchdog.h"
 
 #include <fcntl.h>
@@ -10,9 +10,9 @@
 #include <cstring>
 #include <string>
 
-#include "launch.h"
+#include "launch_modes.h"
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 namespace {
 
@@ -70,4 +70,4 @@ void Watchdog::release() {
   }
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,5 +1,5 @@
-// tools/launch.cpp — `aperture launch`: its arguments, and which way the ranks are started.
-#include "launch.h"
+// src/launcher/launch.cpp — `aperture launch`: its arguments, and which way the ranks are started.
+#include "launcher/launch.h"
 
 #include <unistd.h>
 
@@ -8,10 +8,11 @@
 #include <cstring>
 #include <iostream>
 
-#include "args.h"
-#include "program_path.h"
+#include "launch_modes.h"
+#include "launcher/args.h"
+#include "launcher/program_path.h"
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 const char* const kLaunchUsage =
     "usage: aperture launch -n N [--timeout S] [--mpi] -- PROGRAM [ARGS...]\n"
@@ -83,7 +84,7 @@ LaunchOptions parse_launch_args(int argc, char** argv) {
   return options;
 }
 
-int run_launch(const LaunchOptions& options) {
+int launch(const LaunchOptions& options) {
   return options.use_mpi ? run_mpi_launch(options) : run_local_launch(options);
 }
 
@@ -101,7 +102,7 @@ int launch_main(int argc, char** argv) {
     launch_note(e.what());
     return kExitUsage;
   }
-  return run_launch(options);
+  return launch(options);
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

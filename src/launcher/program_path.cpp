@@ -1,5 +1,5 @@
-// tools/program_path.cpp — find the program a launch will run.
-#include "program_path.h"
+// src/launcher/program_path.cpp — find the program a launch will run.
+#include "launcher/program_path.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include <cstring>
 #include <optional>
 
-#include "args.h"
+#include "launcher/args.h"
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 namespace {
 
@@ -85,4 +85,4 @@ std::string self_executable() {
   return std::string(buffer, static_cast<std::size_t>(length));
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

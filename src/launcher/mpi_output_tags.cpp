@@ -1,10 +1,10 @@
-// tools/mpi_output_tags.cpp — reading mpirun's --tag-output lines back into ranks.
-#include "mpi_output_tags.h"
+// src/launcher/mpi_output_tags.cpp — reading mpirun's --tag-output lines back into ranks.
+#include "launcher/mpi_output_tags.h"
 
 #include <cctype>
 #include <optional>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 namespace {
 
@@ -62,4 +62,4 @@ std::vector<TaggedPiece> split_tagged_line(std::string_view line) {
   return pieces;
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

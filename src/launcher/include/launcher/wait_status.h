@@ -1,9 +1,9 @@
-// tools/wait_status.h — how a finished process is described and what exit code it passes on.
+// launcher/wait_status.h — how a finished process is described and what exit code it passes on.
 #pragma once
 
 #include <string>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 // "exited with status 3" or "was killed by signal 9 (SIGKILL)", from a waitpid status.
 std::string describe_wait_status(int status);
@@ -15,4 +15,4 @@ int exit_code_of(int status);
 // "SIGKILL" for 9; "signal 64" for numbers without a name.
 std::string signal_name(int signal_number);
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/mpi_output_tags.h — reading mpirun's --tag-output lines back into ranks.
+// launcher/mpi_output_tags.h — reading mpirun's --tag-output lines back into ranks.
 //
 // mpirun --tag-output writes each rank's line as "[JOB,RANK]<stdout>:text" (or <stderr>,
 // <stddiag>). A rank's last line without a newline runs straight into the next tag
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 struct TaggedPiece {
   int rank = -1;  // -1: not from a rank (mpirun's own text)
@@ -20,4 +20,4 @@ struct TaggedPiece {
 
 std::vector<TaggedPiece> split_tagged_line(std::string_view line);
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

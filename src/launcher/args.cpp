@@ -1,12 +1,12 @@
-// tools/args.cpp — strict parsing of command-line values.
-#include "args.h"
+// src/launcher/args.cpp — strict parsing of command-line values.
+#include "launcher/args.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 namespace {
 std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
@@ -98,4 +98,4 @@ bool take_option_value(int argc, char** argv, int& i, std::string_view short_nam
   return false;
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/reaper.cpp — adopt and kill what the ranks left behind.
+// src/launcher/reaper.cpp — adopt and kill what the ranks left behind.
 #include "reaper.h"
 
 #include <dirent.h>
@@ -16,7 +16,7 @@
 #include <set>
 #include <vector>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 namespace {
 
@@ -71,4 +71,4 @@ int kill_leftovers(pid_t pgid, int limit_ms) {
   return static_cast<int>(killed.size());
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

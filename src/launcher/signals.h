@@ -1,4 +1,4 @@
-// tools/signals.h — the launcher's signals, as readable events in its poll loop.
+// src/launcher/signals.h — the launcher's signals, as readable events in its poll loop.
 //
 // SIGCHLD (a rank ended) and SIGINT/SIGTERM/SIGHUP (stop the job) are blocked and read from a
 // signalfd, so the loop sleeps in poll() and there is no async handler to get wrong. Create the
@@ -13,7 +13,7 @@
 
 #include <vector>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 class SignalWatch {
  public:
@@ -36,4 +36,4 @@ class SignalWatch {
   struct sigaction original_sigchld_ {};
 };
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

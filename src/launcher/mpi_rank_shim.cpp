@@ -1,5 +1,6 @@
-// tools/mpi_rank_shim.cpp — `aperture _mpi-rank PGID -- PROGRAM [ARGS...]` (internal): what
-// mpirun starts under `aperture launch --mpi`, just before it becomes the rank's program.
+// src/launcher/mpi_rank_shim.cpp — `PROGRAM _mpi-rank PGID -- RANK_PROGRAM [ARGS...]` (internal):
+// what mpirun starts under `aperture launch --mpi`, just before it becomes the rank's program.
+// PROGRAM is whichever program called launch() (the `aperture` command, the bench).
 //
 // Open MPI puts every rank in a process group of its own, out of reach of the job's group and
 // of the watchdog that kills it if the launcher dies. The shim moves the rank into the job's
@@ -18,10 +19,13 @@
 #include <string>
 #include <vector>
 
-#include "args.h"
-#include "commands.h"
+#include "launcher/args.h"
+#include "launcher/launch.h"
+#include "mpirun_flags.h"
 
-namespace aperture::cli {
+namespace aperture::launcher {
+
+bool is_mpi_rank_shim(int argc, char** argv) { return argc > 1 && std::strcmp(argv[1], kMpiRankShim) == 0; }
 
 int mpi_rank_main(int argc, char** argv) {
   if (argc < 4 || std::strcmp(argv[2], "--") != 0) {
@@ -39,4 +43,4 @@ int mpi_rank_main(int argc, char** argv) {
   return 127;
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/launch_mpi.cpp — `aperture launch --mpi`: the ranks are started by Open MPI's mpirun.
+// src/launcher/launch_mpi.cpp — `aperture launch --mpi`: the ranks are started by Open MPI's mpirun.
 //
 // The mpi-window and openshmem providers need memory that MPI owns, which only ranks MPI itself
 // started can have; Team::from_env() finds them through OMPI_COMM_WORLD_RANK. The launcher runs
@@ -21,19 +21,21 @@
 #include <string>
 #include <vector>
 
-#include "args.h"
-#include "launch.h"
+#include "launch_modes.h"
 #include "line_forwarder.h"
-#include "mpi_output_tags.h"
 #include "mpirun_flags.h"
-#include "program_path.h"
 #include "reaper.h"
 #include "signals.h"
 #include "spawn.h"
-#include "wait_status.h"
 #include "watchdog.h"
 
-namespace aperture::cli {
+#include "launcher/args.h"
+#include "launcher/launch.h"
+#include "launcher/mpi_output_tags.h"
+#include "launcher/program_path.h"
+#include "launcher/wait_status.h"
+
+namespace aperture::launcher {
 
 namespace {
 
@@ -94,7 +96,7 @@ int run_mpi_launch(const LaunchOptions& options) {
   request.argv.push_back("--tag-output");
   // Each rank starts as the shim, which rejoins the job's group and becomes the program.
   request.argv.push_back(self);
-  request.argv.push_back("_mpi-rank");
+  request.argv.push_back(kMpiRankShim);
   request.argv.push_back(std::to_string(watchdog.group()));
   request.argv.push_back("--");
   request.argv.push_back(options.program_path);
@@ -211,4 +213,4 @@ int run_mpi_launch(const LaunchOptions& options) {
   return exit_code.value_or(0);
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/spawn.h — start one child the launcher's way: its own pipes, the job's process group,
+// src/launcher/spawn.h — start one child the launcher's way: its own pipes, the job's process group,
 // killed with the launcher, and nothing else inherited.
 //
 // Between fork and exec the child only makes system calls (the launcher has threads: the hub's),
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
 class SignalWatch;
 
@@ -46,4 +46,4 @@ SpawnedProcess spawn_process(const SpawnRequest& request);
 std::vector<std::string> environment_with(const std::vector<std::pair<std::string, std::string>>& set,
                                           const std::vector<std::string>& unset = {});
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher

@@ -1,4 +1,4 @@
-// tools/args.h — strict parsing of command-line values, shared by every subcommand.
+// launcher/args.h — strict parsing of command-line values, shared by every subcommand.
 //
 // A bad value is a UsageError: the message names the option, the value given and what would be
 // accepted, and the program exits with kExitUsage. Nothing here guesses ("4x" is not 4).
@@ -9,12 +9,10 @@
 #include <string>
 #include <string_view>
 
-namespace aperture::cli {
+namespace aperture::launcher {
 
-// Exit codes of the `aperture` command (also listed in `aperture --help`).
-inline constexpr int kExitUsage = 2;           // bad arguments, program not found or not executable
-inline constexpr int kExitTimeout = 124;       // `launch --timeout` expired
-inline constexpr int kExitLauncherFailed = 125;  // the launcher itself failed (fork, hub, pipes)
+// The exit code of a program given bad arguments (launch.h lists the launcher's others).
+inline constexpr int kExitUsage = 2;  // bad arguments, program not found or not executable
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -36,4 +34,4 @@ std::string format_bytes(std::size_t bytes);
 bool take_option_value(int argc, char** argv, int& i, std::string_view short_name, std::string_view long_name,
                        std::string& value, std::string_view example = "4");
 
-}  // namespace aperture::cli
+}  // namespace aperture::launcher
