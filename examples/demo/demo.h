@@ -1,9 +1,5 @@
-// tools/demo.h — `aperture demo`: the first thing a newcomer runs.
-//
-// `aperture demo` starts N ranks (default 4) of itself under the launcher; each rank allocates
-// one symmetric buffer from a provider and runs (a) a ring that passes every rank's data round
-// all ranks and (b) an int64 sum all-reduce built from put + signal + wait_until_ge, checks
-// every element it received against closed-form values, and rank 0 prints a short report.
+// examples/demo/demo.h — one rank of the demo: its options, where each piece lies in the one
+// symmetric allocation, and what it reports to rank 0.
 #pragma once
 
 #include <cstddef>
@@ -12,14 +8,12 @@
 
 #include "demo_algorithm.h"
 
-namespace aperture::cli {
+namespace aperture::demo {
 
 struct DemoOptions {
   std::string provider = "default";
-  int ranks = 4;
-  bool ranks_given = false;
   std::size_t bytes = std::size_t{1} << 20;  // per rank
-  bool worker = false;                       // this process is one rank (internal)
+  int expected_ranks = 0;                    // -n: the ranks asked for (0: any); a note when the job differs
 };
 
 inline constexpr std::size_t kDemoMaxBytes = std::size_t{1} << 30;
@@ -48,7 +42,4 @@ struct DemoRankResult {
 };
 static_assert(std::is_trivially_copyable_v<DemoRankResult>, "gathered from every rank as raw bytes");
 
-int demo_main(int argc, char** argv);
-extern const char* const kDemoUsage;
-
-}  // namespace aperture::cli
+}  // namespace aperture::demo

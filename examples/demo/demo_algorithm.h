@@ -1,8 +1,8 @@
-// tools/demo_algorithm.h — the demo's ring and all-reduce, written once for a CPU thread and a
+// examples/demo/demo_algorithm.h — the demo's ring and all-reduce, written once for a CPU thread and a
 // CUDA block, with the public operations only (translate, put, signal, wait_until_ge).
 //
-// A `Group` is whoever runs one rank's side together: one CPU thread (HostGroup, demo_worker.cpp)
-// or one CUDA block (demo_cuda.cu). It provides
+// A `Group` is whoever runs one rank's side together: one CPU thread (HostGroup, main.cpp)
+// or one CUDA block (BlockGroup, demo_device.cu). It provides
 //     thread(), threads()   this thread's index in the group and the group's size
 //     leader()              the one thread that signals and waits
 //     sync()                every thread of the group reaches this point (and sees the others' writes)

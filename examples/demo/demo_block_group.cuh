@@ -1,4 +1,4 @@
-// tools/demo_block_group.cuh — one CUDA block as the demo's Group (see demo_algorithm.h): its
+// examples/demo/demo_block_group.cuh — one CUDA block as the demo's Group (see demo_algorithm.h): its
 // threads share the copies, thread 0 signals and waits, and a wait gives up after timeout_ns.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include "aperture/signal.h"
 
-namespace aperture::cli {
+namespace aperture::demo {
 
 struct BlockGroup {
   std::uint64_t timeout_ns = 0;
@@ -37,4 +37,4 @@ struct BlockGroup {
   }
 };
 
-}  // namespace aperture::cli
+}  // namespace aperture::demo

@@ -1,4 +1,4 @@
-// tools/demo_device.cu — the demo's ranks on GPU memory: one CUDA block per rank runs the ring
+// examples/demo/demo_device.cu — the demo's ranks on GPU memory: one CUDA block per rank runs the ring
 // and the all-reduce from demo_algorithm.h, the same code the CPU path runs.
 #include <cuda_runtime.h>
 
@@ -11,7 +11,7 @@
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 
-namespace aperture::cli {
+namespace aperture::demo {
 
 namespace {
 
@@ -95,4 +95,4 @@ DemoRankResult run_on_device(Team& team, const PeerView& peers, const demo::Buff
   return result;
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::demo

@@ -1,11 +1,11 @@
-// tools/demo_device_none.cpp — the demo without CUDA: GPU memory cannot be driven from here.
+// examples/demo/demo_device_none.cpp — the demo without CUDA: GPU memory cannot be driven from here.
 #include <string>
 
 #include "demo_device.h"
 
 #include "aperture/error.h"
 
-namespace aperture::cli {
+namespace aperture::demo {
 
 DemoRankResult run_on_device(Team&, const PeerView&, const demo::Buffers&) {
   throw Error(
@@ -14,4 +14,4 @@ DemoRankResult run_on_device(Team&, const PeerView&, const demo::Buffers&) {
       "`aperture demo --provider shm`");
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::demo

@@ -1,17 +1,35 @@
-// tools/demo_worker.cpp — one rank of `aperture demo`: allocate, run the ring and the all-reduce,
-// report.
+// examples/demo/main.cpp — the demo `aperture demo` runs: each rank allocates one symmetric
+// buffer and passes data round a ring, then all-reduces it, with put + signal + wait_until_ge.
 //
-// Host memory (shm, mpi-window, openshmem) is driven by this CPU thread; device memory (the CUDA
-// providers) by one CUDA block per rank (demo_cuda.cu), running the same code from
-// demo_algorithm.h.
+//   build/tools/aperture demo [--provider NAME] [-n N] [--bytes B]             how a newcomer runs it
+//   build/tools/aperture launch -n 4 -- build/libexec/aperture/aperture-demo   the same, by hand
+//   mpirun -n 4 aperture-demo --provider mpi-window                            ranks MPI started
+//
+// Where to read what:
+//   demo_algorithm.h     the ring and the all-reduce, written once for any "group" of threads that
+//                        runs one rank's side: a CPU thread (HostGroup, below) or a CUDA block
+//                        (BlockGroup, demo_block_group.cuh); every element received is checked
+//                        against a value only the right sender, offset and step would produce;
+//   demo.h               where each piece lies in the one symmetric allocation (DemoLayout);
+//   main.cpp (this file) one rank: join the team, allocate, run both on the CPU (host memory:
+//                        shm, mpi-window, openshmem) or hand over to the GPU, and rank 0's report;
+//   demo_device.cu       the same on GPU memory (the CUDA providers): one CUDA block per rank.
+//
+// Options (`aperture demo` checks them and passes them on as below):
+//   --provider NAME  a provider name or "default"
+//   --bytes B        bytes per rank, a multiple of 8 (default 1 MiB)
+//   -n N             the number of ranks asked for: a note when the job has another number
+// Exit status: 0 when every element on every rank was right; 1 otherwise, with the first wrong
+// element (rank, step, sender, value, expected value) on stderr.
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
-#include "args.h"
 #include "demo.h"
 #include "demo_device.h"
 
@@ -19,7 +37,7 @@
 #include "aperture/signal.h"
 #include "aperture/team.h"
 
-namespace aperture::cli {
+namespace aperture::demo {
 
 namespace {
 
@@ -102,6 +120,14 @@ std::string rate(double bytes, double seconds) {
   return text;
 }
 
+// "1 MiB", "12 KiB", "100 B": the largest binary unit that divides the size exactly.
+std::string size_text(std::size_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB"};
+  int unit = 0;
+  for (; unit < 3 && bytes != 0 && bytes % 1024 == 0; ++unit) bytes /= 1024;
+  return std::to_string(bytes) + " " + kUnits[unit];
+}
+
 std::string milliseconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3f ms", seconds * 1e3);
@@ -118,7 +144,7 @@ void print_report(const Provider& provider, int world, std::size_t bytes, const 
     checked += r.check.checked;
   }
   const char* memory = provider.memory_kind() == MemoryKind::device ? "GPU memory" : "host memory";
-  const std::string size = format_bytes(bytes);
+  const std::string size = size_text(bytes);
   std::printf("aperture demo: %d rank%s on provider %s (%s), %s per rank\n", world, world == 1 ? "" : "s",
               std::string(provider.name()).c_str(), memory, size.c_str());
   const std::string ring_label = std::to_string(steps) + (steps == 1 ? " step" : " steps");
@@ -173,9 +199,9 @@ int run_demo_worker(const DemoOptions& options) {
   try {
     Team team = Team::from_env();
     rank = team.rank();
-    if (options.ranks_given && options.ranks != team.size() && rank == 0)
-      std::fprintf(stderr, "aperture demo: note: -n %d ignored: this job already has %d ranks\n", options.ranks,
-                   team.size());
+    if (options.expected_ranks != 0 && options.expected_ranks != team.size() && rank == 0)
+      std::fprintf(stderr, "aperture demo: note: -n %d ignored: this job already has %d ranks\n",
+                   options.expected_ranks, team.size());
     auto provider = make_provider(options.provider, team);
     const DemoLayout layout(options.bytes / sizeof(std::int64_t), team.size());
     Allocation allocation = provider->allocate(layout.total_bytes());
@@ -225,4 +251,45 @@ int run_demo_worker(const DemoOptions& options) {
   }
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::demo
+
+namespace {
+
+// A whole number in [min, max], or nothing.
+bool parse_number(const char* text, unsigned long long min, unsigned long long max, unsigned long long& value) {
+  char* end = nullptr;
+  if (text[0] < '0' || text[0] > '9') return false;
+  value = std::strtoull(text, &end, 10);
+  return *end == '\0' && value >= min && value <= max;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace aperture::demo;
+  DemoOptions options;
+  for (int i = 1; i < argc; i += 2) {
+    const char* name = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    unsigned long long number = 0;
+    bool ok = value != nullptr;
+    if (ok && std::strcmp(name, "--provider") == 0) {
+      options.provider = value;
+    } else if (ok && std::strcmp(name, "--bytes") == 0) {
+      ok = parse_number(value, 8, kDemoMaxBytes, number) && number % 8 == 0;
+      options.bytes = number;
+    } else if (ok && std::strcmp(name, "-n") == 0) {
+      ok = parse_number(value, 1, 1 << 20, number);
+      options.expected_ranks = static_cast<int>(number);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "aperture demo: bad argument '%s%s%s'; usage: %s [--provider NAME] [--bytes B] [-n N] "
+                   "(B a multiple of 8 up to 1 GiB); `aperture demo --help` says more\n",
+                   name, value != nullptr ? " " : "", value != nullptr ? value : "", argv[0]);
+      return 2;
+    }
+  }
+  return run_demo_worker(options);
+}
