@@ -1,4 +1,4 @@
-// tools/bench.h — `aperture bench`: aperture against what a user would pick instead, side by
+// bench/bench.h — `aperture bench`: aperture against what a user would pick instead, side by
 // side in one run.
 //
 // CPU (host providers): put/get against memcpy of the same bytes; broadcast, all-gather,
@@ -24,7 +24,7 @@ class Team;
 class Provider;
 }  // namespace aperture
 
-namespace aperture::cli {
+namespace aperture::bench {
 
 struct BenchOptions {
   std::vector<int> ranks;                  // jobs to run, one after the other (driver)
@@ -88,4 +88,4 @@ void write_png(const std::string& path, const std::vector<BenchRow>& rows);
 int bench_main(int argc, char** argv);
 extern const char* const kBenchUsage;
 
-}  // namespace aperture::cli
+}  // namespace aperture::bench

@@ -1,10 +1,11 @@
-// tools/bench.cpp — `aperture bench`: arguments, the driver that runs one job per rank count,
-// the worker that is one rank of such a job, and the timing loop both sides share.
+// bench/main.cpp — the bench program (`aperture bench` runs it): arguments, the driver that
+// runs one job per rank count, the worker that is one rank of such a job, and the timing loop
+// both sides share.
 //
-// Without --worker (and not started as a rank) the bench is its own launcher, like the demo: it
-// re-executes this program as `aperture bench --worker` under the launch code path once per
-// rank count (through mpirun when aperture is built with MPI, so Open MPI's collectives run in
-// the same processes), collects every job's rows and prints one table. Started as a rank
+// Without --worker (and not started as a rank) the bench is its own driver: it starts this
+// program as `aperture-bench --worker` through the launcher component once per rank count
+// (through mpirun when aperture is built with MPI, so Open MPI's collectives run in the same
+// processes), collects every job's rows and prints one table. Started as a rank
 // (`aperture launch --mpi -n 4 -- aperture bench`, mpirun, torchrun) it runs as that job's
 // worker and rank 0 prints the table.
 #include <algorithm>
@@ -16,16 +17,23 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "args.h"
 #include "bench.h"
-#include "launch.h"
-#include "program_path.h"
+
+#include "launcher/args.h"
+#include "launcher/launch.h"
+#include "launcher/program_path.h"
 
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
 
-namespace aperture::cli {
+namespace aperture::bench {
+
+using launcher::kExitUsage;
+using launcher::parse_bytes;
+using launcher::parse_integer;
+using launcher::take_option_value;
+using launcher::UsageError;
 
 const char* const kBenchUsage =
     "usage: aperture bench [--provider NAME] [-n LIST] [--ops LIST] [--sizes LIST] [--trials T]\n"
@@ -207,6 +215,7 @@ Timed time_calls(Team& team, const BenchOptions& options, const std::function<vo
 }
 
 int bench_main(int argc, char** argv) {
+  if (launcher::is_mpi_rank_shim(argc, argv)) return launcher::mpi_rank_main(argc - 1, argv + 1);
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
       std::cout << kBenchUsage;
@@ -215,7 +224,7 @@ int bench_main(int argc, char** argv) {
   Parsed p;
   try {
     p = parse_bench_args(argc, argv);
-    if (p.options.worker || started_as_a_rank()) return run_worker(p);
+    if (p.options.worker || launcher::started_as_a_rank()) return run_worker(p);
   } catch (const UsageError& e) {
     std::cerr << "aperture bench: " << e.what() << "\n";
     return kExitUsage;
@@ -249,25 +258,25 @@ int bench_main(int argc, char** argv) {
     const bool use_mpi = false;
 #endif
     for (int n : o.ranks) {
-      LaunchOptions launch;
-      launch.ranks = n;
-      launch.program = "aperture";
-      launch.program_path = self_executable();
+      launcher::LaunchOptions job;
+      job.ranks = n;
+      job.program = "aperture-bench";
+      job.program_path = launcher::self_executable();
       const std::string rows = (tmp / ("rows." + std::to_string(n) + ".csv")).string();
-      launch.args = {"bench", "--worker", "--quiet", "--provider", o.provider, "--rows", rows,
+      job.args = {"--worker", "--quiet", "--provider", o.provider, "--rows", rows,
                      "--trials", std::to_string(o.trials),
                      "--trial-ms", std::to_string(static_cast<int>(o.trial_seconds * 1e3 + 0.5))};
-      if (!p.ops_text.empty()) launch.args.insert(launch.args.end(), {"--ops", p.ops_text});
-      if (!p.sizes_text.empty()) launch.args.insert(launch.args.end(), {"--sizes", p.sizes_text});
-      if (o.max_parts != 0) launch.args.insert(launch.args.end(), {"--max-parts", std::to_string(o.max_parts)});
-      if (o.half_bytes != 0) launch.args.insert(launch.args.end(), {"--half-bytes", std::to_string(o.half_bytes)});
+      if (!p.ops_text.empty()) job.args.insert(job.args.end(), {"--ops", p.ops_text});
+      if (!p.sizes_text.empty()) job.args.insert(job.args.end(), {"--sizes", p.sizes_text});
+      if (o.max_parts != 0) job.args.insert(job.args.end(), {"--max-parts", std::to_string(o.max_parts)});
+      if (o.half_bytes != 0) job.args.insert(job.args.end(), {"--half-bytes", std::to_string(o.half_bytes)});
       if (o.ll_part_bytes != 0)
-        launch.args.insert(launch.args.end(), {"--ll-part-bytes", std::to_string(o.ll_part_bytes)});
-      launch.use_mpi = use_mpi;
-      launch.prefix_stdout = false;
+        job.args.insert(job.args.end(), {"--ll-part-bytes", std::to_string(o.ll_part_bytes)});
+      job.use_mpi = use_mpi;
+      job.prefix_stdout = false;
       std::fprintf(stderr, "aperture bench: %d rank%s on %s%s ...\n", n, n == 1 ? "" : "s", o.provider.c_str(),
                    use_mpi ? " (through mpirun, with MPI columns)" : "");
-      const int status = run_launch(launch);
+      const int status = launcher::launch(job);
       if (status != 0) {
         std::filesystem::remove_all(tmp);
         return status;
@@ -296,4 +305,6 @@ int bench_main(int argc, char** argv) {
   }
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::bench
+
+int main(int argc, char** argv) { return aperture::bench::bench_main(argc, argv); }

@@ -1,4 +1,4 @@
-// tools/bench_device.cu — `aperture bench` on GPU memory: one rank's measurements.
+// bench/device/bench_device.cu — `aperture bench` on GPU memory: one rank's measurements.
 //
 // put/get: a grid of blocks moves `bytes` to (from) the right neighbour's copy of a symmetric
 // buffer with group_put/group_get (translated through the peer table, 16-byte vectors), against
@@ -39,7 +39,7 @@
 #include "aperture/signal.h"
 #include "aperture/team.h"
 
-namespace aperture::cli {
+namespace aperture::bench {
 
 namespace {
 
@@ -415,4 +415,4 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
   return rows;
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::bench

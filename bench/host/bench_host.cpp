@@ -1,4 +1,4 @@
-// tools/bench_host.cpp — `aperture bench` on host memory: one rank's measurements.
+// bench/host/bench_host.cpp — `aperture bench` on host memory: one rank's measurements.
 //
 // put/get move `bytes` between this rank and its right neighbour's symmetric buffer (one
 // aperture::put/get), against memcpy of the same bytes inside this rank. The collectives run on
@@ -21,7 +21,7 @@
 #include "aperture/rma.h"
 #include "aperture/team.h"
 
-namespace aperture::cli {
+namespace aperture::bench {
 
 namespace {
 
@@ -139,4 +139,4 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
   return rows;
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::bench

@@ -1,4 +1,4 @@
-// tools/bench_mpi.cpp — Open MPI's collectives for `aperture bench` (float, sum).
+// bench/host/bench_mpi.cpp — Open MPI's collectives for `aperture bench` (float, sum).
 #include "bench_mpi.h"
 
 // The C bindings only: Open MPI's C++ ones need libmpi_cxx.
@@ -10,7 +10,7 @@
 
 #include "aperture/error.h"
 
-namespace aperture::cli::mpi {
+namespace aperture::bench::mpi {
 
 namespace {
 void check(int status, const char* call) {
@@ -56,4 +56,4 @@ void allreduce(const void* in, void* out, std::size_t count) {
   check(MPI_Allreduce(in, out, as_int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
 }
 
-}  // namespace aperture::cli::mpi
+}  // namespace aperture::bench::mpi

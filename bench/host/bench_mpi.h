@@ -1,4 +1,4 @@
-// tools/bench_mpi.h — the Open MPI side of `aperture bench` (bench_mpi.cpp with MPI, else
+// bench/host/bench_mpi.h — the Open MPI side of `aperture bench` (bench_mpi.cpp with MPI, else
 // bench_mpi_none.cpp). MPI is usable when this process was started by mpirun: Team::from_env()
 // has initialised it then.
 #pragma once
@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <string>
 
-namespace aperture::cli::mpi {
+namespace aperture::bench::mpi {
 
 bool ready();            // MPI initialised and its world is the team
 void barrier();
@@ -18,4 +18,4 @@ void alltoall(const void* in, void* out, std::size_t count);
 void reduce_scatter_block(const void* in, void* out, std::size_t count);
 void allreduce(const void* in, void* out, std::size_t count);
 
-}  // namespace aperture::cli::mpi
+}  // namespace aperture::bench::mpi

@@ -1,9 +1,9 @@
-// tools/bench_mpi_none.cpp — `aperture bench` in a build without MPI: no MPI columns.
+// bench/host/bench_mpi_none.cpp — `aperture bench` in a build without MPI: no MPI columns.
 #include "bench_mpi.h"
 
 #include "aperture/error.h"
 
-namespace aperture::cli::mpi {
+namespace aperture::bench::mpi {
 
 bool ready() { return false; }
 std::string why_not() { return "aperture was built without MPI (install libopenmpi-dev and reconfigure)"; }
@@ -14,4 +14,4 @@ void alltoall(const void*, void*, std::size_t) { throw Error("bench: built witho
 void reduce_scatter_block(const void*, void*, std::size_t) { throw Error("bench: built without MPI"); }
 void allreduce(const void*, void*, std::size_t) { throw Error("bench: built without MPI"); }
 
-}  // namespace aperture::cli::mpi
+}  // namespace aperture::bench::mpi

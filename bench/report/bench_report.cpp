@@ -1,4 +1,4 @@
-// tools/bench_report.cpp — what `aperture bench` prints and writes: the table, CSV, JSON, PNG.
+// bench/report/bench_report.cpp — what `aperture bench` prints and writes: the table, CSV, JSON, PNG.
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -15,12 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "args.h"
 #include "bench.h"
+
+#include "launcher/args.h"
 
 #include "aperture/error.h"
 
-namespace aperture::cli {
+namespace aperture::bench {
 
 namespace {
 
@@ -89,7 +90,7 @@ void print_table(const std::vector<BenchRow>& rows) {
       }
       std::printf(" | %-16s %9s %7s %6s", name.c_str(), u, bw, ratio);
     };
-    std::printf("%-19s %-8s %5d %9s  %9.2f %7.1f", r.op.c_str(), r.type.c_str(), r.ranks, format_bytes(r.bytes).c_str(),
+    std::printf("%-19s %-8s %5d %9s  %9.2f %7.1f", r.op.c_str(), r.type.c_str(), r.ranks, launcher::format_bytes(r.bytes).c_str(),
                 r.aperture_us, bus_gbps(r, r.aperture_us));
     columns(r.baseline, r.baseline_us);
     if (second) columns(r.baseline2, r.baseline2_us);
@@ -236,4 +237,4 @@ void write_png(const std::string& path, const std::vector<BenchRow>& rows) {
   fs::remove_all(dir);
 }
 
-}  // namespace aperture::cli
+}  // namespace aperture::bench

@@ -1,4 +1,4 @@
-// bench/flag_latency.cu — one-way latency of a flag ping-pong between two GPUs, by memory order.
+// bench/standalone/flag_latency.cu — one-way latency of a flag ping-pong between two GPUs, by memory order.
 //
 // A stand-alone measurement behind docs/PERFORMANCE.md ("ping-pong"): one thread on each of two
 // peer-accessible GPUs (one process) bounces a counter 20,000 times through the other GPU's
@@ -6,7 +6,8 @@
 // aperture::signal / wait_until_ge promise), relaxed, volatile, or with separate fences. No
 // aperture code: it tells what the hardware costs, so the library's figure can be read against it.
 //
-//     nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/flag_latency bench/flag_latency.cu && /tmp/flag_latency
+//     build/bench/bench_flag_latency      (built with CUDA; or by hand:)
+//     nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/flag_latency bench/standalone/flag_latency.cu && /tmp/flag_latency
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdint>

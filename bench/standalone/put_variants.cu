@@ -1,4 +1,4 @@
-// bench/put_variants.cu — how fast can SMs move bytes to a peer GPU, against the copy engine?
+// bench/standalone/put_variants.cu — how fast can SMs move bytes to a peer GPU, against the copy engine?
 //
 // A stand-alone measurement behind docs/PERFORMANCE.md ("Point to point"): GPU 0 puts into and
 // gets from GPU 1's memory (peer access in one process, no aperture code), with 16-byte
@@ -6,7 +6,8 @@
 // cp.async.bulk global -> shared -> peer global, mbarrier-completed, 2-6 stages), then both
 // directions at once. Needs two GPUs with peer access and sm_90:
 //
-//     nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/put_variants bench/put_variants.cu && /tmp/put_variants
+//     build/bench/bench_put_variants      (built with CUDA; or by hand:)
+//     nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/put_variants bench/standalone/put_variants.cu && /tmp/put_variants
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdint>
