@@ -31,7 +31,7 @@ std::string find_program(const std::string& name) {
   const std::string here = self.substr(0, self.rfind('/') + 1);
   std::string looked;
   for (const char* dir : kProgramDirs) {
-    const std::string candidate = here + dir + "/" + name;
+    std::string candidate = here + dir + "/" + name;
     if (is_executable_file(candidate)) return candidate;
     if (looked.find(candidate) == std::string::npos) looked += (looked.empty() ? "" : " or ") + candidate;
   }
