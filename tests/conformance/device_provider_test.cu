@@ -2,7 +2,8 @@
 // conformance suite: cuda-ipc (its heap's limits and messages, churn with equal offsets, maps
 // that outlive their provider, another device made current, CUDA errors translated), cuda-vmm
 // (one reserved range, growth that keeps everything handed out before), and nccl (its alignment
-// limit, maps that outlive their window). nvshmem's: nvshmem_provider_test.cu. Each suite runs on its one provider: <Suite>.<Test>/<provider>.
+// limit, maps that outlive their window); nvshmem's are in nvshmem_provider_test.cu. Each suite
+// runs on its one provider: Conformance/<Suite>.<Test>/<provider>.
 #include <cuda_runtime.h>
 
 #include <gtest/gtest.h>
