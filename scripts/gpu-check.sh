@@ -7,6 +7,7 @@
 #   BUILD_DIR=build-gpu LOG_DIR=out ./scripts/gpu-check.sh
 #   SANITIZE=0 ./scripts/gpu-check.sh      skip compute-sanitizer
 #   GPU_CHECK_BUDGET_S=300 ...             steps not begun by then are recorded as skipped
+#   COLLECTIVES=0 ./scripts/gpu-check.sh   skip step 5b (the collectives' own build, test and bench)
 #
 # GoogleTest: the GPU machine has none and can fetch nothing, so the tree brings its sources.
 # Before sending the tree there, run scripts/vendor-gtest.sh once (it copies a googletest source
@@ -203,9 +204,13 @@ step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
 # --- 5b. the collectives on GPU memory, and `aperture bench` at 2 ranks (bench/gpu-collectives.sh:
 # its own build of tests/collectives; the test at 1 and 2 ranks; the bench's CSV/JSON/PNG) ------
 # The bench moves up to 1 GiB per rank: it needs a bigger heap than the tests' 256M.
-step gpu-collectives 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" APERTURE_GPU_HEAP_SIZE=4G \
-  bash "$root/bench/gpu-collectives.sh"
-grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/gpu-collectives.log" | head -80
+if [[ ${COLLECTIVES:-1} == 1 ]]; then
+  step gpu-collectives 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" APERTURE_GPU_HEAP_SIZE=4G \
+    bash "$root/bench/gpu-collectives.sh"
+  grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/gpu-collectives.log" | head -80
+else
+  record gpu-collectives SKIP 0 "COLLECTIVES=0"
+fi
 
 # --- 6. compute-sanitizer ---------------------------------------------------------------------
 # The cuda-ipc conformance run makes CUDA calls fail on purpose (CudaIpcTest.CudaErrorsAreTranslated:
