@@ -322,11 +322,17 @@ TEST_P(ProviderTest, TwoAllocationsInOneLoop) {
 // The same loop reads this provider's memory and writes another provider's of the same kind,
 // each through its own table (aperture's kernels never learn who allocated what).
 TEST_P(ProviderTest, TwoProvidersInOneLoop) {
+  // Another provider of the same memory kind, of the same family where there is one: aperture's
+  // heaps mix with each other, NVSHMEM with NCCL (no aperture heap beside foreign memory).
   std::string other_name;
-  for (const auto& name : aperture::available_providers())
-    if (name != GetParam() && traits_of(name).kind == traits_->kind &&
-        (traits_of(name).fresh != Fresh::zeroed_each || world().local_size() <= memory().device_count()))
-      other_name = name;
+  for (const bool same_family : {true, false})
+    for (const auto& name : aperture::available_providers()) {
+      const ProviderTraits& other = traits_of(name);
+      if (other_name.empty() && name != GetParam() && other.kind == traits_->kind &&
+          (!same_family || other.fresh == traits_->fresh) &&
+          (other.fresh != Fresh::zeroed_each || world().local_size() <= memory().device_count()))
+        other_name = name;
+    }
   if (other_name.empty())
     GTEST_SKIP() << "only " << GetParam() << " gives " << memory().where() << " memory here; nothing to mix";
   aperture::Provider& other = shared_provider(other_name);
