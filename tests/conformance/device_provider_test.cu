@@ -217,9 +217,10 @@ TEST_P(CudaVmmTest, GrowthKeepsEverythingHandedOutBefore) {
   // The table did not move: the old map still holds the same table, in host and device memory.
   for (int p = 0; p < n_; ++p) {
     EXPECT_EQ(old_map.host_peer_bases()[p], old_table[p]);
-    if (old_map.is_direct(p))
+    if (old_map.is_direct(p)) {
       EXPECT_EQ(big.map.host_peer_bases()[p] - old_table[p],
                 reinterpret_cast<std::int64_t>(big.ptr) - reinterpret_cast<std::int64_t>(old.ptr));
+    }
   }
   EXPECT_EQ(old_map.peer_bases(), old_device_table);
   EXPECT_TRUE(same_elements(memory().read(old_device_table, n_), old_table));

@@ -77,9 +77,10 @@ TEST_P(ProviderTest, IdentityAndPlacement) {
   const auto status = test::provider_status(GetParam());
   EXPECT_TRUE(status->compiled_in && status->available);
   EXPECT_TRUE(contains(status->reason, std::string(traits_->status_names))) << status->reason;
-  if (on_device())  // this rank took GPU local_rank % count
+  if (on_device()) {  // this rank took GPU local_rank % count
     EXPECT_EQ(memory().current_device(), world().local_rank() % memory().device_count())
         << "rank " << me_ << " of " << memory().device_count() << " GPU(s)";
+  }
 }
 
 // The table invariant of a live allocation: its map describes it, the local entry is its own
@@ -102,17 +103,24 @@ TEST_P(ProviderTest, TableInvariantAndEqualOffsets) {
                               std::vector<std::int64_t>(x->map.host_peer_bases().begin(),
                                                         x->map.host_peer_bases().end())))
         << "the table the kernels read == the host's";
-    if (on_device()) EXPECT_NE(x->map.peer_bases(), x->map.host_peer_bases().data());
-    for (int p = 0; p < n_; ++p)
-      if (p != me_ && x->map.is_direct(p)) EXPECT_NE(x->map.host_peer_bases()[p], x->map.host_peer_bases()[me_]);
+    if (on_device()) {
+      EXPECT_NE(x->map.peer_bases(), x->map.host_peer_bases().data());
+    }
+    for (int p = 0; p < n_; ++p) {
+      if (p != me_ && x->map.is_direct(p)) {
+        EXPECT_NE(x->map.host_peer_bases()[p], x->map.host_peer_bases()[me_]);
+      }
+    }
     const aperture::PeerView view = x->map.peer_view();
     EXPECT_TRUE(view.rank == me_ && view.world_size == n_ && view.peer_bases == x->map.peer_bases());
   }
   if (provider().is_linear()) {
     const std::int64_t distance = reinterpret_cast<std::int64_t>(b.ptr) - reinterpret_cast<std::int64_t>(a.ptr);
-    for (int r = 0; r < n_; ++r)
-      if (a.map.is_direct(r))
+    for (int r = 0; r < n_; ++r) {
+      if (a.map.is_direct(r)) {
         EXPECT_EQ(b.map.host_peer_bases()[r] - a.map.host_peer_bases()[r], distance) << "peer " << r;
+      }
+    }
     std::vector<std::int64_t> distances(n_);
     world().allgather(&distance, distances.data(), sizeof distance);
     for (int r = 0; r < n_; ++r) EXPECT_EQ(distances[r], distance) << "rank " << r << " got another offset";
@@ -134,7 +142,9 @@ TEST_P(ProviderTest, SameMachinePeersAreDirectAndFreshMemoryIsZeroed) {
   std::string peers;
   for (int p = 0; p < n_; ++p) {
     peers += a.map.is_direct(p) ? " direct" : " NOT-direct";
-    if (world().same_node(p)) EXPECT_TRUE(a.map.is_direct(p)) << "same-machine peer " << p << " is not direct";
+    if (world().same_node(p)) {
+      EXPECT_TRUE(a.map.is_direct(p)) << "same-machine peer " << p << " is not direct";
+    }
   }
   std::printf("rank %d: %s peers:%s\n", me_, GetParam().c_str(), peers.c_str());
   EXPECT_TRUE(same_elements(memory().read(a.as<std::int64_t>(), 4096), std::vector<std::int64_t>(4096, 0)))
@@ -369,10 +379,12 @@ TEST_P(ProviderTest, ZeroBytesAlignmentAndBadRequests) {
   for (std::size_t align : {std::size_t{4096}, std::size_t{1} << 20, std::size_t{2} << 20}) {
     Allocation& aligned = allocate(100, align);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(aligned.ptr) % align, 0u) << "alignment " << align;
-    if (traits_->fresh == Fresh::zeroed_once)  // aperture's device heaps: every peer's copy is aligned too
-      for (int p = 0; p < n_; ++p)
-        if (aligned.map.is_direct(p))
-          EXPECT_EQ(static_cast<std::uint64_t>(aligned.map.host_peer_bases()[p]) % align, 0u) << "peer " << p;
+    if (traits_->fresh != Fresh::zeroed_once) continue;  // aperture's device heaps: every peer's copy is aligned too
+    for (int p = 0; p < n_; ++p) {
+      if (aligned.map.is_direct(p)) {
+        EXPECT_EQ(static_cast<std::uint64_t>(aligned.map.host_peer_bases()[p]) % align, 0u) << "peer " << p;
+      }
+    }
   }
   // Refused on every rank alike, before anything collective happens.
   const auto odd = error_of([&] { provider().allocate(64, 3); });
@@ -389,7 +401,9 @@ TEST_P(ProviderTest, ForeignMemoryIsRefused) {
   EXPECT_TRUE(contains(not_ours, "another provider")) << not_ours;
   const auto not_ours_map = error_of([&] { provider().symmetric_address_map(foreign, 16); });
   EXPECT_NE(not_ours_map, "(no error)");
-  if (on_device()) EXPECT_TRUE(contains(not_ours_map, "another provider")) << not_ours_map;
+  if (on_device()) {
+    EXPECT_TRUE(contains(not_ours_map, "another provider")) << not_ours_map;
+  }
   memory().release(foreign);
 }
 
@@ -432,7 +446,9 @@ TEST_P(ProviderTest, UseAfterFreeOnTheCheckedPath) {
   Allocation a = provider().allocate(256);
   const Allocation copy = a;
   const int next = (me_ + 1) % n_;
-  if (copy.map.is_direct(next)) EXPECT_NO_THROW(aperture::checked_translate(copy.map, copy.as<char>(), next));
+  if (copy.map.is_direct(next)) {
+    EXPECT_NO_THROW(aperture::checked_translate(copy.map, copy.as<char>(), next));
+  }
   provider().free(a);
   EXPECT_EQ(a.ptr, nullptr) << "free resets the allocation it is given";
   EXPECT_TRUE(copy.map.freed());
