@@ -75,17 +75,6 @@ __global__ void ring_kernel(aperture::PeerView peers, std::int64_t* data, std::s
   if (wrong != 0) atomicAdd(&outcome->wrong, wrong);
 }
 
-// Runs f with the element type `e` names.
-template <class F>
-void with_element(Element e, F&& f) {
-  switch (e) {
-    case Element::int32: return f(std::int32_t{});
-    case Element::int64: return f(std::int64_t{});
-    case Element::float32: return f(float{});
-    case Element::float64: return f(double{});
-  }
-}
-
 // The launch itself failed (bad configuration, a sticky error from an earlier kernel).
 void launched(const char* kernel) {
   aperture::detail::check_cuda(cudaGetLastError(), kernel, __FILE__, __LINE__, "conformance kernel launch");
@@ -131,21 +120,21 @@ class DeviceMemoryAccessor final : public MemoryAccessor {
   }
 
   void fill(Element e, void* data, std::size_t count, int rank, int salt) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       fill_kernel<<<kBlocks, kThreads>>>(static_cast<decltype(t)*>(data), count, rank, salt);
     });
     launched("fill");
   }
   void store_to_peers(Element e, void* inbox, std::size_t count, int me, int n, const std::int64_t* table,
                       int salt) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       store_kernel<<<kBlocks, kThreads>>>(static_cast<decltype(t)*>(inbox), count, me, n, table, salt);
     });
     launched("store_to_peers");
   }
   void load_from_peers(Element e, void* result, const void* src, std::size_t count, int me, int n,
                        const std::int64_t* table) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       using T = decltype(t);
       load_kernel<<<kBlocks, kThreads>>>(static_cast<T*>(result), static_cast<const T*>(src), count, me, n, table);
     });
@@ -153,7 +142,7 @@ class DeviceMemoryAccessor final : public MemoryAccessor {
   }
   void put_to_peers(Element e, void* inbox, const void* src, std::size_t count, int me, int n,
                     const std::int64_t* table) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       using T = decltype(t);
       put_kernel<<<kBlocks, kThreads>>>(static_cast<T*>(inbox), static_cast<const T*>(src), count, me, n, table);
     });
@@ -161,7 +150,7 @@ class DeviceMemoryAccessor final : public MemoryAccessor {
   }
   void get_from_peers(Element e, void* result, const void* src, std::size_t count, int me, int n,
                       const std::int64_t* table) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       using T = decltype(t);
       get_kernel<<<kBlocks, kThreads>>>(static_cast<T*>(result), static_cast<const T*>(src), count, me, n, table);
     });
@@ -169,7 +158,7 @@ class DeviceMemoryAccessor final : public MemoryAccessor {
   }
   void copy_between_peers(Element e, void* inbox, const void* src, std::size_t count, int me, int n,
                           const std::int64_t* table) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       using T = decltype(t);
       copy_kernel<<<kBlocks, kThreads>>>(static_cast<T*>(inbox), static_cast<const T*>(src), count, me, n, table);
     });

@@ -10,17 +10,6 @@
 namespace conformance {
 namespace {
 
-// Runs f with the element type `e` names.
-template <class F>
-void with_element(Element e, F&& f) {
-  switch (e) {
-    case Element::int32: return f(std::int32_t{});
-    case Element::int64: return f(std::int64_t{});
-    case Element::float32: return f(float{});
-    case Element::float64: return f(double{});
-  }
-}
-
 class HostMemoryAccessor final : public MemoryAccessor {
  public:
   std::string where() const override { return "host"; }
@@ -42,38 +31,38 @@ class HostMemoryAccessor final : public MemoryAccessor {
   int current_device() const override { return -1; }
 
   void fill(Element e, void* data, std::size_t count, int rank, int salt) override {
-    with_element(e, [&](auto t) { ops::fill(0, 1, static_cast<decltype(t)*>(data), count, rank, salt); });
+    ops::with_element(e, [&](auto t) { ops::fill(0, 1, static_cast<decltype(t)*>(data), count, rank, salt); });
   }
   void store_to_peers(Element e, void* inbox, std::size_t count, int me, int n, const std::int64_t* table,
                       int salt) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       ops::store_to_peers(0, 1, static_cast<decltype(t)*>(inbox), count, me, n, table, salt);
     });
   }
   void load_from_peers(Element e, void* result, const void* src, std::size_t count, int me, int n,
                        const std::int64_t* src_table) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       using T = decltype(t);
       ops::load_from_peers(0, 1, static_cast<T*>(result), static_cast<const T*>(src), count, me, n, src_table);
     });
   }
   void put_to_peers(Element e, void* inbox, const void* src, std::size_t count, int me, int n,
                     const std::int64_t* inbox_table) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       using T = decltype(t);
       ops::put_to_peers(0, 1, static_cast<T*>(inbox), static_cast<const T*>(src), count, me, n, inbox_table);
     });
   }
   void get_from_peers(Element e, void* result, const void* src, std::size_t count, int me, int n,
                       const std::int64_t* src_table) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       using T = decltype(t);
       ops::get_from_peers(0, 1, static_cast<T*>(result), static_cast<const T*>(src), count, me, n, src_table);
     });
   }
   void copy_between_peers(Element e, void* inbox, const void* src, std::size_t count, int me, int n,
                           const std::int64_t* table) override {
-    with_element(e, [&](auto t) {
+    ops::with_element(e, [&](auto t) {
       using T = decltype(t);
       ops::copy_between_peers(0, 1, static_cast<T*>(inbox), static_cast<const T*>(src), count, me, n, table);
     });

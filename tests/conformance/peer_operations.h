@@ -13,6 +13,17 @@
 
 namespace conformance::ops {
 
+// Runs f with a value of the element type `e` names (the accessors' way from Element to T).
+template <class F>
+void with_element(Element e, F&& f) {
+  switch (e) {
+    case Element::int32: return f(std::int32_t{});
+    case Element::int64: return f(std::int64_t{});
+    case Element::float32: return f(float{});
+    case Element::float64: return f(double{});
+  }
+}
+
 template <class T>
 APERTURE_HD void fill(std::size_t w, std::size_t workers, T* data, std::size_t count, int rank, int salt) {
   for (std::size_t i = w; i < count; i += workers) data[i] = pattern<T>(rank, i, salt);
