@@ -145,16 +145,6 @@ inline std::unique_ptr<Job> start(const char* program, const char* provider = "c
   return job;
 }
 
-// The GPU that holds `p`, or -1 for memory that is not device memory (or no memory at all).
-inline int device_of(const void* p) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: clear it, so later launch checks see their own
-    return -1;
-  }
-  return attributes.type == cudaMemoryTypeDevice ? attributes.device : -1;
-}
-
 // A host copy of n elements of device memory.
 template <class T>
 std::vector<T> to_host(const T* device, std::size_t count) {
