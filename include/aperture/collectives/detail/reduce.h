@@ -155,9 +155,11 @@ __device__ inline void device_reduce_peers(std::uint64_t thread, std::uint64_t t
 }
 #endif
 
-// The CPU side: blocks small enough to stay in L1 while every rank's block is folded in.
+// The CPU side: blocks small enough to stay in L1 while every rank's block is folded in. Kept
+// out of line: inlined into the staged loops, GCC compiled the fold into slower code (the CPU
+// one-shot all-reduce at 16-32 KiB took longer).
 template <ReduceOp Op, class T>
-inline void host_reduce_peers(T* out, const T* local, std::uint64_t count, int me, int world,
+__attribute__((noinline)) void host_reduce_peers(T* out, const T* local, std::uint64_t count, int me, int world,
                               const std::int64_t* peer_bases) {
   constexpr std::uint64_t kBlock = tuning::kHostReduceBlockBytes / sizeof(T);
   for (std::uint64_t begin = 0; begin < count; begin += kBlock) {
