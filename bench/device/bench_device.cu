@@ -1,9 +1,9 @@
 // bench/device/bench_device.cu — `aperture bench` on GPU memory: one rank's measurements.
 //
 // put/get: a grid of blocks moves `bytes` to (from) the right neighbour's copy of a symmetric
-// buffer with group_put/group_get (translated through the peer table, 16-byte vectors), against
-// the same kernel given the raw peer pointer (the cost of translation) and the copy engine moving
-// the same bytes through the same mapping. ping_pong: one-way latency of a signal /
+// buffer with aperture::put/get on a CoopGrid (translated through the peer table, 16-byte
+// vectors), against the same kernel given the raw peer pointer (the cost of translation) and the
+// copy engine moving the same bytes through the same mapping. ping_pong: one-way latency of a signal /
 // wait_until_ge round trip between ranks 0 and 1, against the same loop on raw peer pointers
 // (st.release.sys / ld.acquire.sys spin). The collectives run on an aperture::Communicator
 // (bfloat16 and float32 sums for the reductions) against NCCL in the same processes: on the
@@ -31,9 +31,9 @@
 
 #include "bench.h"
 
-#include "aperture/collectives/bulk.h"
 #include "aperture/collectives/communicator.h"
-#include "aperture/collectives/group.h"
+#include "aperture/coop.h"
+#include "aperture/coop_rma.h"
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/signal.h"
@@ -60,18 +60,18 @@ constexpr int kPutBlocks = 132;
 constexpr int kPutThreads = 512;
 constexpr int kPingPongRounds = 2000;  // round trips per launch
 
-// The whole grid is one group (collectives::GridGroup): neighbouring threads take neighbouring
+// The whole grid is one group (aperture::CoopGrid): neighbouring threads take neighbouring
 // vectors across the buffer, which NVLink serves faster than one slice per block.
 __global__ void put_kernel(PeerView peers, unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int to_rank) {
-  collectives::group_put(collectives::GridGroup{}, dst, src, bytes, peers.rank, to_rank, peers.peer_bases);
+  aperture::put(CoopGrid{}, dst, src, bytes, peers.rank, to_rank, peers.peer_bases);
 }
 __global__ void get_kernel(PeerView peers, unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int from_rank) {
-  collectives::group_get(collectives::GridGroup{}, dst, src, bytes, peers.rank, from_rank, peers.peer_bases);
+  aperture::get(CoopGrid{}, dst, src, bytes, peers.rank, from_rank, peers.peer_bases);
 }
 // The same kernel on pointers translated once on the host (what a user with raw IPC pointers
 // writes): put and get both become this copy; the difference to the above is the translation.
 __global__ void raw_copy_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes) {
-  collectives::group_copy(collectives::GridGroup{}, dst, src, bytes);
+  aperture::copy(CoopGrid{}, dst, src, bytes);
 }
 
 // How a ping-pong side sends: aperture with the partner's flag translated once before the loop

@@ -1,14 +1,12 @@
-// examples/demo/demo_algorithm.h — the demo's ring and all-reduce, written once for a CPU thread and a
-// CUDA block, with the public operations only (translate, put, signal, wait_until_ge).
+// examples/demo/demo_algorithm.h — the demo's ring and all-reduce, written once for a CPU thread
+// and a CUDA block, with the public operations only: the group-cooperative put, signal and wait
+// of aperture/coop_rma.h, each taking a Coop (aperture/coop.h) first.
 //
-// A `Group` is whoever runs one rank's side together: one CPU thread (HostGroup, main.cpp)
-// or one CUDA block (BlockGroup, demo_device.cu). It provides
-//     thread(), threads()   this thread's index in the group and the group's size
-//     leader()              the one thread that signals and waits
-//     sync()                every thread of the group reaches this point (and sees the others' writes)
-//     fence()               makes the group's earlier writes visible system-wide before a signal
-//     wait(flag, value)     the leader waits for *flag >= value; false on every thread if it gave up
-//     record_wrong(check, ...)  counts a wrong element, keeping the first one's details
+// The Coop is whoever runs one rank's side together: one CPU thread (aperture::CoopHost,
+// main.cpp) or one CUDA block (aperture::CoopBlock, demo_device.cu). Every thread of it calls
+// every function here with the same arguments; the group's thread 0 signals and waits for it. A
+// wait gives up after `timeout_ns` (0: APERTURE_TIMEOUT): false on every thread of a block, an
+// aperture::Error on a CPU thread.
 //
 // Values are distinct per rank and per element, so a wrong peer, offset or step shows as a wrong
 // value, never as a lucky match; none is 0, so untouched memory never passes.
@@ -17,6 +15,8 @@
 #include <cstdint>
 
 #include "aperture/config.h"
+#include "aperture/coop.h"
+#include "aperture/coop_rma.h"
 #include "aperture/peer_view.h"
 
 namespace aperture::demo {
@@ -70,36 +70,26 @@ APERTURE_HD std::uint64_t chunk_begin(std::uint64_t count, int world, int c) {
   return count * static_cast<std::uint64_t>(c) / static_cast<std::uint64_t>(world);
 }
 
-// The group copies [src, src + n) into to_rank's copy of dst: one put on a CPU thread; on a
-// block, one translation and then each thread a strided share (neighbouring threads, neighbouring
-// elements).
-template <class Group, class T>
-APERTURE_HD void group_put(const Group& g, const PeerView& peers, T* dst, const T* src, std::uint64_t n, int to_rank) {
-  if (g.threads() == 1) {
-    peers.put(dst, src, n, to_rank);
-    return;
-  }
-  T* remote = peers.translate(dst, to_rank);
-  for (std::uint64_t i = g.thread(); i < n; i += g.threads()) remote[i] = src[i];
-}
-
-// After every thread's puts: the leader publishes them with one release signal.
-template <class Group>
-APERTURE_HD void group_signal(const Group& g, const PeerView& peers, std::uint64_t* flag, std::uint64_t value,
-                              int to_rank) {
-  g.sync();
-  if (g.leader()) {
-    g.fence();
-    peers.signal(flag, value, to_rank);
-  }
+// Counts a wrong element, keeping the first one's details (any thread; on a GPU many at once).
+APERTURE_HD void record_wrong(Check* check, int phase, int step, int origin, std::uint64_t index, std::int64_t got,
+                              std::int64_t expected) {
+  bool first = false;
+  APERTURE_IF_DEVICE_ELSE((first = atomicAdd(&check->wrong, 1ull) == 0;), (first = check->wrong++ == 0;))
+  if (!first) return;
+  check->first_phase = phase;
+  check->first_step = step;
+  check->first_origin = origin;
+  check->first_index = index;
+  check->first_got = got;
+  check->first_expected = expected;
 }
 
 // Fills this rank's inputs and zeroes its flags. The caller then holds a team barrier, so no
 // peer signals a flag before it is zeroed.
-template <class Group>
-APERTURE_HD void prepare(const Group& g, const PeerView& peers, const Buffers& b) {
-  for (std::uint64_t i = g.thread(); i < b.flag_count; i += g.threads()) b.ring_data[i] = 0;
-  for (std::uint64_t i = g.thread(); i < b.count; i += g.threads()) {
+template <class Coop>
+APERTURE_HD void prepare(const Coop& g, const PeerView& peers, const Buffers& b) {
+  for (std::uint64_t i = g.thread_rank(); i < b.flag_count; i += g.size()) b.ring_data[i] = 0;
+  for (std::uint64_t i = g.thread_rank(); i < b.count; i += g.size()) {
     b.send[i] = ring_value(peers.rank, i);
     b.ar_in[i] = all_reduce_input(peers.rank, i);
   }
@@ -112,8 +102,9 @@ APERTURE_HD void prepare(const Group& g, const PeerView& peers, const Buffers& b
 // waits until `next` says (ring_free) that it has forwarded and checked what was there.
 // `round` (1, 2, ...) lets the ring run again on the same buffers: flags count steps across
 // rounds, so they only ever grow.
-template <class Group>
-APERTURE_HD bool ring(const Group& g, const PeerView& peers, const Buffers& b, Check* check, int round) {
+template <class Coop>
+APERTURE_HD bool ring(const Coop& g, const PeerView& peers, const Buffers& b, Check* check, int round,
+                      std::uint64_t timeout_ns) {
   const int me = peers.rank;
   const int world = peers.world_size;
   const int next = (me + 1) % world;
@@ -123,19 +114,19 @@ APERTURE_HD bool ring(const Group& g, const PeerView& peers, const Buffers& b, C
   for (int k = 1; k <= steps; ++k) {
     const std::uint64_t step = before + static_cast<std::uint64_t>(k);  // counted across rounds
     const std::int64_t* src = k == 1 ? b.send : b.ring[(step - 1) % 2];
-    if (step >= 3 && !g.wait(b.ring_free, step - 2)) return false;
-    group_put(g, peers, b.ring[step % 2], src, b.count, next);
-    if (step >= 2) group_signal(g, peers, b.ring_free, step - 1, prev);
-    group_signal(g, peers, b.ring_data, step, next);
-    if (!g.wait(b.ring_data, step)) return false;
+    if (step >= 3 && !aperture::wait_until_ge_for(g, b.ring_free, step - 2, timeout_ns)) return false;
+    aperture::put(g, b.ring[step % 2], src, b.count, me, next, peers.peer_bases);
+    if (step >= 2) aperture::signal(g, b.ring_free, step - 1, me, prev, peers.peer_bases);
+    aperture::signal(g, b.ring_data, step, me, next, peers.peer_bases);
+    if (!aperture::wait_until_ge_for(g, b.ring_data, step, timeout_ns)) return false;
 
     const int origin = ((me - k) % world + world) % world;
     const std::int64_t* got = b.ring[step % 2];
-    for (std::uint64_t i = g.thread(); i < b.count; i += g.threads()) {
+    for (std::uint64_t i = g.thread_rank(); i < b.count; i += g.size()) {
       const std::int64_t expected = ring_value(origin, i);
-      if (got[i] != expected) g.record_wrong(check, kRing, k, origin, i, got[i], expected);
+      if (got[i] != expected) record_wrong(check, kRing, k, origin, i, got[i], expected);
     }
-    if (g.leader()) check->checked += b.count;
+    if (g.thread_rank() == 0) check->checked += b.count;
   }
   return true;
 }
@@ -146,24 +137,25 @@ APERTURE_HD bool ring(const Group& g, const PeerView& peers, const Buffers& b, C
 // r the flags are signalled to r. Reusing the buffers is safe: rank c sums its slots before it
 // sends its all-gather piece, and every rank waits for all pieces (and checks them) before its
 // next round writes anything.
-template <class Group>
-APERTURE_HD bool all_reduce(const Group& g, const PeerView& peers, const Buffers& b, Check* check, int round) {
+template <class Coop>
+APERTURE_HD bool all_reduce(const Coop& g, const PeerView& peers, const Buffers& b, Check* check, int round,
+                            std::uint64_t timeout_ns) {
   const auto r = static_cast<std::uint64_t>(round);
   const int me = peers.rank;
   const int world = peers.world_size;
   for (int j = 0; j < world; ++j) {
     const int c = (me + j) % world;  // staggered, so the ranks do not all queue at one peer
     const std::uint64_t begin = chunk_begin(b.count, world, c);
-    group_put(g, peers, b.slots + static_cast<std::uint64_t>(me) * b.max_chunk, b.ar_in + begin,
-              chunk_begin(b.count, world, c + 1) - begin, c);
-    group_signal(g, peers, b.rs_flags + me, r, c);
+    aperture::put(g, b.slots + static_cast<std::uint64_t>(me) * b.max_chunk, b.ar_in + begin,
+                  chunk_begin(b.count, world, c + 1) - begin, me, c, peers.peer_bases);
+    aperture::signal(g, b.rs_flags + me, r, me, c, peers.peer_bases);
   }
   for (int s = 0; s < world; ++s)
-    if (!g.wait(b.rs_flags + s, r)) return false;
+    if (!aperture::wait_until_ge_for(g, b.rs_flags + s, r, timeout_ns)) return false;
 
   const std::uint64_t begin = chunk_begin(b.count, world, me);
   const std::uint64_t length = chunk_begin(b.count, world, me + 1) - begin;
-  for (std::uint64_t i = g.thread(); i < length; i += g.threads()) {
+  for (std::uint64_t i = g.thread_rank(); i < length; i += g.size()) {
     std::int64_t sum = 0;
     for (int s = 0; s < world; ++s) sum += b.slots[static_cast<std::uint64_t>(s) * b.max_chunk + i];
     b.ar_out[begin + i] = sum;
@@ -172,17 +164,17 @@ APERTURE_HD bool all_reduce(const Group& g, const PeerView& peers, const Buffers
 
   for (int j = 1; j < world; ++j) {
     const int c = (me + j) % world;
-    group_put(g, peers, b.ar_out + begin, b.ar_out + begin, length, c);
-    group_signal(g, peers, b.ag_flags + me, r, c);
+    aperture::put(g, b.ar_out + begin, b.ar_out + begin, length, me, c, peers.peer_bases);
+    aperture::signal(g, b.ag_flags + me, r, me, c, peers.peer_bases);
   }
   for (int s = 0; s < world; ++s)
-    if (s != me && !g.wait(b.ag_flags + s, r)) return false;
+    if (s != me && !aperture::wait_until_ge_for(g, b.ag_flags + s, r, timeout_ns)) return false;
 
-  for (std::uint64_t i = g.thread(); i < b.count; i += g.threads()) {
+  for (std::uint64_t i = g.thread_rank(); i < b.count; i += g.size()) {
     const std::int64_t expected = all_reduce_expected(world, i);
-    if (b.ar_out[i] != expected) g.record_wrong(check, kAllReduce, 0, -1, i, b.ar_out[i], expected);
+    if (b.ar_out[i] != expected) record_wrong(check, kAllReduce, 0, -1, i, b.ar_out[i], expected);
   }
-  if (g.leader()) check->checked += b.count;
+  if (g.thread_rank() == 0) check->checked += b.count;
   return true;
 }
 

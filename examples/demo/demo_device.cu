@@ -5,9 +5,10 @@
 #include <chrono>
 #include <string>
 
-#include "demo_block_group.cuh"
+#include "demo_algorithm.h"
 #include "demo_device.h"
 
+#include "aperture/coop.h"
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 
@@ -18,17 +19,17 @@ namespace {
 constexpr int kThreads = 1024;
 
 __global__ void prepare_kernel(PeerView peers, demo::Buffers buffers) {
-  demo::prepare(BlockGroup{}, peers, buffers);
+  demo::prepare(CoopBlock{}, peers, buffers);
 }
 
 __global__ void ring_kernel(PeerView peers, demo::Buffers buffers, demo::Check* check, std::uint64_t timeout_ns,
                             int round) {
-  if (!demo::ring(BlockGroup{timeout_ns}, peers, buffers, check, round) && threadIdx.x == 0) check->timed_out = 1;
+  if (!demo::ring(CoopBlock{}, peers, buffers, check, round, timeout_ns) && threadIdx.x == 0) check->timed_out = 1;
 }
 
 __global__ void all_reduce_kernel(PeerView peers, demo::Buffers buffers, demo::Check* check, std::uint64_t timeout_ns,
                                   int round) {
-  if (!demo::all_reduce(BlockGroup{timeout_ns}, peers, buffers, check, round) && threadIdx.x == 0)
+  if (!demo::all_reduce(CoopBlock{}, peers, buffers, check, round, timeout_ns) && threadIdx.x == 0)
     check->timed_out = 1;
 }
 

@@ -6,10 +6,11 @@
 //   mpirun -n 4 aperture-demo --provider mpi-window                            ranks MPI started
 //
 // Where to read what:
-//   demo_algorithm.h     the ring and the all-reduce, written once for any "group" of threads that
-//                        runs one rank's side: a CPU thread (HostGroup, below) or a CUDA block
-//                        (BlockGroup, demo_block_group.cuh); every element received is checked
-//                        against a value only the right sender, offset and step would produce;
+//   demo_algorithm.h     the ring and the all-reduce, written once for any Coop (aperture/coop.h)
+//                        that runs one rank's side: a CPU thread (aperture::CoopHost, below) or
+//                        a CUDA block (aperture::CoopBlock, demo_device.cu); every element
+//                        received is checked against a value only the right sender, offset and
+//                        step would produce;
 //   demo.h               where each piece lies in the one symmetric allocation (DemoLayout);
 //   main.cpp (this file) one rank: join the team, allocate, run both on the CPU (host memory:
 //                        shm, mpi-window, openshmem) or hand over to the GPU, and rank 0's report;
@@ -33,6 +34,7 @@
 #include "demo.h"
 #include "demo_device.h"
 
+#include "aperture/coop.h"
 #include "aperture/provider.h"
 #include "aperture/signal.h"
 #include "aperture/team.h"
@@ -45,29 +47,6 @@ constexpr std::size_t kAlign = 64;  // each piece on its own cache lines
 
 std::size_t round_up(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-// One CPU thread is the whole group.
-struct HostGroup {
-  std::uint64_t thread() const { return 0; }
-  std::uint64_t threads() const { return 1; }
-  bool leader() const { return true; }
-  void sync() const {}
-  void fence() const {}  // signal() is a release store: it orders this thread's puts already
-  bool wait(const std::uint64_t* flag, std::uint64_t value) const {
-    aperture::wait_until_ge(flag, value);  // throws aperture::Error after APERTURE_TIMEOUT
-    return true;
-  }
-  void record_wrong(demo::Check* check, int phase, int step, int origin, std::uint64_t index, std::int64_t got,
-                    std::int64_t expected) const {
-    if (check->wrong++ != 0) return;
-    check->first_phase = phase;
-    check->first_step = step;
-    check->first_origin = origin;
-    check->first_index = index;
-    check->first_got = got;
-    check->first_expected = expected;
-  }
-};
-
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
@@ -75,24 +54,24 @@ double seconds_since(Clock::time_point start) {
 }
 
 DemoRankResult run_on_host(Team& team, const PeerView& peers, const demo::Buffers& buffers) {
-  const HostGroup group;
+  const CoopHost group;  // one CPU thread per rank; its waits throw after APERTURE_TIMEOUT
   DemoRankResult result;
   demo::prepare(group, peers, buffers);
   team.barrier();  // every rank's flags are zero before anyone signals
 
   // Round 1 warms up (the first touch of each page of each mapping is a page fault, which would
   // be most of what a cold round measures); round 2 is timed. Both are checked.
-  demo::ring(group, peers, buffers, &result.check, 1);
-  demo::all_reduce(group, peers, buffers, &result.check, 1);
+  demo::ring(group, peers, buffers, &result.check, 1, 0);
+  demo::all_reduce(group, peers, buffers, &result.check, 1, 0);
 
   team.barrier();
   auto start = Clock::now();
-  demo::ring(group, peers, buffers, &result.check, 2);
+  demo::ring(group, peers, buffers, &result.check, 2, 0);
   result.ring_seconds = seconds_since(start);
 
   team.barrier();
   start = Clock::now();
-  demo::all_reduce(group, peers, buffers, &result.check, 2);
+  demo::all_reduce(group, peers, buffers, &result.check, 2, 0);
   result.all_reduce_seconds = seconds_since(start);
   return result;
 }

@@ -1,7 +1,8 @@
 // aperture/aperture.h — everything: device operations, the address map, Team and providers.
 //
 // Device code may include just what it uses (translate.h, rma.h, atomic.h, signal.h,
-// peer_view.h); none of those needs a CUDA header on a CPU.
+// peer_view.h, and coop.h + coop_rma.h for the group-cooperative forms); none of those needs a
+// CUDA header on a CPU.
 #pragma once
 
 #include "aperture/config.h"
@@ -10,6 +11,8 @@
 #include "aperture/rma.h"
 #include "aperture/atomic.h"
 #include "aperture/signal.h"
+#include "aperture/coop.h"
+#include "aperture/coop_rma.h"
 #include "aperture/peer_view.h"
 #include "aperture/address_map.h"
 #include "aperture/team.h"

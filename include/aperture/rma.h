@@ -5,7 +5,8 @@
 // order them with signal()/wait_until_ge() (aperture/signal.h) or an atomic (aperture/atomic.h).
 //
 // Each is a translation followed by plain memory accesses, executed by the calling thread alone.
-// On a GPU, a warp or block moving many bytes should split the elements between its threads.
+// A warp, block or grid moving many bytes together uses the forms of aperture/coop_rma.h, which
+// take a Coop (aperture/coop.h) first and split the bytes between its threads.
 #pragma once
 
 #include <cstddef>

@@ -5,10 +5,11 @@
 // store and wait_until_ge an acquire load, both at system scope, so everything the signalling
 // thread wrote before signal() is visible to the waiter after the wait returns.
 //
-// Host waits spin briefly and then back off to yielding and sleeping, and give up with an
-// aperture::Error after APERTURE_TIMEOUT seconds (default 60), or as soon as this process's Team
-// learns that the job failed (a rank died: the error names it; see detail/host_wait.h). Device
-// waits back off with __nanosleep; wait_until_ge_for bounds them.
+// Host waits spin briefly and then back off to yielding and sleeping (detail/backoff.h, the one
+// policy of every host wait), and give up with an aperture::Error after APERTURE_TIMEOUT seconds
+// (default 60), or as soon as this process's Team learns that the job failed (a rank died: the
+// error names it; see detail/host_wait.h). Device waits back off with __nanosleep;
+// wait_until_ge_for bounds them.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "aperture/collectives/detail/tuning.h"
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
@@ -21,34 +22,7 @@ namespace {
 using collectives::detail::Call;
 using collectives::detail::Kind;
 
-constexpr std::size_t kHostHalfBytes = 256 * 1024;
-constexpr std::size_t kDeviceHalfBytes = 512 * 1024;
-// Blocks per GPU collective at the most: 16 left NVLink half idle (about 110 GB/s of bus bandwidth
-// at 256 MiB); each block keeps 512 threads x 4 x 16 bytes in flight. 64 were not enough for the
-// staged algorithms, whose blocks spend part of each piece on local copies and a barrier: on
-// 2x H200, 128 blocks took all_gather at 1 GiB from 4178 to 3458 us, all_reduce bf16 from 3270
-// to 3223 us, reduce_scatter bf16 from 1786 to 1661 us (docs/PERFORMANCE.md).
-constexpr int kDeviceParts = 128;
-// One-shot reads world x the data, two-shot about 2x with one more barrier: on the host the
-// cross-over measured near 32 KiB at 4 ranks (docs/PERFORMANCE.md), so 128 KiB / world; at
-// two ranks one-shot was faster at every size measured. So it is on 2 GPUs: it moves the same
-// bytes over NVLink as two-shot with one barrier and one local pass fewer (bf16: 9.7 vs 14.7 us
-// at 1 MiB, 865 vs 1051 us at 256 MiB; docs/PERFORMANCE.md). More GPUs are unmeasured: they
-// keep 256 KiB.
-constexpr std::size_t kHostOneShotTotal = 128 * 1024;
-constexpr std::size_t kDeviceOneShotMax = 256 * 1024;
-constexpr int kDeviceThreads = 512;
-constexpr std::size_t kDeviceBytesPerPart = 64 * 1024;  // a block per this many bytes moved, up to max_parts
-// The LL (push) path: each block pushes and polls about 4 KiB of each rank's input (256 lines: a
-// line or two per thread), so 256 KiB keeps all 64 blocks busy and the data of one call is in
-// flight at once. A slot of 16 KiB of lines (8 KiB of data) per part and sender holds that in
-// one piece; larger calls loop in pieces, with a fence between them (slow: chosen automatically
-// only where one piece suffices). On 2 GPUs the LL all-reduce beat the staged one-shot up to
-// 512 KiB (6.6 vs 9.0 us there) and lost at 1 MiB (12.3 vs 9.7 us).
-constexpr std::size_t kDeviceLLBytesPerPart = 4 * 1024;
-constexpr int kDeviceLLParts = 64;  // the LL path's blocks at the most (as measured; more did not help)
-constexpr std::size_t kLLSlotBytes = 16 * 1024;
-constexpr std::size_t kDeviceLLMax = 512 * 1024;
+namespace tuning = collectives::tuning;
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
@@ -68,19 +42,19 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   if (options_.max_parts < 0 || options_.max_parts > 1024)
     throw Error("Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
                 " is out of range; give 0 (the default) or 1 to 1024");
-  if (options_.max_parts == 0) options_.max_parts = device ? kDeviceParts : 1;
+  if (options_.max_parts == 0) options_.max_parts = device ? tuning::kDeviceParts : 1;
   if (!device && options_.max_parts != 1)
     throw Error("Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
                 " on host memory: a CPU rank runs each collective on one thread; give 0 or 1");
-  if (options_.block_threads == 0) options_.block_threads = kDeviceThreads;
-  // The kernels are compiled for at most kDeviceThreads threads (__launch_bounds__ in device.cu):
-  // that bound is what lets the reductions keep several vectors in flight in registers.
-  if (options_.block_threads < 32 || options_.block_threads > kDeviceThreads || options_.block_threads % 32 != 0 ||
+  if (options_.block_threads == 0) options_.block_threads = tuning::kDeviceThreads;
+  // The kernels are compiled for at most tuning::kDeviceThreads threads (__launch_bounds__ in
+  // device.cu): that bound is what lets the reductions keep several vectors in flight in registers.
+  if (options_.block_threads < 32 || options_.block_threads > tuning::kDeviceThreads || options_.block_threads % 32 != 0 ||
       options_.block_threads < world)
     throw Error("Communicator: Options::block_threads = " + std::to_string(options_.block_threads) +
-                " must be a multiple of 32 from 32 to " + std::to_string(kDeviceThreads) +
+                " must be a multiple of 32 from 32 to " + std::to_string(tuning::kDeviceThreads) +
                 ", and at least the team size (" + std::to_string(world) + ")");
-  if (options_.half_bytes == 0) options_.half_bytes = device ? kDeviceHalfBytes : kHostHalfBytes;
+  if (options_.half_bytes == 0) options_.half_bytes = device ? tuning::kDeviceHalfBytes : tuning::kHostHalfBytes;
   const std::size_t least = 256 * static_cast<std::size_t>(world);
   if (options_.half_bytes < least)
     throw Error("Communicator: Options::half_bytes = " + std::to_string(options_.half_bytes) +
@@ -90,20 +64,20 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   if (options_.one_shot_max_bytes == 0) {
     // Two ranks: one-shot reads 2x the data like two-shot, with one barrier fewer.
     options_.one_shot_max_bytes = world <= 2 ? std::numeric_limits<std::size_t>::max()
-                                  : device   ? kDeviceOneShotMax
-                                             : kHostOneShotTotal / static_cast<std::size_t>(world);
+                                  : device   ? tuning::kDeviceOneShotMax
+                                             : tuning::kHostOneShotTotal / static_cast<std::size_t>(world);
   }
 
-  if (options_.ll_part_bytes == 0) options_.ll_part_bytes = kDeviceLLBytesPerPart;
+  if (options_.ll_part_bytes == 0) options_.ll_part_bytes = tuning::kDeviceLLBytesPerPart;
   // By default the LL path is chosen only where every block's share fits one piece.
-  ll_parts_ = device ? std::min(options_.max_parts, kDeviceLLParts) : options_.max_parts;
-  const std::size_t ll_one_piece = static_cast<std::size_t>(ll_parts_) * (kLLSlotBytes / 2);
-  ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(kDeviceLLMax, ll_one_piece) : 0);
+  ll_parts_ = device ? std::min(options_.max_parts, tuning::kDeviceLLParts) : options_.max_parts;
+  const std::size_t ll_one_piece = static_cast<std::size_t>(ll_parts_) * (tuning::kLLSlotBytes / 2);
+  ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(tuning::kDeviceLLMax, ll_one_piece) : 0);
   options_.ll_max_bytes = ll_max_bytes_;
 
   // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
-  // slice each (partition.h's for_each_piece). Not the default: on 2x H200 with 128 blocks it was
-  // no faster, and up to 10% slower at 256 MiB (bench/results/gpu-large-run3*.txt).
+  // slice each (detail/partition.h's for_each_piece). Not the default: it was not faster
+  // (docs/PERFORMANCE.md, "Large sizes").
   if (const char* v = std::getenv("APERTURE_COLLECTIVES_INTERLEAVE"); v != nullptr && std::string(v) == "1")
     handle_.interleave = true;
 
@@ -116,7 +90,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"ll_part_bytes", options_.ll_part_bytes},
                                    {"APERTURE_COLLECTIVES_INTERLEAVE", std::uint64_t{handle_.interleave ? 1u : 0u}}});
 
-  const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, kLLSlotBytes);
+  const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, tuning::kLLSlotBytes);
   scratch_ = provider.allocate(layout.total_bytes, 256);
   try {
     if (!scratch_.map.all_direct()) {
@@ -137,7 +111,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     handle_.staging = base + layout.staging_offset;
     handle_.half_bytes = options_.half_bytes;
     handle_.ll = base + layout.ll_offset;
-    handle_.ll_slot_bytes = kLLSlotBytes;
+    handle_.ll_slot_bytes = tuning::kLLSlotBytes;
     handle_.timeout_ns = detail::host_timeout_ns();
     if (device) {
       collectives::detail::device_select(scratch_.ptr);
@@ -147,7 +121,8 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     }
     // Ranks that share cores: a waiter yields almost at once, so the rank it waits for runs.
     const unsigned cores = std::thread::hardware_concurrency();
-    host_spins_ = cores != 0 && static_cast<unsigned>(team.local_size()) > cores ? 16 : 256;
+    host_spins_ = cores != 0 && static_cast<unsigned>(team.local_size()) > cores ? tuning::kHostSharedCoreSpins
+                                                                                 : tuning::kHostSpins;
     if (const char* spins = std::getenv("APERTURE_COLLECTIVES_SPINS"); spins != nullptr && *spins != '\0')
       host_spins_ = static_cast<unsigned>(std::strtoul(spins, nullptr, 10));
     team.barrier();  // every rank's flags are zero before anyone signals
@@ -206,9 +181,9 @@ void Communicator::check_call(const char* call, std::size_t count, DataType type
 
 namespace {
 
-// Blocks for a GPU call: enough to keep each busy with kDeviceBytesPerPart, at most max_parts.
+// Blocks for a GPU call: enough to keep each busy with tuning::kDeviceBytesPerPart, at most max_parts.
 int parts_for(std::size_t bytes, int max_parts) {
-  const std::size_t want = (bytes + kDeviceBytesPerPart - 1) / kDeviceBytesPerPart;
+  const std::size_t want = (bytes + tuning::kDeviceBytesPerPart - 1) / tuning::kDeviceBytesPerPart;
   return static_cast<int>(want < 1 ? 1 : want > static_cast<std::size_t>(max_parts) ? max_parts : want);
 }
 
@@ -353,7 +328,7 @@ void Communicator::check(Stream stream) {
   if (!collectives::detail::device_status_ok(handle_, stream))
     throw Error("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                 "): a collective kernel's wait gave up after APERTURE_TIMEOUT (" +
-                std::to_string(handle_.timeout_ns / 1000000000.0) +
+                std::to_string(static_cast<double>(handle_.timeout_ns) / 1e9) +
                 " s): a peer rank did not make the same collective call, or failed; results since are invalid");
 }
 

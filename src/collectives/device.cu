@@ -1,7 +1,7 @@
 // src/collectives/device.cu — the collectives as CUDA kernels: the same templates the CPU runs,
-// with one CUDA block as the Group and a grid of blocks splitting the data. Every kernel takes
-// only the handle and the call's arguments by value; epochs live in device memory, so a launch
-// may be captured in a CUDA graph and replayed.
+// with one CUDA block (aperture::CoopBlock) as the Coop and a grid of blocks splitting the data.
+// Every kernel takes only the handle and the call's arguments by value; epochs live in device
+// memory, so a launch may be captured in a CUDA graph and replayed.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -13,8 +13,9 @@
 #include "aperture/collectives/all_to_all.h"
 #include "aperture/collectives/barrier.h"
 #include "aperture/collectives/broadcast.h"
-#include "aperture/collectives/group.h"
+#include "aperture/collectives/detail/tuning.h"
 #include "aperture/collectives/reduce_scatter.h"
+#include "aperture/coop.h"
 #include "aperture/error.h"
 #include "dispatch.h"
 
@@ -28,16 +29,16 @@ void check_cuda(cudaError_t status, const std::string& call) {
                 ")");
 }
 
-// Communicator::Options::block_threads may be anything up to 1024: every kernel must launch with
-// that many threads, so the compiler keeps each within 64 registers a thread.
-constexpr int kMaxThreads = 512;
+// Communicator::Options::block_threads may be anything up to this: every kernel must launch with
+// that many threads, so the compiler keeps each within the registers the bound leaves.
+constexpr int kMaxThreads = tuning::kDeviceThreads;
 
 // Kernels are launched as programmatic dependents of whatever ran before them on the stream
 // (launch() below): the next kernel may be scheduled while this one still runs, so a collective's
 // launch latency hides behind the previous call instead of adding to it. Each kernel lets the
 // next one launch at once, and waits for the previous grid to complete (and its memory to be
 // visible, here and to peers) before it touches any memory: to the collectives it is as if the
-// launches were ordinary, stream-ordered ones (the LL clears of ll.h rely on that ordering).
+// launches were ordinary, stream-ordered ones (the LL clears of detail/ll.h rely on that ordering).
 __device__ inline void follow_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -47,68 +48,68 @@ __device__ inline void follow_previous_grid() {
 
 __global__ void __launch_bounds__(kMaxThreads) barrier_kernel(CollectiveHandle h) {
   follow_previous_grid();
-  barrier(BlockGroup{}, h);
+  barrier(CoopBlock{}, h);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads) broadcast_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count, int root) {
   follow_previous_grid();
-  broadcast(BlockGroup{}, h, in, out, count, root);
+  broadcast(CoopBlock{}, h, in, out, count, root);
 }
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads) all_gather_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
-  all_gather(BlockGroup{}, h, in, out, count);
+  all_gather(CoopBlock{}, h, in, out, count);
 }
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads) all_to_all_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
-  all_to_all(BlockGroup{}, h, in, out, count);
+  all_to_all(CoopBlock{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) reduce_scatter_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
-  reduce_scatter<Op>(BlockGroup{}, h, in, out, count);
+  reduce_scatter<Op>(CoopBlock{}, h, in, out, count);
 }
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads) all_gather_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
-  all_gather_ll(BlockGroup{}, h, in, out, count);
+  all_gather_ll(CoopBlock{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) reduce_scatter_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
-  reduce_scatter_ll<Op>(BlockGroup{}, h, in, out, count);
+  reduce_scatter_ll<Op>(CoopBlock{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
-  all_reduce_ll<Op>(BlockGroup{}, h, in, out, count);
+  all_reduce_ll<Op>(CoopBlock{}, h, in, out, count);
 }
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads) all_gather_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
   follow_previous_grid();
-  all_gather_direct(BlockGroup{}, h, in, in_bases, out, count);
+  all_gather_direct(CoopBlock{}, h, in, in_bases, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) reduce_scatter_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
   follow_previous_grid();
-  reduce_scatter_direct<Op>(BlockGroup{}, h, in, in_bases, out, count);
+  reduce_scatter_direct<Op>(CoopBlock{}, h, in, in_bases, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
   follow_previous_grid();
-  all_reduce_direct<Op>(BlockGroup{}, h, in, in_bases, out, count);
+  all_reduce_direct<Op>(CoopBlock{}, h, in, in_bases, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
-  all_reduce_one_shot<Op>(BlockGroup{}, h, in, out, count);
+  all_reduce_one_shot<Op>(CoopBlock{}, h, in, out, count);
 }
 template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_two_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
-  all_reduce_two_shot<Op>(BlockGroup{}, h, in, out, count);
+  all_reduce_two_shot<Op>(CoopBlock{}, h, in, out, count);
 }
 
 struct Launch {

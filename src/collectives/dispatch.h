@@ -17,10 +17,10 @@ enum class Kind {
   all_reduce_one_shot,
   all_reduce_two_shot,
   all_to_all,
-  all_gather_ll,      // the push paths (aperture/collectives/ll.h)
+  all_gather_ll,      // the push paths (aperture/collectives/detail/ll.h)
   reduce_scatter_ll,
   all_reduce_ll,
-  all_gather_direct,  // zero-copy on a symmetric input (aperture/collectives/staged.h)
+  all_gather_direct,  // zero-copy on a symmetric input (aperture/collectives/detail/staged.h)
   reduce_scatter_direct,
   all_reduce_direct,
 };
@@ -36,8 +36,8 @@ struct Call {
   const std::int64_t* in_bases = nullptr;  // the *_direct kinds: the input's own peer table
 };
 
-// Runs the call on this thread (HostGroup); returns when this rank's part is done. `spins`:
-// HostGroup::spins, the loads a wait makes before it yields.
+// Runs the call on this thread (aperture::CoopHost); returns when this rank's part is done.
+// `spins`: CoopHost::spins, the polls a wait makes before it yields.
 void run_on_host(const CollectiveHandle& h, const Call& call, unsigned spins);
 
 // --- GPU (device.cu, or device_none.cpp which throws saying CUDA was not built in) ---

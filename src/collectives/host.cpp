@@ -1,5 +1,5 @@
 // src/collectives/host.cpp — the collectives on a CPU thread: the same templates the GPU
-// kernels run, instantiated with HostGroup for the host element types.
+// kernels run, instantiated with aperture::CoopHost for the host element types.
 #include <cstdint>
 #include <string>
 
@@ -8,8 +8,8 @@
 #include "aperture/collectives/all_to_all.h"
 #include "aperture/collectives/barrier.h"
 #include "aperture/collectives/broadcast.h"
-#include "aperture/collectives/group.h"
 #include "aperture/collectives/reduce_scatter.h"
+#include "aperture/coop.h"
 #include "aperture/error.h"
 #include "dispatch.h"
 
@@ -18,7 +18,7 @@ namespace aperture::collectives::detail {
 namespace {
 
 template <ReduceOp Op, class T>
-void run_reduction(const HostGroup& g, const CollectiveHandle& h, const Call& c) {
+void run_reduction(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
   const auto* in = static_cast<const T*>(c.in);
   auto* out = static_cast<T*>(c.out);
   switch (c.kind) {
@@ -34,7 +34,7 @@ void run_reduction(const HostGroup& g, const CollectiveHandle& h, const Call& c)
 }
 
 template <class T>
-void run_typed(const HostGroup& g, const CollectiveHandle& h, const Call& c) {
+void run_typed(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
   const auto* in = static_cast<const T*>(c.in);
   auto* out = static_cast<T*>(c.out);
   switch (c.kind) {
@@ -55,7 +55,7 @@ void run_typed(const HostGroup& g, const CollectiveHandle& h, const Call& c) {
 }  // namespace
 
 void run_on_host(const CollectiveHandle& h, const Call& c, unsigned spins) {
-  HostGroup g;
+  CoopHost g;
   g.spins = spins;
   if (c.kind == Kind::barrier) {
     barrier(g, h);

@@ -5,7 +5,7 @@
 // always and never; LL calls of changing sizes launched back to back (the epoch halves reused
 // many times without the host in between) and replayed from a CUDA graph; a CUDA graph
 // replaying a captured all-reduce; the zero-copy forms on symmetric inputs; blocks taking
-// contiguous slices (the default) and interleaved pieces; group_put with a block and with warps
+// contiguous slices (the default) and interleaved pieces; aperture::put by a CoopBlock and by CoopWarps
 // at odd offsets. Every
 // element is checked on the host against values computed there from one seed drawn by rank 0.
 //
@@ -81,7 +81,7 @@ float to_float(T v) {
 // Folded in rank order; 16-bit floats in float, rounded once, as the kernels do.
 template <class T>
 T folded(ReduceOp op, std::uint64_t salt, std::uint64_t i) {
-  using A = aperture::collectives::Accumulate<T>;
+  using A = aperture::collectives::detail::Accumulate<T>;
   auto acc = A::in(value<T>(0, salt, i));
   for (int r = 1; r < g_world; ++r) {
     const auto x = A::in(value<T>(r, salt, i));
@@ -402,24 +402,24 @@ void ll_back_to_back(Communicator& comm, cudaStream_t stream) {
   cudaGraphDestroy(graph);
 }
 
-// group_put by a block and by warps into the right neighbour's symmetric buffer, at offsets
-// that are not 16-byte aligned (the byte-wise heads and tails) and at ones that are.
+// aperture::put by a block (CoopBlock) and by warps (CoopWarp) into the right neighbour's
+// symmetric buffer, at offsets that are not 16-byte aligned (the byte-wise heads and tails) and
+// at ones that are.
 __global__ void put_kernel(aperture::PeerView peers, unsigned char* dst, const unsigned char* src, std::uint64_t bytes,
                            std::uint64_t offset, int use_warps) {
   const int right = (peers.rank + 1) % peers.world_size;
   if (use_warps) {
-    const aperture::collectives::WarpGroup g;
-    const std::uint64_t share = (bytes + g.parts() - 1) / g.parts();
-    const std::uint64_t begin = share * g.part() < bytes ? share * g.part() : bytes;
+    const aperture::CoopWarp g;
+    const std::uint64_t share = (bytes + g.meta_group_size() - 1) / g.meta_group_size();
+    const std::uint64_t begin = share * g.meta_group_rank() < bytes ? share * g.meta_group_rank() : bytes;
     const std::uint64_t end = begin + share < bytes ? begin + share : bytes;
-    aperture::collectives::group_put(g, dst + offset + begin, src + begin, end - begin, peers.rank, right, peers.peer_bases);
+    aperture::put(g, dst + offset + begin, src + begin, end - begin, peers.rank, right, peers.peer_bases);
   } else {
-    aperture::collectives::group_put(aperture::collectives::BlockGroup{}, dst + offset, src, bytes, peers.rank, right,
-                                     peers.peer_bases);
+    aperture::put(aperture::CoopBlock{}, dst + offset, src, bytes, peers.rank, right, peers.peer_bases);
   }
 }
 
-void group_put_cases(aperture::Provider& provider, Communicator& comm, cudaStream_t stream) {
+void coop_put_cases(aperture::Provider& provider, Communicator& comm, cudaStream_t stream) {
   constexpr std::uint64_t kBytes = 1 << 20;
   aperture::Allocation a = provider.allocate(kBytes + 64);
   DeviceBuffer<unsigned char> src(kBytes);
@@ -443,7 +443,7 @@ void group_put_cases(aperture::Provider& provider, Communicator& comm, cudaStrea
       std::vector<unsigned char> got_range(got.begin() + offset, got.begin() + offset + kBytes - 5);
       expect_all(got_range, kBytes - 5,
                  [&](std::uint64_t i) { return static_cast<unsigned char>(mix(salt ^ (i * 31 + left)) & 0xff); },
-                 "group_put " + std::string(warps ? "warps" : "block") + " offset " + std::to_string(offset));
+                 "put by a " + std::string(warps ? "CoopWarp" : "CoopBlock") + " offset " + std::to_string(offset));
     }
   }
   comm.barrier(stream);
@@ -523,7 +523,7 @@ int main() {
       ll_back_to_back(comm, stream);
       ll_back_to_back(tiny_ll, stream);
       graph_replay(comm, stream);
-      group_put_cases(*provider, comm, stream);
+      coop_put_cases(*provider, comm, stream);
       comm.check(stream);
       CUDA(cudaStreamDestroy(stream));
     }

@@ -3,7 +3,10 @@
 // One APERTURE_HD function, exercise<T>(), calls every operation of the contract (translate,
 // load, store, put, get, copy, every atomic with every order and scope, signal,
 // signal_translated, wait_until_ge, wait_until_ge_for, and the PeerView methods) for int32_t, uint32_t, int64_t, uint64_t, float
-// and double, and checks each result. It runs:
+// and double, and checks each result. exercise_coop<Coop, T>() does the same for every
+// group-cooperative operation (aperture/coop_rma.h: copy, put, get, the ranked copy, signal,
+// wait_until_ge_for) and the Coop members, with every Coop type: CoopHost on the host;
+// CoopThread, CoopWarp, CoopBlock and CoopGrid in kernels. It runs:
 //   - on the host, always (the nvcc-compiled host paths: cuda::atomic_ref on host memory);
 //   - in a kernel, when a GPU is present; without one the program says so and exits 0, so CI
 //     machines without a GPU still prove the device code compiles for sm_90.
@@ -19,6 +22,8 @@
 #include <cuda_runtime.h>
 
 #include <aperture/aperture.h>
+#include <aperture/coop.h>
+#include <aperture/coop_rma.h>
 
 namespace {
 
@@ -45,6 +50,12 @@ struct Report {
     if (!(cond)) {                                      \
       if (report->failures++ == 0) report->first_line = __LINE__; \
     }                                                   \
+  } while (0)
+// A check made by thread 0 of a group only (Report is not atomic).
+#define CHECK_ONE(coop, cond)              \
+  do {                                     \
+    const bool check_one_ok = (cond);      \
+    if ((coop).thread_rank() == 0) CHECK(check_one_ok); \
   } while (0)
 
 template <class T>
@@ -214,11 +225,130 @@ APERTURE_HD void exercise(Region<T>* r, const std::int64_t* table, Report* repor
   CHECK(wait_until_ge(&r[1].flag, 9) == 9u);
 }
 
+
+// --- group-cooperative operations ------------------------------------------------------------
+// Every thread of `coop` calls these with the same arguments; checks are made by one thread
+// after the group (or, for CoopGrid, the one block the test launches) has synchronised.
+
+// Rank 0's and rank 1's copies start from their own values again; flags at 0. One thread.
+template <class T>
+APERTURE_HD void reset(Region<T>* r) {
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int i = 0; i < kElements; ++i) {
+      r[rank].data[i] = T(0);
+      r[rank].src[i] = value_of<T>(rank, i);
+      r[rank].dst[i] = T(0);
+    }
+    r[rank].flag = 0;
+  }
+}
+
+// The moves, by every thread of the group. Offsets of one element leave the 16-byte vectors of
+// the GPU path with heads and tails (src and dst misaligned alike).
+template <class Coop, class T>
+APERTURE_HD void coop_moves(const Coop& coop, Region<T>* r, const std::int64_t* table) {
+  aperture::put(coop, &r[0].dst[1], &r[0].src[1], kElements - 1, 0, 1, table);  // rank 0's src -> rank 1's dst
+  aperture::get(coop, &r[0].data[0], &r[0].src[0], kElements, 0, 1, table);     // rank 1's src -> rank 0's data
+  aperture::copy(coop, &r[1].data[1], &r[1].src[1], kElements - 2);              // local: rank 1's src -> its data
+  // ranked: rank 1's src -> rank 0's dst, pointers given in rank 0's space
+  aperture::copy(coop, &r[0].dst[0], &r[0].src[0], kElements, /*src_rank=*/1, /*dst_rank=*/0, /*cur_rank=*/0, table);
+  aperture::put(coop, &r[0].dst[0], &r[0].src[0], 0, 0, 1, table);  // count 0 does nothing
+}
+
+// One thread, after the moves.
+template <class T>
+APERTURE_HD void check_moves(const Region<T>* r, Report* report) {
+  for (int i = 0; i < kElements; ++i) {
+    CHECK(r[1].dst[i] == (i < 1 ? T(0) : value_of<T>(0, i)));
+    CHECK(r[0].data[i] == value_of<T>(1, i));
+    CHECK(r[1].data[i] == (i < 1 || i >= kElements - 1 ? T(0) : value_of<T>(1, i)));
+    CHECK(r[0].dst[i] == value_of<T>(1, i));
+    CHECK(r[0].src[i] == value_of<T>(0, i));  // sources untouched
+    CHECK(r[1].src[i] == value_of<T>(1, i));
+  }
+}
+
+// The members every Coop has, checked by one thread of it.
+template <class Coop>
+APERTURE_HD void check_shape(const Coop& coop, Report* report) {
+  CHECK(coop.thread_rank() < coop.size());
+  CHECK(coop.num_threads() == coop.size());
+}
+
+// signal, the group wait, all(), sync() and the meta group: every thread of a Coop that syncs.
+// `give_up`: whether a wait for a value nobody signals is tried (it returns false on a GPU; a
+// CoopHost throws instead, which run_coop_on_host checks).
+template <class Coop, class T>
+APERTURE_HD void coop_signal_wait(const Coop& coop, Region<T>* r, const std::int64_t* table, Report* report,
+                                  bool give_up) {
+  CHECK_ONE(coop, coop.meta_group_rank() < coop.meta_group_size());
+  aperture::signal(coop, &r[0].flag, 5, 0, 1, table);  // into rank 1's flag
+  const bool arrived = aperture::wait_until_ge_for(coop, &r[1].flag, 5, 1000000000ull);
+  CHECK_ONE(coop, arrived && r[1].flag == 5u && r[0].flag == 0u);
+  if (give_up) {
+    const bool late = aperture::wait_until_ge_for(coop, &r[1].flag, 6, 2000);
+    CHECK_ONE(coop, !late);
+  }
+  const bool everyone = coop.all(true);
+  const bool not_thread_0 = coop.all(coop.thread_rank() != 0);
+  CHECK_ONE(coop, everyone && !not_thread_0);
+  coop.sync();
+}
+#undef CHECK_ONE
 #undef CHECK
 
 template <class T>
 __global__ void exercise_kernel(Region<T>* regions, const std::int64_t* table, Report* report) {
   if (blockIdx.x == 0 && threadIdx.x == 0) exercise(regions, table, report);
+}
+
+// One kernel per Coop type, launched as one block (so the checks may follow a __syncthreads,
+// CoopGrid included): CoopThread on 1 thread, CoopWarp on one warp, CoopBlock and CoopGrid on 96.
+template <class Coop, class T>
+__global__ void coop_kernel(Region<T>* r, const std::int64_t* table, Report* report) {
+  const Coop coop;
+  if (threadIdx.x == 0) reset(r);
+  __syncthreads();
+  coop_moves(coop, r, table);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    check_moves(r, report);
+    check_shape(coop, report);
+    reset(r);
+  }
+  __syncthreads();
+  if constexpr (aperture::can_sync_v<Coop>) coop_signal_wait(coop, r, table, report, /*give_up=*/true);
+}
+
+// The host's Coop: the same moves and checks, and a wait that gives up throws aperture::Error.
+template <class T>
+int run_coop_on_host(const char* type_name) {
+  Region<T> regions[2];
+  const std::int64_t table[2] = {static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(&regions[0])),
+                                 static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(&regions[1]))};
+  Report report_value{0, 0, 0};
+  Report* report = &report_value;
+  const aperture::CoopHost coop;
+  static_assert(aperture::is_coop_v<aperture::CoopHost> && aperture::can_sync_v<aperture::CoopHost>);
+  reset(regions);
+  coop_moves(coop, regions, table);
+  check_moves(regions, report);
+  check_shape(coop, report);
+  reset(regions);
+  coop_signal_wait(coop, regions, table, report, /*give_up=*/false);
+  const aperture::CoopHost impatient{/*spins=*/4};
+  bool threw = false;
+  try {
+    aperture::wait_until_ge_for(impatient, &regions[1].flag, 6, 2000000);  // 2 ms; nobody signals 6
+  } catch (const aperture::Error&) {
+    threw = true;
+  }
+  ++report->checks;
+  if (!threw && report->failures++ == 0) report->first_line = __LINE__;
+  std::printf("host   %-8s CoopHost: %d checks, %d failed%s", type_name, report->checks, report->failures,
+              report->failures ? "" : "\n");
+  if (report->failures) std::printf(" (first at line %d)\n", report->first_line);
+  return report->failures ? 1 : 0;
 }
 
 template <class T>
@@ -258,7 +388,11 @@ int run_on_device(const char* type_name) {
     rc = 1;
   } else {
     exercise_kernel<T><<<1, 1>>>(regions, table, report);
-    if (!cuda_ok(cudaGetLastError(), "launch exercise_kernel") ||
+    coop_kernel<aperture::CoopThread, T><<<1, 1>>>(regions, table, report);
+    coop_kernel<aperture::CoopWarp, T><<<1, 32>>>(regions, table, report);
+    coop_kernel<aperture::CoopBlock, T><<<1, 96>>>(regions, table, report);
+    coop_kernel<aperture::CoopGrid, T><<<1, 96>>>(regions, table, report);
+    if (!cuda_ok(cudaGetLastError(), "launch exercise_kernel and coop_kernel") ||
         !cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize") ||
         !cuda_ok(cudaMemcpy(&host_report, report, sizeof host_report, cudaMemcpyDeviceToHost), "cudaMemcpy(report back)")) {
       rc = 1;
@@ -285,6 +419,10 @@ int main() {
   failed += run_on_host<std::uint64_t>("uint64_t");
   failed += run_on_host<float>("float");
   failed += run_on_host<double>("double");
+  failed += run_coop_on_host<std::int32_t>("int32_t");
+  failed += run_coop_on_host<std::uint64_t>("uint64_t");
+  failed += run_coop_on_host<float>("float");
+  failed += run_coop_on_host<double>("double");
 
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {

@@ -6,11 +6,11 @@
 //         c of the piece (a reduce-scatter), then every rank gets every chunk (an all-gather):
 //         each rank reads about 2x the piece, whatever the world size. For large sizes.
 //     all_reduce_ll<Op>(g, h, in, out, count)         no barrier: each rank pushes its data with
-//         an epoch flag into every peer's LL slot and folds what lands in its own memory (ll.h):
+//         an epoch flag into every peer's LL slot and folds what lands in its own memory (detail/ll.h):
 //         one NVLink trip per call, 2x the bytes on the wire. For the smallest sizes.
 //     all_reduce_direct<Op>(g, h, in, in_bases, out, count)   one-shot, zero-copy: `in` is
 //         symmetric (in_bases: its own peer table) and each rank folds every rank's input in
-//         place (staged.h's direct_pieces): two barriers per call. `out` must not overlap `in`.
+//         place (detail/staged.h's direct_pieces): two barriers per call. `out` must not overlap `in`.
 //     all_reduce<Op>(g, h, in, out, count, two_shot)  one of the first two
 //
 // out[i] = in[i] of rank 0 (op) in[i] of rank 1 (op) ... of rank world-1, in rank order on every
@@ -20,36 +20,37 @@
 
 #include <cstdint>
 
-#include "aperture/collectives/barrier.h"
-#include "aperture/collectives/bulk.h"
-#include "aperture/collectives/ll.h"
-#include "aperture/collectives/partition.h"
-#include "aperture/collectives/staged.h"
+#include "aperture/collectives/detail/ll.h"
+#include "aperture/collectives/detail/partition.h"
+#include "aperture/collectives/detail/reduce.h"
+#include "aperture/collectives/detail/staged.h"
+#include "aperture/collectives/handle.h"
+#include "aperture/coop_rma.h"
 
 namespace aperture::collectives {
 
-template <ReduceOp Op, class Group, class T>
-APERTURE_HD bool all_reduce_one_shot(const Group& g, const CollectiveHandle& h, const T* in, T* out,
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool all_reduce_one_shot(const Coop& g, const CollectiveHandle& h, const T* in, T* out,
                                      std::uint64_t count) {
-  return staged_pieces<T>(g, h, count, 1, [&](Session<Group>& s, std::uint64_t at, std::uint64_t n) {
-    group_copy(g, reinterpret_cast<T*>(s.next_half()), in + at, n);
+  return detail::staged_pieces<T>(g, h, count, 1, [&](detail::Session<Coop>& s, std::uint64_t at, std::uint64_t n) {
+    aperture::copy(g, reinterpret_cast<T*>(s.next_half()), in + at, n);
     if (!s.barrier()) return false;
-    group_reduce_peers<Op>(g, out + at, reinterpret_cast<const T*>(s.current_half()), n, h.rank, h.world_size,
+    detail::reduce_peers<Op>(g, out + at, reinterpret_cast<const T*>(s.current_half()), n, h.rank, h.world_size,
                            h.peer_bases);
     return true;
   });
 }
 
-template <ReduceOp Op, class Group, class T>
-APERTURE_HD bool all_reduce_two_shot(const Group& g, const CollectiveHandle& h, const T* in, T* out,
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool all_reduce_two_shot(const Coop& g, const CollectiveHandle& h, const T* in, T* out,
                                      std::uint64_t count) {
-  return staged_pieces<T>(g, h, count, 1, [&](Session<Group>& s, std::uint64_t at, std::uint64_t n) {
-    group_copy(g, reinterpret_cast<T*>(s.next_half()), in + at, n);
+  return detail::staged_pieces<T>(g, h, count, 1, [&](detail::Session<Coop>& s, std::uint64_t at, std::uint64_t n) {
+    aperture::copy(g, reinterpret_cast<T*>(s.next_half()), in + at, n);
     if (!s.barrier()) return false;
     // Reduce-scatter: fold my chunk of every rank's piece into the other half, where it is the
     // data of the next barrier.
-    const Range chunk = split<T>(n, h.world_size, h.rank);
-    group_reduce_peers<Op>(g, reinterpret_cast<T*>(s.next_half()) + chunk.begin,
+    const detail::Range chunk = detail::split<T>(n, h.world_size, h.rank);
+    detail::reduce_peers<Op>(g, reinterpret_cast<T*>(s.next_half()) + chunk.begin,
                            reinterpret_cast<const T*>(s.current_half()) + chunk.begin, chunk.size(), h.rank,
                            h.world_size, h.peer_bases);
     if (!s.barrier()) return false;
@@ -57,28 +58,28 @@ APERTURE_HD bool all_reduce_two_shot(const Group& g, const CollectiveHandle& h, 
     const T* folded = reinterpret_cast<const T*>(s.current_half());
     for (int j = 0; j < h.world_size; ++j) {
       const int from = (h.rank + j) % h.world_size;
-      const Range c = split<T>(n, h.world_size, from);
-      group_get(g, out + at + c.begin, folded + c.begin, c.size(), h.rank, from, h.peer_bases);
+      const detail::Range c = detail::split<T>(n, h.world_size, from);
+      aperture::get(g, out + at + c.begin, folded + c.begin, c.size(), h.rank, from, h.peer_bases);
     }
     return true;
   });
 }
 
-template <ReduceOp Op, class Group, class T>
-APERTURE_HD bool all_reduce_direct(const Group& g, const CollectiveHandle& h, const T* in, const std::int64_t* in_bases,
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool all_reduce_direct(const Coop& g, const CollectiveHandle& h, const T* in, const std::int64_t* in_bases,
                                    T* out, std::uint64_t count) {
-  return direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
-    group_reduce_peers<Op>(g, out + at, in + at, n, h.rank, h.world_size, in_bases);
+  return detail::direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
+    detail::reduce_peers<Op>(g, out + at, in + at, n, h.rank, h.world_size, in_bases);
   });
 }
 
-template <ReduceOp Op, class Group, class T>
-APERTURE_HD bool all_reduce_ll(const Group& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count) {
-  return ll_reduce<Op>(g, h, [in](int) { return in; }, out, count);
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool all_reduce_ll(const Coop& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count) {
+  return detail::ll_reduce<Op>(g, h, [in](int) { return in; }, out, count);
 }
 
-template <ReduceOp Op, class Group, class T>
-APERTURE_HD bool all_reduce(const Group& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count,
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool all_reduce(const Coop& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count,
                             bool two_shot) {
   return two_shot ? all_reduce_two_shot<Op>(g, h, in, out, count) : all_reduce_one_shot<Op>(g, h, in, out, count);
 }

@@ -9,21 +9,22 @@
 
 #include <cstdint>
 
-#include "aperture/collectives/barrier.h"
-#include "aperture/collectives/bulk.h"
-#include "aperture/collectives/partition.h"
-#include "aperture/collectives/staged.h"
+#include "aperture/collectives/detail/partition.h"
+#include "aperture/collectives/detail/reduce.h"
+#include "aperture/collectives/detail/staged.h"
+#include "aperture/collectives/handle.h"
+#include "aperture/coop_rma.h"
 
 namespace aperture::collectives {
 
-template <class Group, class T>
-APERTURE_HD bool all_to_all(const Group& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count) {
+template <class Coop, class T>
+APERTURE_HD bool all_to_all(const Coop& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count) {
   const auto w = static_cast<std::uint64_t>(h.world_size);
-  return staged_pieces<T>(g, h, count, w, [&](Session<Group>& s, std::uint64_t at, std::uint64_t n) {
-    const std::uint64_t stride = stage_blocks(g, reinterpret_cast<T*>(s.next_half()), in, count, at, n, h.world_size);
+  return detail::staged_pieces<T>(g, h, count, w, [&](detail::Session<Coop>& s, std::uint64_t at, std::uint64_t n) {
+    const std::uint64_t stride = detail::stage_blocks(g, reinterpret_cast<T*>(s.next_half()), in, count, at, n, h.world_size);
     if (!s.barrier()) return false;
     const T* staged = reinterpret_cast<const T*>(s.current_half()) + static_cast<std::uint64_t>(h.rank) * stride;
-    get_from_every_rank(g, h, out, count, at, staged, n);
+    detail::get_from_every_rank(g, h, out, count, at, staged, n);
     return true;
   });
 }

@@ -9,24 +9,25 @@
 
 #include <cstdint>
 
-#include "aperture/collectives/barrier.h"
-#include "aperture/collectives/bulk.h"
-#include "aperture/collectives/partition.h"
-#include "aperture/collectives/staged.h"
+#include "aperture/collectives/detail/partition.h"
+#include "aperture/collectives/detail/reduce.h"
+#include "aperture/collectives/detail/staged.h"
+#include "aperture/collectives/handle.h"
+#include "aperture/coop_rma.h"
 
 namespace aperture::collectives {
 
-template <class Group, class T>
-APERTURE_HD bool broadcast(const Group& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count,
+template <class Coop, class T>
+APERTURE_HD bool broadcast(const Coop& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count,
                            int root) {
   const int me = h.rank;
-  return staged_pieces<T>(g, h, count, 1, [&](Session<Group>& s, std::uint64_t at, std::uint64_t n) {
-    if (me == root) group_copy(g, reinterpret_cast<T*>(s.next_half()), in + at, n);
+  return detail::staged_pieces<T>(g, h, count, 1, [&](detail::Session<Coop>& s, std::uint64_t at, std::uint64_t n) {
+    if (me == root) aperture::copy(g, reinterpret_cast<T*>(s.next_half()), in + at, n);
     if (!s.barrier()) return false;
     if (me == root) {
-      group_copy(g, out + at, in + at, n);
+      aperture::copy(g, out + at, in + at, n);
     } else {
-      group_get(g, out + at, reinterpret_cast<const T*>(s.current_half()), n, me, root, h.peer_bases);
+      aperture::get(g, out + at, reinterpret_cast<const T*>(s.current_half()), n, me, root, h.peer_bases);
     }
     return true;
   });

@@ -1,15 +1,15 @@
 // aperture/collectives/collectives.h — everything of the collectives: the host class and the
-// device-side algorithms (each also includable on its own).
+// device-side algorithms (each also includable on its own). A kernel of yours calls an
+// algorithm with a Coop (aperture/coop.h) and Communicator::handle(); what the algorithms share
+// (the LL format, the staged steps, the partition, the barrier session, the tuning table) lives
+// in aperture/collectives/detail/ and is not part of the interface.
 #pragma once
 
+#include "aperture/coop.h"
+#include "aperture/coop_rma.h"
 #include "aperture/collectives/types.h"
-#include "aperture/collectives/group.h"
-#include "aperture/collectives/bulk.h"
 #include "aperture/collectives/handle.h"
-#include "aperture/collectives/partition.h"
-#include "aperture/collectives/ll.h"
 #include "aperture/collectives/barrier.h"
-#include "aperture/collectives/staged.h"
 #include "aperture/collectives/broadcast.h"
 #include "aperture/collectives/all_gather.h"
 #include "aperture/collectives/reduce_scatter.h"

@@ -20,7 +20,8 @@
 // operations and roots. Calls are not thread-safe on one Communicator.
 //
 // The algorithms are the APERTURE_HD templates of aperture/collectives/*.h; a kernel of yours
-// can call them directly with handle().
+// can call them directly with a Coop (aperture/coop.h) and handle(). The defaults below come
+// from the tuning table, aperture/collectives/detail/tuning.h.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +39,7 @@ namespace aperture {
 class Team;
 
 // one_shot, two_shot: the staged algorithms (copy into staging, barrier, pull); ll: the push
-// path (aperture/collectives/ll.h: data and epoch flag stored straight into the peers, no barrier).
+// path (aperture/collectives/detail/ll.h: data and epoch flag stored straight into the peers, no barrier).
 enum class AllReduceAlgorithm { automatic, one_shot, two_shot, ll };
 constexpr const char* name_of(AllReduceAlgorithm a) {
   return a == AllReduceAlgorithm::one_shot   ? "one-shot"
@@ -65,7 +66,7 @@ class Communicator {
     // Threads per CUDA block (GPU only), 32 to 512 (the kernels' launch bound); 0: 512.
     int block_threads = 0;
     // all_gather, reduce_scatter and all_reduce(automatic) take the push path (LL, see
-    // aperture/collectives/ll.h) up to this many bytes of each rank's input. Unset: on a GPU
+    // aperture/collectives/detail/ll.h) up to this many bytes of each rank's input. Unset: on a GPU
     // 512 KiB, or less where the LL path's blocks cannot move it in one piece (8 KiB a block);
     // 0 on the host (where the barrier of the staged path already costs about what a round of
     // context switches does, see docs/PERFORMANCE.md). 0: never (the staged algorithms only);
@@ -171,7 +172,7 @@ class Communicator {
   Options options_;
   Allocation scratch_;
   collectives::CollectiveHandle handle_;
-  unsigned host_spins_ = 256;     // HostGroup::spins: fewer when this machine runs more ranks than cores
+  unsigned host_spins_ = 0;       // CoopHost::spins: fewer when this machine runs more ranks than cores
   int ll_parts_ = 1;              // the LL path's blocks at the most
   std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved
 };

@@ -13,7 +13,7 @@
 //                                replay; the host passes nothing that changes between calls.
 //   status   1 word              this rank's own: non-zero once a device wait gave up.
 //   ll       [max_parts][2][world][ll_slot_bytes]  symmetric: what peers push to this rank on
-//                                the LL path (aperture/collectives/ll.h); zeroed at construction
+//                                the LL path (aperture/collectives/detail/ll.h); zeroed at construction
 //                                and used by nothing else. [p][e & 1][s]: rank s's lines for part
 //                                p at epoch e.
 //   staging  [max_parts][2][half_bytes]  symmetric: what peers read from this rank.
@@ -47,7 +47,7 @@ struct CollectiveHandle {
   unsigned char* ll = nullptr;               // [max_parts][2][world_size][ll_slot_bytes], symmetric
   std::uint64_t ll_slot_bytes = 0;           // a multiple of 256
   std::uint64_t timeout_ns = 0;              // device waits give up after this long
-  bool interleave = false;                   // how parts share the pieces (partition.h's for_each_piece)
+  bool interleave = false;                   // how parts share the pieces (detail/partition.h's for_each_piece)
 
   APERTURE_HD PeerView peers() const { return PeerView{rank, world_size, peer_bases}; }
   // Where rank `sender` announces its epochs to this rank, for part p.

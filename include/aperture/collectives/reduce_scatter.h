@@ -8,48 +8,49 @@
 //
 //     reduce_scatter_ll<Op>(g, h, in, out, count)   the same result with no barrier: each rank
 //         pushes block d of its input into rank d's LL slot and folds what lands in its own
-//         (ll.h). Small sizes.
+//         (detail/ll.h). Small sizes.
 //
 //     reduce_scatter_direct<Op>(g, h, in, in_bases, out, count)   the same result, zero-copy: `in`
 //         is symmetric (in_bases: its own peer table) and each rank folds block `me` of every
-//         rank's input in place (staged.h's direct_pieces). `out` must not overlap `in`.
+//         rank's input in place (detail/staged.h's direct_pieces). `out` must not overlap `in`.
 #pragma once
 
 #include <cstdint>
 
-#include "aperture/collectives/barrier.h"
-#include "aperture/collectives/bulk.h"
-#include "aperture/collectives/ll.h"
-#include "aperture/collectives/partition.h"
-#include "aperture/collectives/staged.h"
+#include "aperture/collectives/detail/ll.h"
+#include "aperture/collectives/detail/partition.h"
+#include "aperture/collectives/detail/reduce.h"
+#include "aperture/collectives/detail/staged.h"
+#include "aperture/collectives/handle.h"
+#include "aperture/coop_rma.h"
 
 namespace aperture::collectives {
 
-template <ReduceOp Op, class Group, class T>
-APERTURE_HD bool reduce_scatter(const Group& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count) {
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool reduce_scatter(const Coop& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count) {
   const auto w = static_cast<std::uint64_t>(h.world_size);
-  return staged_pieces<T>(g, h, count, w, [&](Session<Group>& s, std::uint64_t at, std::uint64_t n) {
-    const std::uint64_t stride = stage_blocks(g, reinterpret_cast<T*>(s.next_half()), in, count, at, n, h.world_size);
+  return detail::staged_pieces<T>(g, h, count, w, [&](detail::Session<Coop>& s, std::uint64_t at, std::uint64_t n) {
+    const std::uint64_t stride = detail::stage_blocks(g, reinterpret_cast<T*>(s.next_half()), in, count, at, n, h.world_size);
     if (!s.barrier()) return false;
     const T* staged = reinterpret_cast<const T*>(s.current_half()) + static_cast<std::uint64_t>(h.rank) * stride;
-    group_reduce_peers<Op>(g, out + at, staged, n, h.rank, h.world_size, h.peer_bases);
+    detail::reduce_peers<Op>(g, out + at, staged, n, h.rank, h.world_size, h.peer_bases);
     return true;
   });
 }
 
-template <ReduceOp Op, class Group, class T>
-APERTURE_HD bool reduce_scatter_direct(const Group& g, const CollectiveHandle& h, const T* in,
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool reduce_scatter_direct(const Coop& g, const CollectiveHandle& h, const T* in,
                                        const std::int64_t* in_bases, T* out, std::uint64_t count) {
   const T* own = in + static_cast<std::uint64_t>(h.rank) * count;
-  return direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
-    group_reduce_peers<Op>(g, out + at, own + at, n, h.rank, h.world_size, in_bases);
+  return detail::direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
+    detail::reduce_peers<Op>(g, out + at, own + at, n, h.rank, h.world_size, in_bases);
   });
 }
 
-template <ReduceOp Op, class Group, class T>
-APERTURE_HD bool reduce_scatter_ll(const Group& g, const CollectiveHandle& h, const T* in, T* out,
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool reduce_scatter_ll(const Coop& g, const CollectiveHandle& h, const T* in, T* out,
                                    std::uint64_t count) {
-  return ll_reduce<Op>(g, h, [in, count](int r) { return in + static_cast<std::uint64_t>(r) * count; }, out, count);
+  return detail::ll_reduce<Op>(g, h, [in, count](int r) { return in + static_cast<std::uint64_t>(r) * count; }, out, count);
 }
 
 }  // namespace aperture::collectives

@@ -7,7 +7,7 @@
 //
 // Reductions combine ranks in rank order 0, 1, ..., world-1 on every rank, so every rank gets
 // bit-identical results, and a test can compute the expected value exactly. __half and
-// __nv_bfloat16 are combined in float and rounded once at the end.
+// __nv_bfloat16 are combined in float and rounded once at the end (detail/reduce.h).
 #pragma once
 
 #include <cstddef>
@@ -71,44 +71,4 @@ struct data_type_of<__nv_bfloat16> { static constexpr DataType value = DataType:
 template <class T>
 inline constexpr DataType data_type_of_v = data_type_of<T>::value;
 
-namespace collectives {
-
-// The type a reduction combines in: T itself, float for the 16-bit floats.
-template <class T>
-struct Accumulate {
-  using type = T;
-  APERTURE_HD static T in(T v) { return v; }
-  APERTURE_HD static T out(T v) { return v; }
-};
-#if APERTURE_HAS_CUDA_COMPILER
-template <>
-struct Accumulate<__half> {
-  using type = float;
-  APERTURE_HD static float in(__half v) { return __half2float(v); }
-  APERTURE_HD static __half out(float v) { return __float2half_rn(v); }
-};
-template <>
-struct Accumulate<__nv_bfloat16> {
-  using type = float;
-  APERTURE_HD static float in(__nv_bfloat16 v) { return __bfloat162float(v); }
-  APERTURE_HD static __nv_bfloat16 out(float v) { return __float2bfloat16_rn(v); }
-};
-#endif
-
-// The operation as a type, so the inner loops compile to one instruction each.
-template <ReduceOp Op>
-struct Combine {
-  template <class A>
-  APERTURE_HD static A apply(A a, A b) {
-    if constexpr (Op == ReduceOp::sum) {
-      return a + b;
-    } else if constexpr (Op == ReduceOp::min) {
-      return b < a ? b : a;
-    } else {
-      return a < b ? b : a;
-    }
-  }
-};
-
-}  // namespace collectives
 }  // namespace aperture

@@ -1,19 +1,17 @@
 // aperture/detail/host_wait.h — how the host waits on a flag without burning a core forever.
 //
-// Spin for a few microseconds (a peer that is about to signal answers fastest this way), then
-// yield, then sleep with a growing interval capped at 1 ms: the CI machine runs 8 ranks on 2
-// cores, and a spinning waiter would starve the rank it waits for. While it sleeps it also asks
-// the job watch (below) whether the job has failed.
+// Every host wait pauses between polls as detail/backoff.h says (spin, yield, sleep) and, while
+// it sleeps, asks the job watch (below) whether the job has failed; it gives up after
+// APERTURE_TIMEOUT with the error of throw_wait_timeout.
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
+#include "aperture/detail/backoff.h"
 #include "aperture/error.h"
 
 namespace aperture::detail {
@@ -53,34 +51,17 @@ inline void check_job_alive(const std::uint64_t* flag, std::uint64_t value) {
   throw Error(std::string(text) + failure);
 }
 
+// Polls load(flag) until it is >= value, pausing between polls as Backoff (backoff.h) says and
+// asking the job watch while it sleeps. False, and the last value in *seen, after timeout_ns.
 template <class Load>
 bool host_wait_until_ge_for(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns,
-                            std::uint64_t* seen, Load load) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  auto sleep = std::chrono::microseconds(1);
-  auto next_watch = start;  // when to ask the job watch next
-  for (unsigned attempt = 0;; ++attempt) {
+                            std::uint64_t* seen, Load load, unsigned spins = Backoff::kSpins) {
+  Backoff backoff(timeout_ns, spins);
+  for (;;) {
     const std::uint64_t v = load(flag);
-    if (v >= value) {
+    if (v >= value || !backoff.pause([&] { check_job_alive(flag, value); })) {
       if (seen) *seen = v;
-      return true;
-    }
-    if (attempt < 1024) continue;  // brief spin
-    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start).count();
-    if (static_cast<std::uint64_t>(waited) >= timeout_ns) {
-      if (seen) *seen = v;
-      return false;
-    }
-    if (attempt < 1024 + 64) {
-      std::this_thread::yield();
-    } else {
-      if (const auto now = clock::now(); now >= next_watch) {
-        check_job_alive(flag, value);
-        next_watch = now + std::chrono::milliseconds(10);
-      }
-      std::this_thread::sleep_for(sleep);
-      if (sleep < std::chrono::milliseconds(1)) sleep *= 2;
+      return v >= value;
     }
   }
 }

@@ -1,4 +1,4 @@
-// aperture/collectives/partition.h — how a collective splits its elements.
+// aperture/collectives/detail/partition.h — how a collective splits its elements.
 //
 // Between parts (CUDA blocks of one rank), between ranks (the chunks of a reduce-scatter inside
 // an all-reduce) and into pieces that fit a staging half, always in whole 16-byte vectors, so
@@ -8,11 +8,17 @@
 
 #include <cstdint>
 
-#include "aperture/collectives/bulk.h"
 #include "aperture/collectives/handle.h"
 #include "aperture/config.h"
+#include "aperture/coop_rma.h"
 
-namespace aperture::collectives {
+namespace aperture::collectives::detail {
+
+// Elements per 16-byte vector; work is split between groups and chunks in multiples of it, so
+// every piece of staging memory stays 16-byte aligned.
+template <class T>
+inline constexpr std::uint64_t kVectorElements =
+    sizeof(T) >= aperture::detail::kVectorBytes ? 1 : aperture::detail::kVectorBytes / sizeof(T);
 
 struct Range {
   std::uint64_t begin = 0;
@@ -47,20 +53,22 @@ APERTURE_HD std::uint64_t piece_capacity(const CollectiveHandle& h, std::uint64_
 // piece p of every round, so at any time the parts work on neighbouring pieces; otherwise each
 // part takes one contiguous slice, split(count, parts, part), in pieces. Below one round both
 // are the same split.
-template <class T, class Group, class Body>
-APERTURE_HD void for_each_piece(const Group& g, std::uint64_t count, std::uint64_t capacity, bool interleave,
+template <class T, class Coop, class Body>
+APERTURE_HD void for_each_piece(const Coop& g, std::uint64_t count, std::uint64_t capacity, bool interleave,
                                 Body&& body) {
+  const int parts = static_cast<int>(g.meta_group_size());
+  const int part = static_cast<int>(g.meta_group_rank());
   if (!interleave) {
-    const Range mine = split<T>(count, g.parts(), g.part());
+    const Range mine = split<T>(count, parts, part);
     for (std::uint64_t at = mine.begin; at < mine.end; at += capacity) {
       const std::uint64_t n = mine.end - at < capacity ? mine.end - at : capacity;
       if (!body(at, n, at + n < mine.end)) return;
     }
     return;
   }
-  const std::uint64_t round = capacity * static_cast<std::uint64_t>(g.parts());
+  const std::uint64_t round = capacity * static_cast<std::uint64_t>(parts);
   for (std::uint64_t base = 0; base < count; base += round) {
-    const Range mine = split<T>(count - base < round ? count - base : round, g.parts(), g.part());
+    const Range mine = split<T>(count - base < round ? count - base : round, parts, part);
     if (mine.size() != 0 && !body(base + mine.begin, mine.size(), round < count - base)) return;
   }
 }
@@ -72,4 +80,4 @@ APERTURE_HD std::uint64_t slot_stride(std::uint64_t n) {
   return (n + V - 1) / V * V;
 }
 
-}  // namespace aperture::collectives
+}  // namespace aperture::collectives::detail

@@ -1,4 +1,4 @@
-// aperture/collectives/ll.h — the push ("LL", low-latency) protocol of the small collectives.
+// aperture/collectives/detail/ll.h — the push ("LL", low-latency) protocol of the small collectives.
 //
 // The staged algorithms (all_reduce.h, ...) copy into their own staging, cross a barrier and then
 // pull from the peers: two NVLink round trips per call. On the LL path each rank instead stores
@@ -32,15 +32,16 @@
 #include <cstdint>
 #include <cstring>
 
-#include "aperture/collectives/barrier.h"
-#include "aperture/collectives/bulk.h"
+#include "aperture/collectives/detail/partition.h"
+#include "aperture/collectives/detail/reduce.h"
+#include "aperture/collectives/detail/session.h"
+#include "aperture/collectives/detail/tuning.h"
 #include "aperture/collectives/handle.h"
-#include "aperture/collectives/partition.h"
 #include "aperture/config.h"
 #include "aperture/detail/host_wait.h"
 #include "aperture/translate.h"
 
-namespace aperture::collectives {
+namespace aperture::collectives::detail {
 
 struct alignas(16) LLLine {
   std::uint64_t lo;  // payload bytes 0..3 | flag << 32
@@ -65,8 +66,6 @@ APERTURE_HD std::uint64_t ll_capacity(const CollectiveHandle& h) {
   const std::uint64_t n = h.ll_slot_bytes / kLLLineBytes * kLLElements<T> / V * V;
   return n > 0 ? n : V;
 }
-
-namespace detail {
 
 // Stores one line (`dst` already translated to the receiver).
 APERTURE_HD void ll_store(LLLine* dst, std::uint64_t payload, std::uint32_t flag) {
@@ -117,12 +116,12 @@ APERTURE_HD bool ll_receive(LLLine* line, std::uint32_t flag, std::uint64_t time
            got = true;
            break;
          }
-         if (poll < 4096) continue;
+         if (poll < tuning::kLLSpins) continue;
          std::uint64_t now = 0;
          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
          if (start == 0) start = now;
          if (now - start >= timeout_ns) break;
-         __nanosleep(128);
+         __nanosleep(tuning::kLLSleepNs);
        }),
       (std::uint64_t seen = 0;
        got = aperture::detail::host_wait_until_ge_for(
@@ -132,8 +131,6 @@ APERTURE_HD bool ll_receive(LLLine* line, std::uint32_t flag, std::uint64_t time
   if (got) ll_clear(line);
   return got;
 }
-
-}  // namespace detail
 
 // A rank's elements [at, at + valid) as one line's payload, zero-padded (`aligned`: src is
 // 8-byte aligned, so a whole line is one load).
@@ -183,14 +180,14 @@ APERTURE_HD std::uint64_t ll_valid(std::uint64_t n, std::uint64_t line) {
   return n - first < kLLElements<T> ? n - first : kLLElements<T>;
 }
 
-// One piece of an LL collective, on a Session (barrier.h) whose epoch it raises by one.
-template <class Group>
+// One piece of an LL collective, on a Session (session.h) whose epoch it raises by one.
+template <class Coop>
 struct LLPiece {
-  Session<Group>& s;
+  Session<Coop>& s;
   std::uint32_t flag;
   bool received = true;  // false once a wait of this thread gave up: later waits are skipped
 
-  APERTURE_HD explicit LLPiece(Session<Group>& session) : s(session), flag(ll_flag(++session.epoch)) {}
+  APERTURE_HD explicit LLPiece(Session<Coop>& session) : s(session), flag(ll_flag(++session.epoch)) {}
 
   // Rank `to`'s slot for lines from this rank (translated: where this thread stores).
   APERTURE_HD LLLine* remote_slot(int to) const {
@@ -206,13 +203,13 @@ struct LLPiece {
   APERTURE_HD void push(int to, const T* src, std::uint64_t n) const {
     LLLine* dst = remote_slot(to);
     const bool aligned = ll_aligned(src);
-    for (std::uint64_t j = s.g.thread(); j < ll_lines<T>(n); j += s.g.threads())
-      detail::ll_store(dst + j, ll_pack(src + j * kLLElements<T>, ll_valid<T>(n, j), aligned), flag);
+    for (std::uint64_t j = s.g.thread_rank(); j < ll_lines<T>(n); j += s.g.size())
+      ll_store(dst + j, ll_pack(src + j * kLLElements<T>, ll_valid<T>(n, j), aligned), flag);
   }
   // Rank `from`'s line (0 when an earlier wait of this thread gave up), cleared after reading.
   APERTURE_HD std::uint64_t receive(int from, std::uint64_t line) {
     std::uint64_t payload = 0;
-    if (received && !detail::ll_receive(local_slot(from) + line, flag, s.h.timeout_ns, payload)) received = false;
+    if (received && !ll_receive(local_slot(from) + line, flag, s.h.timeout_ns, payload)) received = false;
     return payload;
   }
   // Joins the group. When another piece follows in this call, the clears of this one must reach
@@ -222,7 +219,7 @@ struct LLPiece {
   APERTURE_HD bool done(bool more) {
     s.ok = s.g.all(received) && s.ok;
     if (more) {
-      if (s.g.thread() == 0) s.g.fence();
+      if (s.g.thread_rank() == 0) s.g.fence();
       s.g.sync();
     }
     return s.ok;
@@ -232,16 +229,16 @@ struct LLPiece {
 // The piece loop of every LL collective. Per piece, this thread pushes its lines of
 // source(to) + at to every peer `to`, then calls take(piece, at, j, valid) for the same lines j
 // (so a line of source(me) may be overwritten by take: in place is safe).
-template <class T, class Group, class Source, class Take>
-APERTURE_HD bool ll_pieces(const Group& g, const CollectiveHandle& h, std::uint64_t count, Source source, Take take) {
-  Session<Group> s(g, h);
+template <class T, class Coop, class Source, class Take>
+APERTURE_HD bool ll_pieces(const Coop& g, const CollectiveHandle& h, std::uint64_t count, Source source, Take take) {
+  Session<Coop> s(g, h);
   for_each_piece<T>(g, count, ll_capacity<T>(h), h.interleave, [&](std::uint64_t at, std::uint64_t n, bool more) {
-    LLPiece<Group> piece(s);
+    LLPiece<Coop> piece(s);
     for (int d = 1; d < h.world_size; ++d) {
       const int to = (h.rank + d) % h.world_size;
       piece.push(to, source(to) + at, n);
     }
-    for (std::uint64_t j = g.thread(); j < ll_lines<T>(n); j += g.threads()) take(piece, at, j, ll_valid<T>(n, j));
+    for (std::uint64_t j = g.thread_rank(); j < ll_lines<T>(n); j += g.size()) take(piece, at, j, ll_valid<T>(n, j));
     return piece.done(more);
   });
   return s.finish();
@@ -250,15 +247,15 @@ APERTURE_HD bool ll_pieces(const Group& g, const CollectiveHandle& h, std::uint6
 // out[i] = block(0)[i] of rank 0 (op) block(1)[i] of rank 1 (op) ..., in rank order: block(r) is
 // what this rank contributes to rank r's result (all-reduce: `in` for every r; reduce-scatter:
 // block r of `in`).
-template <ReduceOp Op, class T, class Group, class Block>
-APERTURE_HD bool ll_reduce(const Group& g, const CollectiveHandle& h, Block block, T* out, std::uint64_t count) {
+template <ReduceOp Op, class T, class Coop, class Block>
+APERTURE_HD bool ll_reduce(const Coop& g, const CollectiveHandle& h, Block block, T* out, std::uint64_t count) {
   using A = Accumulate<T>;
   using Acc = typename A::type;
   constexpr std::uint64_t E = kLLElements<T>;
   const T* own = block(h.rank);
   const bool own_aligned = ll_aligned(own);
   const bool out_aligned = ll_aligned(out);
-  return ll_pieces<T>(g, h, count, block, [&](LLPiece<Group>& piece, std::uint64_t at, std::uint64_t j,
+  return ll_pieces<T>(g, h, count, block, [&](LLPiece<Coop>& piece, std::uint64_t at, std::uint64_t j,
                                                std::uint64_t valid) {
     Acc acc[E] = {};
     for (int r = 0; r < h.world_size; ++r) {
@@ -275,4 +272,4 @@ APERTURE_HD bool ll_reduce(const Group& g, const CollectiveHandle& h, Block bloc
   });
 }
 
-}  // namespace aperture::collectives
+}  // namespace aperture::collectives::detail

@@ -1,0 +1,84 @@
+// aperture/collectives/detail/tuning.h — every tuning constant of the collectives, in one table.
+//
+// Each entry: its value, one line on why, and the section of docs/PERFORMANCE.md whose
+// measurements chose it (the figures live there, not here). Change a value only with a new
+// measurement in that section. Communicator::Options overrides the ones marked (Options::...).
+//
+// Sections of docs/PERFORMANCE.md referred to below:
+//   [cpu]    #target-cpu-all-reduce-at-4-ranks--05x-mpi_allreduces-time-at--64-kib
+//   [cpu-all] #all-operations-2-4-and-8-ranks-ratio-aperture--baseline-full-run-2026-11-30-0551-utc
+//   [large]  #large-sizes-128-blocks-and-zero-copy-on-symmetric-inputs-2026-11-30-0821-0830-utc
+//   [ll]     #what-the-small-sizes-run-now-the-push-ll-path
+//   [gpu]    #collectives-time-us-busbw-gbs-ratio--aperture-time--nccl-time
+//   [p2p]    #point-to-point
+//   [targets] #targets
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace aperture::collectives::tuning {
+
+// --- Host memory (one CPU thread per rank) ---
+
+// Staging half per part (Options::half_bytes): the largest piece one barrier moves; within a
+// core's L2. Not swept: [cpu-all] ran with it.
+inline constexpr std::size_t kHostHalfBytes = std::size_t{256} * 1024;
+// all_reduce one-shot up to this / ranks, two-shot above (Options::one_shot_max_bytes): one-shot
+// reads world x the data, two-shot 2x with one more barrier; they cross near 32 KiB at 4 ranks. [cpu]
+inline constexpr std::size_t kHostOneShotTotal = std::size_t{128} * 1024;
+// Polls of a wait before it yields (detail/backoff.h), when every rank has a core: a signal is
+// seen within nanoseconds. Not swept: [cpu] ran with it.
+inline constexpr unsigned kHostSpins = 256;
+// The same when ranks share cores: the peer waited for runs only once this rank yields, so
+// spinning is lost time. [cpu] (the context-switch count there).
+inline constexpr unsigned kHostSharedCoreSpins = 16;
+// Bytes the CPU reduction folds per block: every rank's block stays in L1 while folded. Not
+// swept: [cpu-all] ran with it.
+inline constexpr std::size_t kHostReduceBlockBytes = 8192;
+
+// --- GPU memory (a grid of CUDA blocks per rank) ---
+
+// Blocks a staged collective may use (Options::max_parts): 64 left NVLink short of requests,
+// because each block spends part of every piece on its local copy and a barrier. [large]
+inline constexpr int kDeviceParts = 128;
+// One block per this many bytes moved, up to kDeviceParts: small calls keep few blocks. Not
+// swept: [gpu] ran with it.
+inline constexpr std::size_t kDeviceBytesPerPart = std::size_t{64} * 1024;
+// Threads per block (Options::block_threads) and the kernels' __launch_bounds__: within 64
+// registers a thread, so the reductions keep several vectors in flight. [large]
+inline constexpr int kDeviceThreads = 512;
+// Staging half per block (Options::half_bytes): 2 MiB halves (fewer barriers) were slower. [large]
+inline constexpr std::size_t kDeviceHalfBytes = std::size_t{512} * 1024;
+// all_reduce one-shot up to this at more than 2 ranks (at 2 ranks one-shot wins at every
+// size: it moves the bytes of two-shot with one barrier and one local pass fewer). [gpu]
+inline constexpr std::size_t kDeviceOneShotMax = std::size_t{256} * 1024;
+// 16-byte vectors a thread keeps in flight per rank in the reduction: 4 for 16-bit types, 2
+// for wider ones (more spills at the launch bound's 128 registers). [large]
+template <class T>
+inline constexpr int kReduceUnroll = sizeof(T) <= 2 ? 4 : 2;
+// The same at more than 2 ranks, where world x this many loads are in flight. [large]
+inline constexpr int kReduceUnrollAnyWorld = 2;
+// Flat-out polls of a barrier's wait before the bounded, backing-off wait: a peer usually
+// arrives within microseconds, and the backoff's sleeps would add to every barrier. [gpu]
+inline constexpr int kBarrierSpins = 4096;
+
+// --- GPU, the push (LL) path ---
+
+// all_gather, reduce_scatter and all_reduce(automatic) push up to this many bytes of each
+// rank's input (Options::ll_max_bytes): LL beat the staged one-shot up to 512 KiB. [ll]
+inline constexpr std::size_t kDeviceLLMax = std::size_t{512} * 1024;
+// One block per this many bytes of each rank's input (Options::ll_part_bytes): a line or two
+// per thread; 8 KiB a block was slower. [targets]
+inline constexpr std::size_t kDeviceLLBytesPerPart = std::size_t{4} * 1024;
+// Blocks of the LL path at the most: 128 were no faster than 64. [targets]
+inline constexpr int kDeviceLLParts = 64;
+// LL slot per part and sender: 16 KiB of lines carry 8 KiB of data, one piece for a block's
+// share at the defaults above (larger calls loop in pieces, with a fence between). [ll]
+inline constexpr std::size_t kLLSlotBytes = std::size_t{16} * 1024;
+// Flat-out polls of an LL line before the receiver starts sleeping between polls, and the
+// sleep: a peer's line usually lands within microseconds. [ll]
+inline constexpr unsigned kLLSpins = 4096;
+inline constexpr unsigned kLLSleepNs = 128;
+
+}  // namespace aperture::collectives::tuning
