@@ -146,11 +146,11 @@ TEST(EnvRegistry, EveryVariableIsDocumentedOnce) {
     EXPECT_FALSE(v.type.empty() || v.default_value.empty() || v.range.empty() || v.doc.empty()) << v.name;
     EXPECT_EQ(v.doc.find('|'), std::string_view::npos) << v.name << ": a '|' would break README's table";
   }
-  for (const char* expected : {"APERTURE_TIMEOUT", "APERTURE_HEAP_SIZE", "APERTURE_GPU_HEAP_SIZE",
-                               "APERTURE_VMM_RESERVE", "APERTURE_RANK", "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK",
-                               "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN", "APERTURE_MASTER_PORT",
-                               "APERTURE_COLLECTIVES_INTERLEAVE", "APERTURE_COLLECTIVES_SPINS",
-                               "APERTURE_COLLECTIVES_PDL"})
+  for (const char* expected :
+       {"APERTURE_TIMEOUT", "APERTURE_HEAP_SIZE", "APERTURE_GPU_HEAP_SIZE", "APERTURE_VMM_RESERVE", "APERTURE_RANK",
+        "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK", "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN",
+        "APERTURE_MASTER_PORT", "APERTURE_COLLECTIVES_INTERLEAVE", "APERTURE_COLLECTIVES_SPINS",
+        "APERTURE_COLLECTIVES_PDL"})
     EXPECT_EQ(names.count(expected), 1u) << expected << " is read by aperture but not in the table";
 }
 
@@ -175,13 +175,15 @@ TEST(EnvRegistry, ParsersNameTheVariableAndTheFix) {
   EXPECT_EQ(env::parse_size("APERTURE_HEAP_SIZE", "100"), 100u);
   for (const char* bad : {"lots", "0", "-1", "4GB", "17T", ""}) {
     const std::string message = error_of([&] { env::parse_size("APERTURE_HEAP_SIZE", bad); });
-    EXPECT_NE(message.find(std::string("APERTURE_HEAP_SIZE='") + bad + "' is not a size"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("APERTURE_HEAP_SIZE='") + bad + "' is not a size"), std::string::npos)
+        << message;
     EXPECT_NE(message.find("e.g. 4G"), std::string::npos) << message;
     EXPECT_EQ(code_of([&] { env::parse_size("APERTURE_HEAP_SIZE", bad); }), ErrorCode::invalid_argument);
   }
   EXPECT_EQ(env::parse_int("APERTURE_MASTER_PORT", "29501", 1, 65535), 29501);
-  EXPECT_NE(error_of([] { env::parse_int("APERTURE_MASTER_PORT", "0", 1, 65535); }).find("APERTURE_MASTER_PORT=0 is out "
-                                                                                         "of range"),
+  EXPECT_NE(error_of([] { env::parse_int("APERTURE_MASTER_PORT", "0", 1, 65535); })
+                .find("APERTURE_MASTER_PORT=0 is out "
+                      "of range"),
             std::string::npos);
   EXPECT_TRUE(env::parse_flag("APERTURE_COLLECTIVES_PDL", "1"));
   EXPECT_FALSE(env::parse_flag("APERTURE_COLLECTIVES_PDL", "0"));
@@ -195,7 +197,9 @@ TEST(EnvRegistry, ReadersFallBackToTheirDefaults) {
   const auto none = fake({});
   EXPECT_EQ(env::master_port(none), std::nullopt);
   EXPECT_EQ(env::master_port(fake({{"APERTURE_MASTER_PORT", "29600"}})), 29600);
-  EXPECT_EQ(test::code_of([] { env::master_port(fake({{"APERTURE_MASTER_PORT", ""}})); }),
+  EXPECT_EQ(test::code_of([] {
+              env::master_port(fake({{"APERTURE_MASTER_PORT", ""}}));
+            }),
             aperture::ErrorCode::invalid_argument);
   EXPECT_EQ(env::local_size(none), 0);
   EXPECT_EQ(env::local_size(fake({{"LOCAL_WORLD_SIZE", "4"}})), 4);

@@ -95,11 +95,17 @@ TEST(ErrorCodes, MalformedEnvironmentIsAnInvalidArgument) {
     };
   };
   EXPECT_EQ(code_of([&] { read_launch_env(env({{"APERTURE_RANK", "0"}})); }), ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([&] { read_launch_env(env({{"APERTURE_RANK", "0"}, {"APERTURE_WORLD_SIZE", "2"}})); }),
+  EXPECT_EQ(code_of([&] {
+              read_launch_env(env({{"APERTURE_RANK", "0"}, {"APERTURE_WORLD_SIZE", "2"}}));
+            }),
             ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([&] { read_mpi_env(env({{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}})); }),
+  EXPECT_EQ(code_of([&] {
+              read_mpi_env(env({{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
+            }),
             ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([&] { read_torchrun_env(env({{"RANK", "0"}, {"WORLD_SIZE", "2"}})); }),
+  EXPECT_EQ(code_of([&] {
+              read_torchrun_env(env({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+            }),
             ErrorCode::invalid_argument);
   {
     EnvOverride timeout("APERTURE_TIMEOUT", "abc");
@@ -142,8 +148,8 @@ TEST(ErrorCodes, TeamRefusesBadArguments) {
   EXPECT_EQ(code_of([&] { team.broadcast(nullptr, 4, 0); }), ErrorCode::invalid_argument);
   EXPECT_EQ(code_of([&] { team.allgather(nullptr, &value, 4); }), ErrorCode::invalid_argument);
   EXPECT_EQ(code_of([&] {
-              team.check_same("many", {{"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}, {"e", 1}, {"f", 1}, {"g", 1}, {"h", 1},
-                                       {"i", 1}});
+              team.check_same(
+                  "many", {{"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}, {"e", 1}, {"f", 1}, {"g", 1}, {"h", 1}, {"i", 1}});
             }),
             ErrorCode::invalid_argument);
 }
@@ -159,9 +165,9 @@ TEST(ErrorCodes, ProvidersSayWhatKindOfRefusalItIs) {
 
   EnvOverride heap("APERTURE_HEAP_SIZE", "1M");
   auto shm = aperture::make_provider("shm", team);
-  EXPECT_EQ(code_of([&] { shm->allocate(64, 3); }), ErrorCode::invalid_argument);                    // alignment
-  EXPECT_EQ(code_of([&] { shm->allocate(std::size_t{1} << 50); }), ErrorCode::invalid_argument);     // absurd size
-  EXPECT_EQ(code_of([&] { shm->allocate(std::size_t{4} << 20); }), ErrorCode::out_of_memory);         // heap full
+  EXPECT_EQ(code_of([&] { shm->allocate(64, 3); }), ErrorCode::invalid_argument);                 // alignment
+  EXPECT_EQ(code_of([&] { shm->allocate(std::size_t{1} << 50); }), ErrorCode::invalid_argument);  // absurd size
+  EXPECT_EQ(code_of([&] { shm->allocate(std::size_t{4} << 20); }), ErrorCode::out_of_memory);     // heap full
   aperture::Allocation a = shm->allocate(256);
   aperture::Allocation copy = a;
   shm->free(a);
@@ -177,7 +183,8 @@ TEST(ErrorCodes, CheckedTranslateRefusalsAreInvalidArguments) {
   aperture::Allocation a = shm->allocate(64);
   auto* p = static_cast<std::uint64_t*>(a.ptr);
   EXPECT_EQ(code_of([&] { aperture::checked_translate(a.map, p, 1); }), ErrorCode::invalid_argument);  // no rank 1
-  EXPECT_EQ(code_of([&] { aperture::checked_translate(a.map, p + 8, 0, 1); }), ErrorCode::invalid_argument);  // past end
+  EXPECT_EQ(code_of([&] { aperture::checked_translate(a.map, p + 8, 0, 1); }),
+            ErrorCode::invalid_argument);  // past end
   aperture::Allocation copy = a;
   shm->free(a);
   EXPECT_EQ(code_of([&] { aperture::checked_translate(copy.map, p, 0); }), ErrorCode::invalid_argument);  // freed
