@@ -10,10 +10,10 @@
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "bootstrap/env.h"
-#include "bootstrap/launcher.h"
-#include "common/env.h"
 #include "bootstrap/hub.h"
 #include "bootstrap/hub_client.h"
+#include "bootstrap/launcher.h"
+#include "common/env.h"
 #include "detail/format.h"
 #if APERTURE_WITH_MPI
 #  include "bootstrap/mpi.h"

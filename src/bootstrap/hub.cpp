@@ -17,6 +17,7 @@
 #include "aperture/error.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
+#include "bootstrap/wire_status.h"
 #include "detail/format.h"
 
 namespace aperture::detail {

@@ -9,6 +9,7 @@
 #include "aperture/error.h"
 #include "bootstrap/hub.h"
 #include "bootstrap/wire.h"
+#include "bootstrap/wire_status.h"
 #include "detail/format.h"
 
 namespace aperture::detail {

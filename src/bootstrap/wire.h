@@ -10,8 +10,6 @@
 #include <string>
 #include <type_traits>
 
-#include "aperture/error.h"
-
 namespace aperture::detail::wire {
 
 inline constexpr std::uint32_t kMagic = 0x41505452;  // "APTR"
@@ -66,16 +64,6 @@ struct Reply {
   std::uint64_t seq = 0;    // the call answered; 0: unasked, the job failed (status != 0)
   std::uint64_t payload_bytes = 0;
 };
-
-// A failure's status on the wire is its aperture::ErrorCode (never 0), so every rank throws the
-// code the hub judged: a rank that timed out, died or disagreed reads the same on all of them.
-inline std::int32_t status_of(ErrorCode code) { return static_cast<std::int32_t>(code); }
-inline ErrorCode code_of_status(std::int32_t status) {
-  return status >= static_cast<std::int32_t>(ErrorCode::invalid_argument) &&
-                 status <= static_cast<std::int32_t>(ErrorCode::internal)
-             ? static_cast<ErrorCode>(status)
-             : ErrorCode::internal;
-}
 
 static_assert(std::is_trivially_copyable_v<Hello> && std::is_trivially_copyable_v<Request> &&
               std::is_trivially_copyable_v<Reply> && std::is_trivially_copyable_v<HelloReply>,

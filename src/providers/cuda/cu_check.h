@@ -23,8 +23,8 @@
 #include <type_traits>
 
 #include "aperture/error.h"
-#include "detail/format.h"
 #include "common/cuda_check.h"  // call_failure_text, throw_call_failure, cuda_error_text
+#include "detail/format.h"
 
 namespace aperture::detail {
 

@@ -36,12 +36,12 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
-#include "detail/format.h"
 #include "common/cuda_check.h"
 #include "common/nccl_check.h"
+#include "detail/format.h"
 #include "providers/cuda/foreign_gpu.h"
-#include "providers/live_allocations.h"
 #include "providers/foreign_window/nccl_peer_table.h"
+#include "providers/live_allocations.h"
 #include "providers/registry.h"
 
 namespace aperture::detail {
