@@ -1,8 +1,8 @@
 // Malformed environments give errors naming the variable, never a job of the wrong shape.
 #include "bootstrap/env.h"
 #include "bootstrap/launcher.h"
-#include "common/env.h"
 #include "bootstrap/wire.h"
+#include "common/env.h"
 
 #include <gtest/gtest.h>
 

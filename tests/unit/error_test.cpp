@@ -13,7 +13,7 @@
 #include "../common/error_of.h"
 #include "../common/provider_status.h"
 #include "bootstrap/env.h"
-#include "bootstrap/wire.h"
+#include "bootstrap/wire_status.h"
 #include "common/call_failure.h"
 
 namespace {
