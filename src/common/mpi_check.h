@@ -7,6 +7,13 @@
 // default handler aborts the job); aperture sets it on its own communicators.
 #pragma once
 
+// The C API only: Open MPI's C++ bindings would need libmpi_cxx.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <string>
@@ -17,11 +24,21 @@
 
 namespace aperture::detail {
 
+// MPI may be asked about an error only between MPI_Init and MPI_Finalize (Open MPI aborts the
+// process otherwise); a failure outside that window is described by its number alone.
+inline bool mpi_can_describe_errors() {
+  int initialised = 0;
+  int finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  return initialised && !finalised;
+}
+
 // "MPI_ERR_COMM: invalid communicator (MPI error 5)".
 inline std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  std::string message = MPI_Error_string(code, text, &length) == MPI_SUCCESS
+  std::string message = mpi_can_describe_errors() && MPI_Error_string(code, text, &length) == MPI_SUCCESS
                             ? std::string(text, static_cast<std::size_t>(length))
                             : std::string("unknown MPI error");
   return message + " (MPI error " + std::to_string(code) + ")";
@@ -39,7 +56,7 @@ inline void check_mpi(int code, std::string_view call, std::string_view hint = {
   if (code == MPI_SUCCESS) return;
   ErrorCode kind = ErrorCode::system;
   int error_class = 0;
-  if (MPI_Error_class(code, &error_class) == MPI_SUCCESS && error_class == MPI_ERR_NO_MEM)
+  if (mpi_can_describe_errors() && MPI_Error_class(code, &error_class) == MPI_SUCCESS && error_class == MPI_ERR_NO_MEM)
     kind = ErrorCode::out_of_memory;
   throw_call_failure(kind, call, mpi_failure(code, call) + std::string(hint));
 }
