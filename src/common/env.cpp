@@ -21,16 +21,16 @@ constexpr Variable kVariables[] = {
      "cuda-ipc: each rank's GPU heap; cuda-vmm: the initial heap and the least one growth adds."},
     {"APERTURE_VMM_RESERVE", "size", "64G", "1 .. 16T, suffix K/M/G/T",
      "cuda-vmm: the virtual address space reserved for each rank's heap (address space, not memory)."},
-    {"APERTURE_RANK", "integer", "unset", "0 .. APERTURE_WORLD_SIZE-1", "Set by `aperture launch`: this rank."},
-    {"APERTURE_WORLD_SIZE", "integer", "unset", "1 .. 65536", "Set by `aperture launch`: the number of ranks."},
+    {"APERTURE_RANK", "integer", "unset", "0 .. APERTURE_WORLD_SIZE-1", "Set by `aperture launch`: this rank.", true},
+    {"APERTURE_WORLD_SIZE", "integer", "unset", "1 .. 65536", "Set by `aperture launch`: the number of ranks.", true},
     {"APERTURE_LOCAL_RANK", "integer", "unset", "0 .. APERTURE_LOCAL_SIZE-1",
-     "Set by `aperture launch`: this rank among the ranks of its machine."},
+     "Set by `aperture launch`: this rank among the ranks of its machine.", true},
     {"APERTURE_LOCAL_SIZE", "integer", "unset", "1 .. 65536",
-     "Set by `aperture launch`: the ranks on this machine (GPU providers check one GPU per rank)."},
+     "Set by `aperture launch`: the ranks on this machine (GPU providers check one GPU per rank).", true},
     {"APERTURE_HUB", "text", "unset", "unix:@name or tcp:host:port",
-     "Set by `aperture launch`: the rendezvous hub the ranks connect to."},
+     "Set by `aperture launch`: the rendezvous hub the ranks connect to.", true},
     {"APERTURE_JOB_TOKEN", "text", "unset", "any",
-     "Set by `aperture launch`: the secret a rank shows the hub (torchrun: defaults to TORCHELASTIC_RUN_ID)."},
+     "Set by `aperture launch`: the secret a rank shows the hub (torchrun: defaults to TORCHELASTIC_RUN_ID).", true},
     {"APERTURE_MASTER_PORT", "integer", "MASTER_PORT+1", "1 .. 65535",
      "torchrun jobs: the port of aperture's rendezvous (MASTER_PORT is torch's own store)."},
     {"APERTURE_COLLECTIVES_INTERLEAVE", "flag", "0", "0 or 1",
@@ -55,6 +55,13 @@ Lookup process() {
 }
 
 std::span<const Variable> variables() { return kVariables; }
+
+std::vector<std::string> launcher_variables() {
+  std::vector<std::string> names;
+  for (const Variable& v : kVariables)
+    if (v.set_by_launcher) names.emplace_back(v.name);
+  return names;
+}
 
 std::string markdown_table() {
   std::string table = "| Variable | Type | Default | Range | What it does |\n|---|---|---|---|---|\n";

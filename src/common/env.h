@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace aperture::env {
 
@@ -29,10 +30,13 @@ struct Variable {
   std::string_view default_value;  // "unset" when it has none
   std::string_view range;
   std::string_view doc;  // one line
+  bool set_by_launcher = false;  // `aperture launch` sets it for each rank
 };
 
 // The table, in the order README.md lists it.
 std::span<const Variable> variables();
+// The variables `aperture launch` sets for its ranks (the rows with set_by_launcher).
+std::vector<std::string> launcher_variables();
 // The table as README.md's Markdown table (header, separator and one row per variable).
 std::string markdown_table();
 

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "../common/error_of.h"
 
@@ -152,6 +153,13 @@ TEST(EnvRegistry, EveryVariableIsDocumentedOnce) {
         "APERTURE_MASTER_PORT", "APERTURE_COLLECTIVES_INTERLEAVE", "APERTURE_COLLECTIVES_SPINS",
         "APERTURE_COLLECTIVES_PDL"})
     EXPECT_EQ(names.count(expected), 1u) << expected << " is read by aperture but not in the table";
+}
+
+// `aperture launch --mpi` clears exactly these from the ranks' environment.
+TEST(EnvRegistry, LauncherVariablesAreTheOnesTheLauncherSets) {
+  EXPECT_EQ(aperture::env::launcher_variables(),
+            (std::vector<std::string>{"APERTURE_RANK", "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK",
+                                      "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN"}));
 }
 
 // README.md's table of variables is the registry's, row for row: change one, change both.
