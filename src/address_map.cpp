@@ -12,14 +12,18 @@ SymmetricAddressMap SymmetricAddressMap::from_table(std::string_view who, int lo
                                                     std::vector<std::int64_t> peer_bases,
                                                     std::size_t allocation_bytes, TablePlacement placement) {
   if (peer_bases.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw Error(detail::format("{}: a table of {} entries is larger than any world", who, peer_bases.size()));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{}: a table of {} entries is larger than any world", who, peer_bases.size()));
   const int world_size = static_cast<int>(peer_bases.size());
   if (world_size == 0)
-    throw Error(detail::format("{}: empty peer table; a provider must give one entry per rank", who));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{}: empty peer table; a provider must give one entry per rank", who));
   if (local_rank < 0 || local_rank >= world_size)
-    throw Error(detail::format("{}: local_rank {} is outside the table of {} ranks", who, local_rank, world_size));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{}: local_rank {} is outside the table of {} ranks", who, local_rank, world_size));
   if (peer_bases[local_rank] == 0)
-    throw Error(detail::format("{}: the table's entry for the local rank {} is 0; it must be the allocation base", who,
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{}: the table's entry for the local rank {} is 0; it must be the allocation base", who,
                                local_rank));
   // Every copy must lie inside the address space as translate() computes it (signed 64-bit
   // base + offset): a negative entry, or one whose copy runs past 2^63, would make the
@@ -27,10 +31,12 @@ SymmetricAddressMap SymmetricAddressMap::from_table(std::string_view who, int lo
   const auto limit = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   for (int r = 0; r < world_size; ++r)
     if (peer_bases[r] < 0 || (peer_bases[r] != 0 && allocation_bytes > limit - static_cast<std::uint64_t>(peer_bases[r])))
-      throw Error(detail::format("{}: the table's entry for rank {} ({:#x}) with an allocation of {} bytes is not a range "
-                                 "of this process's address space; a table holds addresses (or 0 for a peer that is "
-                                 "not directly addressable)",
-                                 who, r, static_cast<std::uint64_t>(peer_bases[r]), allocation_bytes));
+      throw Error(
+          ErrorCode::invalid_argument,
+          detail::format("{}: the table's entry for rank {} ({:#x}) with an allocation of {} bytes is not a range "
+                         "of this process's address space; a table holds addresses (or 0 for a peer that is "
+                         "not directly addressable)",
+                         who, r, static_cast<std::uint64_t>(peer_bases[r]), allocation_bytes));
   SymmetricAddressMap map;
   map.local_rank = local_rank;
   map.world_size = world_size;
@@ -81,13 +87,16 @@ bool SymmetricAddressMap::owns(const void* p, std::size_t bytes) const {
 
 std::vector<std::int64_t> SymmetricAddressMap::view_table(const void* ptr, std::size_t bytes) const {
   if (freed())
-    throw Error(detail::format("view [{}, +{} bytes): the allocation [{:#x}, +{} bytes) was freed (use after free)", ptr,
-                               bytes, allocation_base, allocation_bytes));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("view [{}, +{} bytes): the allocation [{:#x}, +{} bytes) was freed (use after free)",
+                               ptr, bytes, allocation_base, allocation_bytes));
   if (!owns(ptr, bytes))
-    throw Error(detail::format(
-        "view [{}, +{} bytes) is not inside this allocation [{:#x}, +{} bytes) on rank {}; describe a range that "
-        "lies within the allocation",
-        ptr, bytes, allocation_base, allocation_bytes, local_rank));
+    throw Error(
+        ErrorCode::invalid_argument,
+        detail::format(
+            "view [{}, +{} bytes) is not inside this allocation [{:#x}, +{} bytes) on rank {}; describe a range that "
+            "lies within the allocation",
+            ptr, bytes, allocation_base, allocation_bytes, local_rank));
   const auto offset = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ptr) - allocation_base);
   std::vector<std::int64_t> shifted(table_->host);
   for (auto& base : shifted)
@@ -100,28 +109,38 @@ namespace detail {
 void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t count,
                                    std::size_t element_bytes, int to_rank) {
   if (element_bytes != 0 && count > std::numeric_limits<std::size_t>::max() / element_bytes)
-    throw Error(detail::format("checked_translate: {} elements of {} bytes is more than the address space holds; check the "
+    throw Error(
+        ErrorCode::invalid_argument,
+        detail::format("checked_translate: {} elements of {} bytes is more than the address space holds; check the "
                        "count",
                        count, element_bytes));
   check_translation_against_map(map, ptr, count * element_bytes, to_rank);
 }
 
 void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t bytes, int to_rank) {
-  if (!map.has_table()) throw Error("checked_translate: the map is empty (default-constructed or moved from)");
+  if (!map.has_table())
+    throw Error(ErrorCode::invalid_argument, "checked_translate: the map is empty (default-constructed or moved from)");
   if (map.freed())
-    throw Error(detail::format("checked_translate: [{}, +{} bytes) is in an allocation [{:#x}, +{} bytes) that was freed on "
+    throw Error(
+        ErrorCode::invalid_argument,
+        detail::format("checked_translate: [{}, +{} bytes) is in an allocation [{:#x}, +{} bytes) that was freed on "
                        "rank {} (use after free); allocate again, and drop copies of an Allocation once it is freed",
                        ptr, bytes, map.allocation_base, map.allocation_bytes, map.local_rank));
   if (to_rank < 0 || to_rank >= map.world_size)
-    throw Error(detail::format("checked_translate: to_rank {} is out of range; this map has ranks 0..{}", to_rank,
-                       map.world_size - 1));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("checked_translate: to_rank {} is out of range; this map has ranks 0..{}", to_rank,
+                               map.world_size - 1));
   if (!map.is_direct(to_rank))
-    throw Error(detail::format("checked_translate: rank {} is not directly addressable from rank {} (its table entry is 0: "
+    throw Error(
+        ErrorCode::invalid_argument,
+        detail::format("checked_translate: rank {} is not directly addressable from rank {} (its table entry is 0: "
                        "another node, no peer access, or the provider returned no pointer); reach it through the "
                        "provider's own transfer engine instead",
                        to_rank, map.local_rank));
   if (!map.owns(ptr, bytes))
-    throw Error(detail::format("checked_translate: [{}, +{} bytes) is not inside this allocation [{:#x}, +{} bytes) on rank "
+    throw Error(
+        ErrorCode::invalid_argument,
+        detail::format("checked_translate: [{}, +{} bytes) is not inside this allocation [{:#x}, +{} bytes) on rank "
                        "{}; translate only pointers into the allocation the map describes",
                        ptr, bytes, map.allocation_base, map.allocation_bytes, map.local_rank));
 }

@@ -12,6 +12,8 @@
 #include "bootstrap/env.h"
 #include "bootstrap/hub.h"
 #include "bootstrap/hub_client.h"
+#include "bootstrap/launcher.h"
+#include "common/env.h"
 #include "detail/format.h"
 #if APERTURE_WITH_MPI
 #  include "bootstrap/mpi.h"
@@ -79,19 +81,27 @@ Team::Team(Team&&) noexcept = default;
 Team& Team::operator=(Team&&) noexcept = default;
 Team::~Team() = default;
 
-Team Team::single() { return Team(0, 1, "single", std::make_unique<detail::SoloTransport>()); }
+Team Team::single() {
+  return Team(0, 1, std::string(detail::launcher_name(detail::Launcher::single)),
+              std::make_unique<detail::SoloTransport>());
+}
 
 Team Team::from_env() {
+  using detail::Launcher;
   const auto env = detail::process_env();
-  if (auto launch = detail::read_launch_env(env)) {
-    return Team(launch->rank, launch->world_size, "aperture launch",
-                std::make_unique<detail::HubClient>(launch->hub, launch->rank, launch->world_size, launch->token,
-                                                    team_timeout()));
+  const Launcher launcher = detail::detect_launcher(env);
+  const std::string name(detail::launcher_name(launcher));
+  if (launcher == Launcher::aperture) {
+    const auto launch = detail::read_launch_env(env).value();
+    return Team(
+        launch.rank, launch.world_size, name,
+        std::make_unique<detail::HubClient>(launch.hub, launch.rank, launch.world_size, launch.token, team_timeout()));
   }
-  if (auto mpi = detail::read_mpi_env(env)) {
+  if (launcher == Launcher::mpirun) {
+    [[maybe_unused]] const auto mpi = detail::read_mpi_env(env).value();
 #if APERTURE_WITH_MPI
     const detail::MpiWorld world = detail::mpi_world();
-    if (world.size == 1) return Team(0, 1, "mpi", std::make_unique<detail::SoloTransport>());
+    if (world.size == 1) return Team(0, 1, name, std::make_unique<detail::SoloTransport>());
     // MPI only carries the hub's address and the job token; the hub does the rest.
     const std::string token = world.rank == 0 ? detail::make_job_token() : std::string();
     const std::string host = this_host();
@@ -116,29 +126,33 @@ Team Team::from_env() {
     auto client =
         std::make_unique<detail::HubClient>(address, world.rank, world.size, shared_token, team_timeout());
     if (hub) client->own_hub(std::move(hub));
-    return Team(world.rank, world.size, "mpi", std::move(client));
+    return Team(world.rank, world.size, name, std::move(client));
 #else
-    if (mpi->world_size > 1)
-      throw Error(detail::format("this process was started by mpirun (OMPI_COMM_WORLD_SIZE={}) but aperture was built "
+    if (mpi.world_size > 1)
+      throw Error(ErrorCode::unavailable,
+                  detail::format("this process was started by mpirun (OMPI_COMM_WORLD_SIZE={}) but aperture was built "
                                  "without MPI; rebuild with MPI found (install libopenmpi-dev) or start the ranks with "
                                  "`aperture launch -n N -- program`",
-                                 mpi->world_size));
+                                 mpi.world_size));
     return single();
 #endif
   }
-  if (auto torchrun = detail::read_torchrun_env(env)) {
+  if (launcher == Launcher::torchrun) {
+    const auto torchrun = detail::read_torchrun_env(env);
     if (torchrun->world_size == 1) return single();
     // torch.distributed's own TCPStore listens on MASTER_PORT, so the hub takes the next port
     // unless APERTURE_MASTER_PORT names one.
     int port = torchrun->master_port + 1;
-    if (const char* own = env("APERTURE_MASTER_PORT")) port = detail::parse_int_variable("APERTURE_MASTER_PORT", own, 1, 65535);
+    if (const auto own = aperture::env::master_port(env)) port = *own;
     if (port > 65535)
-      throw Error("MASTER_PORT=65535 leaves no port for aperture's rendezvous; set APERTURE_MASTER_PORT to a free port");
+      throw Error(
+          ErrorCode::invalid_argument,
+          "MASTER_PORT=65535 leaves no port for aperture's rendezvous; set APERTURE_MASTER_PORT to a free port");
     std::string token;
     if (const char* t = env("APERTURE_JOB_TOKEN")) token = t;
     else if (const char* run_id = env("TORCHELASTIC_RUN_ID")) token = run_id;
     const std::string address = detail::format("tcp:{}:{}", torchrun->master_addr, port);
-    return Team(torchrun->rank, torchrun->world_size, "torchrun",
+    return Team(torchrun->rank, torchrun->world_size, name,
                 host_or_join_tcp_hub(torchrun->rank, torchrun->world_size, "0.0.0.0", port, torchrun->master_addr,
                                      token, address));
   }
@@ -177,14 +191,16 @@ void Team::barrier() { transport_->barrier(); }
 
 void Team::allgather(const void* mine, void* all, std::size_t bytes_each) {
   if (bytes_each != 0 && (mine == nullptr || all == nullptr))
-    throw Error(detail::format("allgather of {} bytes each: null buffer", bytes_each));
+    throw Error(ErrorCode::invalid_argument, detail::format("allgather of {} bytes each: null buffer", bytes_each));
   transport_->allgather(mine, all, bytes_each);
 }
 
 void Team::broadcast(void* buf, std::size_t bytes, int root) {
   if (root < 0 || root >= size_)
-    throw Error(detail::format("broadcast: root {} is out of range; this team has ranks 0..{}", root, size_ - 1));
-  if (bytes != 0 && buf == nullptr) throw Error(detail::format("broadcast of {} bytes: null buffer", bytes));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("broadcast: root {} is out of range; this team has ranks 0..{}", root, size_ - 1));
+  if (bytes != 0 && buf == nullptr)
+    throw Error(ErrorCode::invalid_argument, detail::format("broadcast of {} bytes: null buffer", bytes));
   transport_->broadcast(buf, bytes, root);
 }
 
@@ -196,7 +212,7 @@ void Team::check_same(std::string_view call, std::span<const std::pair<std::stri
     char names[8][24];
     std::uint64_t values[8];
   };
-  if (args.size() > 8) throw Error("check_same: at most 8 arguments can be compared");
+  if (args.size() > 8) throw Error(ErrorCode::invalid_argument, "check_same: at most 8 arguments can be compared");
   Record mine{};
   std::memcpy(mine.call, call.data(), std::min(call.size(), sizeof mine.call - 1));
   mine.count = static_cast<std::uint32_t>(args.size());
@@ -222,7 +238,8 @@ void Team::check_same(std::string_view call, std::span<const std::pair<std::stri
     for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
     detail += detail::format("\n  rank{} {}: {}", ranks.size() > 1 ? "s" : "", list, what);
   }
-  throw Error(detail::format("collective call mismatch in {} (seen on rank {}):{}\nEvery rank must make the same "
+  throw Error(ErrorCode::mismatch,
+              detail::format("collective call mismatch in {} (seen on rank {}):{}\nEvery rank must make the same "
                              "collective calls in the same order with the same arguments.",
                              std::string(call), rank_, detail));
 }

@@ -38,21 +38,27 @@
 #include "aperture/provider.h"
 #include "aperture/signal.h"
 #include "aperture/team.h"
+#include "common/cuda_check.h"
+#if APERTURE_BENCH_WITH_NCCL
+#include "common/nccl_check.h"
+#endif
 
 namespace aperture::bench {
 
 namespace {
 
+// "bench: <call> failed: <status>", through the library's own error translation.
 void check_cuda(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
-    throw Error(std::string("bench: ") + call + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+    detail::throw_call_failure(detail::cuda_error_code(status), call,
+                               detail::call_failure_text(call, detail::cuda_error_text(status)), "bench");
 }
 
 #if APERTURE_BENCH_WITH_NCCL
 void check_nccl(ncclResult_t status, const char* call) {
   if (status != ncclSuccess)
-    throw Error(std::string("bench: ") + call + " failed: " + ncclGetErrorString(status) +
-                " (NCCL_DEBUG=WARN says more)");
+    detail::throw_call_failure(detail::nccl_error_code(status), call,
+                               detail::nccl_failure(status, call) + " (NCCL_DEBUG=WARN says more)", "bench");
 }
 #endif
 

@@ -1,28 +1,19 @@
 // bench/host/bench_mpi.cpp — Open MPI's collectives for `aperture bench` (float, sum).
 #include "bench_mpi.h"
 
-// The C bindings only: Open MPI's C++ ones need libmpi_cxx.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-
 #include <string>
 
 #include "aperture/error.h"
+#include "common/mpi_check.h"  // the C bindings of MPI, and its error text
 
 namespace aperture::bench::mpi {
 
 namespace {
 void check(int status, const char* call) {
-  if (status != MPI_SUCCESS) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    MPI_Error_string(status, text, &length);
-    throw Error(std::string("bench: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
-  }
+  if (status != MPI_SUCCESS) detail::throw_call_failure(ErrorCode::system, call, detail::mpi_failure(status, call), "bench");
 }
 int as_int(std::size_t count) {
-  if (count > 0x7fffffff) throw Error("bench: count " + std::to_string(count) + " does not fit MPI's int");
+  if (count > 0x7fffffff) throw Error(ErrorCode::invalid_argument, "bench: count " + std::to_string(count) + " does not fit MPI's int");
   return static_cast<int>(count);
 }
 }  // namespace

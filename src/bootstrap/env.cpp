@@ -1,28 +1,10 @@
 #include "bootstrap/env.h"
 
-#include <cerrno>
-#include <cstdlib>
-
 #include "aperture/error.h"
 #include "bootstrap/wire.h"
 #include "detail/format.h"
 
 namespace aperture::detail {
-
-EnvLookup process_env() {
-  return [](const char* name) { return std::getenv(name); };
-}
-
-int parse_int_variable(const char* name, const char* text, long min, long max) {
-  errno = 0;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (*text == '\0' || end == text || *end != '\0' || errno == ERANGE)
-    throw Error(detail::format("{}='{}' is not an integer; set it to a number in {}..{}", name, text, min, max));
-  if (value < min || value > max)
-    throw Error(detail::format("{}={} is out of range; it must be in {}..{}", name, value, min, max));
-  return static_cast<int>(value);
-}
 
 namespace {
 
@@ -33,13 +15,14 @@ std::optional<std::pair<int, int>> read_rank_and_size(const EnvLookup& env, cons
   const char* size_text = env(size_name);
   if (rank_text == nullptr && size_text == nullptr) return std::nullopt;
   if (rank_text == nullptr || size_text == nullptr)
-    throw Error(detail::format("{} is set but {} is not; a launcher must set both", rank_text ? rank_name : size_name,
-                       rank_text ? size_name : rank_name));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{} is set but {} is not; a launcher must set both", rank_text ? rank_name : size_name,
+                               rank_text ? size_name : rank_name));
   const int size = parse_int_variable(size_name, size_text, 1, wire::kMaxWorldSize);
   const int rank = parse_int_variable(rank_name, rank_text, 0, wire::kMaxWorldSize - 1);
   if (rank >= size)
-    throw Error(detail::format("{}={} is not below {}={}; ranks are numbered 0..{}", rank_name, rank, size_name, size,
-                       size - 1));
+    throw Error(ErrorCode::invalid_argument, detail::format("{}={} is not below {}={}; ranks are numbered 0..{}",
+                                                            rank_name, rank, size_name, size, size - 1));
   return std::pair{rank, size};
 }
 
@@ -53,7 +36,8 @@ std::optional<LaunchEnv> read_launch_env(const EnvLookup& env) {
   launch.world_size = shape->second;
   const char* hub = env("APERTURE_HUB");
   if (hub == nullptr || *hub == '\0')
-    throw Error("APERTURE_RANK is set but APERTURE_HUB is not; start ranks with `aperture launch -n N -- program`");
+    throw Error(ErrorCode::invalid_argument,
+                "APERTURE_RANK is set but APERTURE_HUB is not; start ranks with `aperture launch -n N -- program`");
   launch.hub = hub;
   if (const char* token = env("APERTURE_JOB_TOKEN")) launch.token = token;
   return launch;
@@ -76,7 +60,9 @@ std::optional<TorchrunEnv> read_torchrun_env(const EnvLookup& env) {
   const char* addr = env("MASTER_ADDR");
   const char* port = env("MASTER_PORT");
   if (torchrun.world_size > 1 && (addr == nullptr || *addr == '\0' || port == nullptr))
-    throw Error(detail::format("RANK and WORLD_SIZE={} are set but MASTER_ADDR/MASTER_PORT are not; torchrun sets all four "
+    throw Error(
+        ErrorCode::invalid_argument,
+        detail::format("RANK and WORLD_SIZE={} are set but MASTER_ADDR/MASTER_PORT are not; torchrun sets all four "
                        "(set them to rank 0's address and a free port)",
                        torchrun.world_size));
   if (addr != nullptr) torchrun.master_addr = addr;

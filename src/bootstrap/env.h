@@ -7,14 +7,15 @@
 // process environment.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 
+#include "common/env.h"
+
 namespace aperture::detail {
 
-using EnvLookup = std::function<const char*(const char*)>;
-EnvLookup process_env();
+using EnvLookup = env::Lookup;
+inline EnvLookup process_env() { return env::process(); }
 
 // `aperture launch`: APERTURE_RANK, APERTURE_WORLD_SIZE, APERTURE_HUB, APERTURE_JOB_TOKEN.
 struct LaunchEnv {
@@ -43,6 +44,8 @@ struct TorchrunEnv {
 std::optional<TorchrunEnv> read_torchrun_env(const EnvLookup& env);
 
 // The integer in variable `name`, within [min, max]; throws aperture::Error otherwise.
-int parse_int_variable(const char* name, const char* text, long min, long max);
+inline int parse_int_variable(const char* name, const char* text, long min, long max) {
+  return env::parse_int(name, text, min, max);
+}
 
 }  // namespace aperture::detail

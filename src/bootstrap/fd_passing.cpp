@@ -90,11 +90,12 @@ FdMailbox::FdMailbox() {
   const std::string prefix = "unix:@";
   const std::string name = listener.address.substr(prefix.size());
   if (listener.address.rfind(prefix, 0) != 0 || name.size() >= sizeof address_.name)
-    throw Error(format("fd passing: unexpected listener address '{}'", listener.address));
+    throw Error(ErrorCode::internal, format("fd passing: unexpected listener address '{}'", listener.address));
   // Non-blocking, so that a connection that went away between poll and accept cannot hang us.
   const int flags = ::fcntl(listener.fd.get(), F_GETFL);
   if (flags < 0 || ::fcntl(listener.fd.get(), F_SETFL, flags | O_NONBLOCK) != 0)
-    throw Error("fd passing: fcntl(O_NONBLOCK) on the listening socket failed: " + errno_text(errno));
+    throw Error(ErrorCode::system, "fd passing: fcntl(O_NONBLOCK) on the listening socket failed: " + errno_text(errno),
+                "fcntl");
   const std::string token = make_random_hex(kTokenBytes);
   std::memcpy(address_.name, name.data(), name.size());
   std::memcpy(address_.token, token.data(), std::min(token.size(), sizeof address_.token - 1));
@@ -156,7 +157,9 @@ FdMailbox::Message FdMailbox::receive(Deadline deadline) {
     Fd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!connection) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) continue;
-      throw Error("fd passing: accept on the mailbox @" + std::string(address_.name) + " failed: " + errno_text(errno));
+      throw Error(ErrorCode::system,
+                  "fd passing: accept on the mailbox @" + std::string(address_.name) + " failed: " + errno_text(errno),
+                  "accept");
     }
     std::string drop;
     std::vector<Fd> fds;
@@ -177,7 +180,8 @@ FdMailbox::Message FdMailbox::receive(Deadline deadline) {
   std::string message = format("fd passing: no descriptor arrived at the mailbox @{} in time", address_.name);
   if (dropped_ > 0)
     message += format(" ({} connection(s) dropped, the last because {})", dropped_, last_drop_);
-  throw Error(message + "; did a peer rank fail or exit? Raise APERTURE_TIMEOUT if it is only slow");
+  throw Error(ErrorCode::timeout,
+              message + "; did a peer rank fail or exit? Raise APERTURE_TIMEOUT if it is only slow");
 }
 
 }  // namespace aperture::detail

@@ -17,6 +17,7 @@
 #include "aperture/error.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
+#include "bootstrap/wire_status.h"
 #include "detail/format.h"
 
 namespace aperture::detail {
@@ -82,6 +83,7 @@ struct Hub::State {
   mutable std::mutex mutex;  // guards the fields below, shared with the owner's thread
   std::condition_variable changed;
   std::string failure;
+  ErrorCode failure_code = ErrorCode::internal;  // sent to the ranks as the replies' status
   bool stopping = false;
   std::vector<std::pair<int, std::string>> reported_exits;
   int ranks_gone = 0;  // ranks that said goodbye or whose connection closed
@@ -104,10 +106,14 @@ struct Hub::State {
   bool parse_requests(Connection& c);
   void on_request(int rank, Arrival arrival);
   void complete_round();
-  void fail(const std::string& reason);
+  void fail(ErrorCode code, const std::string& reason);
   void drop(std::size_t index, const std::string& why_if_rank_lost);
   void reply(int rank, int status, std::uint64_t seq_number, const std::string& payload);
   void check_deadlines();
+  std::int32_t failure_status() const {
+    std::lock_guard lock(mutex);
+    return wire::status_of(failure_code);
+  }
   std::string failure_text() const {
     std::lock_guard lock(mutex);
     return failure;
@@ -117,7 +123,8 @@ struct Hub::State {
 Hub::Hub(HubOptions options) : state_(std::make_unique<State>()) {
   auto& s = *state_;
   if (options.world_size < 1 || options.world_size > wire::kMaxWorldSize)
-    throw Error(detail::format("hub: world size {} is outside 1..{}", options.world_size, wire::kMaxWorldSize));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("hub: world size {} is outside 1..{}", options.world_size, wire::kMaxWorldSize));
   s.options = std::move(options);
   s.listener = s.options.transport == "tcp"
                    ? listen_tcp(s.options.bind_host, s.options.bind_port, s.options.advertise_host.empty()
@@ -125,7 +132,8 @@ Hub::Hub(HubOptions options) : state_(std::make_unique<State>()) {
                                                                                  : s.options.advertise_host)
                    : listen_unix();
   s.wake = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!s.wake) throw Error(detail::format("hub: eventfd failed: {}", std::strerror(errno)));
+  if (!s.wake)
+    throw Error(ErrorCode::system, detail::format("hub: eventfd failed: {}", std::strerror(errno)), "eventfd");
   const int n = s.options.world_size;
   s.connection_of_rank.assign(n, -1);
   s.left.assign(n, false);
@@ -179,7 +187,7 @@ void Hub::State::run() {
     for (auto& c : connections) fds.push_back({c.fd.get(), POLLIN, 0});
     const int rc = ::poll(fds.data(), fds.size(), 200);
     if (rc < 0 && errno != EINTR) {
-      fail(detail::format("hub: poll failed: {}", std::strerror(errno)));
+      fail(ErrorCode::system, detail::format("hub: poll failed: {}", std::strerror(errno)));
       return;
     }
     // Connections first (their indices shift when one is dropped), newest last.
@@ -203,7 +211,7 @@ void Hub::State::run() {
           read_from(static_cast<std::size_t>(index));
           if (connection_of_rank[rank] >= 0 && connections[connection_of_rank[rank]].input.size() == before) break;
         }
-        if (!left[rank]) fail(text);
+        if (!left[rank]) fail(ErrorCode::peer_lost, text);
       }
     }
     if (fds[0].revents & POLLIN) accept_connection();
@@ -277,33 +285,38 @@ void Hub::State::on_request(int rank, Arrival arrival) {
     left[rank] = true;
     mark_gone(rank);
     if (!arrivals.empty())
-      fail(detail::format("{} left the team (its Team was destroyed) while {} wait in call #{} ({}); every rank must make "
-                  "the same Team calls",
-                  rank_label[rank], rank_list([&] {
-                    std::vector<int> v;
-                    for (auto& [k, a] : arrivals) v.push_back(k);
-                    return v;
-                  }()),
-                  seq, describe(arrivals.begin()->second.request)));
+      fail(ErrorCode::mismatch,
+           detail::format(
+               "{} left the team (its Team was destroyed) while {} wait in call #{} ({}); every rank must make "
+               "the same Team calls",
+               rank_label[rank], rank_list([&] {
+                 std::vector<int> v;
+                 for (auto& [k, a] : arrivals) v.push_back(k);
+                 return v;
+               }()),
+               seq, describe(arrivals.begin()->second.request)));
     return;
   }
   const std::string failed = failure_text();
   if (!failed.empty()) {
-    reply(rank, 1, r.seq, failed);
+    reply(rank, failure_status(), r.seq, failed);
     return;
   }
   if (r.seq != seq) {
-    fail(detail::format("{} sent call #{} while the team is at call #{}", rank_label[rank], r.seq, seq));
-    reply(rank, 1, r.seq, failure_text());
+    fail(ErrorCode::mismatch,
+         detail::format("{} sent call #{} while the team is at call #{}", rank_label[rank], r.seq, seq));
+    reply(rank, failure_status(), r.seq, failure_text());
     return;
   }
   if (arrivals.empty()) round_started = clock::now();
   arrivals[rank] = std::move(arrival);
   for (int other = 0; other < options.world_size; ++other)
     if (left[other]) {
-      fail(detail::format("{} called {} (call #{}) but {} already left the team (destroyed its Team); every rank must make "
-                  "the same Team calls",
-                  rank_label[rank], describe(r), seq, rank_label[other]));
+      fail(ErrorCode::mismatch,
+           detail::format(
+               "{} called {} (call #{}) but {} already left the team (destroyed its Team); every rank must make "
+               "the same Team calls",
+               rank_label[rank], describe(r), seq, rank_label[other]));
       return;
     }
   if (static_cast<int>(arrivals.size()) == options.world_size) complete_round();
@@ -316,9 +329,11 @@ void Hub::State::complete_round() {
   if (groups.size() > 1) {
     std::string detail;
     for (auto& [what, ranks] : groups) detail += detail::format("\n  {}: {}", rank_list(ranks), what);
-    fail(detail::format("collective call mismatch at Team call #{}:{}\nEvery rank must make the same Team calls (barrier, "
-                "allgather, broadcast, allocate, free) in the same order with the same sizes.",
-                seq, detail));
+    fail(ErrorCode::mismatch,
+         detail::format(
+             "collective call mismatch at Team call #{}:{}\nEvery rank must make the same Team calls (barrier, "
+             "allgather, broadcast, allocate, free) in the same order with the same sizes.",
+             seq, detail));
     return;
   }
   const wire::Request& first = arrivals.begin()->second.request;
@@ -329,7 +344,8 @@ void Hub::State::complete_round() {
   } else if (first.op == wire::Op::broadcast) {
     result = arrivals[first.root].payload;
     if (result.size() != first.bytes) {
-      fail(detail::format("broadcast #{}: root {} sent {} bytes, expected {}", seq, first.root, result.size(), first.bytes));
+      fail(ErrorCode::mismatch, detail::format("broadcast #{}: root {} sent {} bytes, expected {}", seq, first.root,
+                                               result.size(), first.bytes));
       return;
     }
   }
@@ -338,20 +354,22 @@ void Hub::State::complete_round() {
   ++seq;
 }
 
-void Hub::State::fail(const std::string& reason) {
+void Hub::State::fail(ErrorCode code, const std::string& reason) {
   {
     std::lock_guard lock(mutex);
     if (!failure.empty()) return;
     failure = reason;
+    failure_code = code;
   }
   changed.notify_all();
-  for (auto& [rank, a] : arrivals) reply(rank, 1, a.request.seq, reason);
+  const std::int32_t status = wire::status_of(code);
+  for (auto& [rank, a] : arrivals) reply(rank, status, a.request.seq, reason);
   // The ranks not waiting on us hear it too, unasked (call number 0): one blocked on a flag that
   // a dead rank will never signal learns it through the job watch of its host wait.
   constexpr std::size_t kMaxNotice = 4096;  // small enough to sit in any socket buffer unread
   const std::string notice = reason.size() <= kMaxNotice ? reason : reason.substr(0, kMaxNotice) + " [...]";
   for (int rank = 0; rank < options.world_size; ++rank)
-    if (connection_of_rank[rank] >= 0 && arrivals.count(rank) == 0) reply(rank, 1, 0, notice);
+    if (connection_of_rank[rank] >= 0 && arrivals.count(rank) == 0) reply(rank, status, 0, notice);
   arrivals.clear();
 }
 
@@ -363,7 +381,7 @@ void Hub::State::drop(std::size_t index, const std::string& why_if_rank_lost) {
   if (rank < 0) return;
   connection_of_rank[rank] = -1;
   mark_gone(rank);
-  if (!left[rank]) fail(detail::format("{} {}", rank_label[rank], why_if_rank_lost));
+  if (!left[rank]) fail(ErrorCode::peer_lost, detail::format("{} {}", rank_label[rank], why_if_rank_lost));
 }
 
 void Hub::State::reply(int rank, int status, std::uint64_t seq_number, const std::string& payload) {
@@ -390,10 +408,12 @@ void Hub::State::check_deadlines() {
   std::string never;
   for (int r : missing)
     if (connection_of_rank[r] < 0) never += detail::format(" rank {} never connected.", r);
-  fail(detail::format("{} did not arrive at Team call #{} ({}) within {} s; {} waited.{} Is a rank stuck, or did it skip the "
-              "call? Raise APERTURE_TIMEOUT if it is only slow.",
-              rank_list(missing), seq, describe(arrivals.begin()->second.request),
-              std::chrono::duration<double>(options.timeout).count(), rank_list(waiting), never));
+  fail(ErrorCode::timeout,
+       detail::format(
+           "{} did not arrive at Team call #{} ({}) within {} s; {} waited.{} Is a rank stuck, or did it skip the "
+           "call? Raise APERTURE_TIMEOUT if it is only slow.",
+           rank_list(missing), seq, describe(arrivals.begin()->second.request),
+           std::chrono::duration<double>(options.timeout).count(), rank_list(waiting), never));
 }
 
 }  // namespace aperture::detail

@@ -9,6 +9,7 @@
 #include "aperture/error.h"
 #include "bootstrap/hub.h"
 #include "bootstrap/wire.h"
+#include "bootstrap/wire_status.h"
 #include "detail/format.h"
 
 namespace aperture::detail {
@@ -50,7 +51,9 @@ void SoloTransport::allgather(const void* mine, void* all, std::size_t bytes_eac
 }
 
 void SoloTransport::broadcast(void*, std::size_t, int root) {
-  if (root != 0) throw Error(detail::format("broadcast: root {} is out of range; this team has one rank (rank 0)", root));
+  if (root != 0)
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("broadcast: root {} is out of range; this team has one rank (rank 0)", root));
 }
 
 HubClient::HubClient(const std::string& address, int rank, int world_size, const std::string& token,
@@ -60,7 +63,9 @@ HubClient::HubClient(const std::string& address, int rank, int world_size, const
   // The hub checks our uid; we check its uid too, so the job token is never handed to a process
   // of another user (abstract names cannot be squatted in advance, but this costs nothing).
   if (!peer_is_same_user(fd_.get()))
-    throw Error(detail::format("rank {}: the process listening at {} runs as another user; refusing to join its job (is "
+    throw Error(
+        ErrorCode::mismatch,
+        detail::format("rank {}: the process listening at {} runs as another user; refusing to join its job (is "
                        "APERTURE_HUB from another user's job?)",
                        rank, address));
   wire::Hello hello;
@@ -76,13 +81,15 @@ HubClient::HubClient(const std::string& address, int rank, int world_size, const
   else if (!read_all(fd_.get(), &answer, sizeof answer)) failure = "closed the connection without answering the hello";
   else if (answer.magic != wire::kMagic) failure = "answered the hello with something that is not an aperture hub";
   if (failure != nullptr)
-    throw Error(detail::format("rank {}: the rendezvous hub at {} {}: the launcher, or rank 0 that hosts the hub, "
+    throw Error(ErrorCode::peer_lost,
+                detail::format("rank {}: the rendezvous hub at {} {}: the launcher, or rank 0 that hosts the hub, "
                                "exited or was killed (or the address is not this job's hub)",
                                rank, address, failure));
   if (answer.status != 0) {
     std::string text(std::min<std::uint64_t>(answer.text_bytes, 4096), '\0');
     read_all(fd_.get(), text.data(), text.size());
-    throw Error(detail::format("rank {}: the rendezvous hub at {} refused this rank: {}", rank, address, text));
+    throw Error(ErrorCode::mismatch,
+                detail::format("rank {}: the rendezvous hub at {} refused this rank: {}", rank, address, text));
   }
   auto& w = watched();
   std::lock_guard lock(w.mutex);
@@ -122,6 +129,7 @@ std::string HubClient::poll_failure() {
   // Between calls the hub only speaks to say the job failed, or closes because it is gone.
   wire::Reply notice;
   if (!read_all(fd_.get(), &notice, sizeof notice)) {
+    broken_code_ = ErrorCode::peer_lost;
     broken_ = detail::format("rank {}: lost the connection to the rendezvous hub at {} (the launcher, or rank 0 that "
                              "hosts it, exited or was killed)",
                              rank_, address_);
@@ -133,6 +141,7 @@ std::string HubClient::poll_failure() {
 
 std::string HubClient::take_notice(const wire::Reply& notice) {
   if (notice.magic != wire::kMagic || notice.seq != 0 || notice.status == 0 || notice.payload_bytes > kMaxErrorText) {
+    broken_code_ = ErrorCode::mismatch;
     broken_ = detail::format("rank {}: the rendezvous hub at {} sent something that is not an answer (magic {:#x}, "
                              "call #{}, status {}, {} bytes); is APERTURE_HUB (or MASTER_ADDR/MASTER_PORT) this job's hub?",
                              rank_, address_, notice.magic, notice.seq, notice.status, notice.payload_bytes);
@@ -140,15 +149,18 @@ std::string HubClient::take_notice(const wire::Reply& notice) {
   }
   std::string text(notice.payload_bytes, '\0');
   if (!read_all(fd_.get(), text.data(), text.size())) text = "(the rest of the reason was lost with the connection)";
+  broken_code_ = wire::code_of_status(notice.status);
   broken_ = detail::format("rank {}: the job failed: {}", rank_, text);
   return broken_;
 }
 
 std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* payload, std::uint64_t payload_bytes) {
   std::lock_guard io(io_mutex_);
-  if (!broken_.empty()) throw Error(broken_);
+  if (!broken_.empty()) throw Error(broken_code_, broken_);
   if (bytes > wire::kMaxPayload)
-    throw Error(detail::format("rank {}: Team {} of {} bytes exceeds the rendezvous limit of {} bytes per rank; the Team "
+    throw Error(
+        ErrorCode::invalid_argument,
+        detail::format("rank {}: Team {} of {} bytes exceeds the rendezvous limit of {} bytes per rank; the Team "
                        "carries set-up data, move bulk data through symmetric memory",
                        rank_, wire::op_name(static_cast<wire::Op>(op)), bytes, wire::kMaxPayload));
   wire::Request request;
@@ -159,24 +171,29 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
   request.payload_bytes = payload_bytes;
   const char* name = wire::op_name(request.op);
   auto lost = [&](const char* what) {
+    broken_code_ = ErrorCode::peer_lost;
     broken_ = detail::format("rank {}: {} #{} failed: {} the rendezvous hub at {} (the launcher, or rank 0 that hosts it, "
                      "exited or was killed)",
                      rank_, name, request.seq, what, address_);
-    return Error(broken_);
+    return Error(broken_code_, broken_);
   };
   std::string message(sizeof request + payload_bytes, '\0');
   std::memcpy(message.data(), &request, sizeof request);
   if (payload_bytes != 0) std::memcpy(message.data() + sizeof request, payload, payload_bytes);
   if (!write_all(fd_.get(), message.data(), message.size())) throw lost("cannot write to");
   if (!wait_readable(fd_.get(), timeout_ + kHubMargin)) {
+    broken_code_ = ErrorCode::timeout;
     broken_ = detail::format("rank {}: {} #{} got no answer from the rendezvous hub at {} within {} s", rank_, name,
                      request.seq, address_, std::chrono::duration<double>(timeout_ + kHubMargin).count());
-    throw Error(broken_);
+    throw Error(broken_code_, broken_);
   }
   wire::Reply reply;
   if (!read_all(fd_.get(), &reply, sizeof reply)) throw lost("lost the connection to");
   // The job failed while this rank was away; the hub told us unasked, before any answer.
-  if (reply.seq == 0 && reply.magic == wire::kMagic && reply.status != 0) throw Error(take_notice(reply));
+  if (reply.seq == 0 && reply.magic == wire::kMagic && reply.status != 0) {
+    std::string notice = take_notice(reply);
+    throw Error(broken_code_, notice);
+  }
   // A result has exactly the size the call implies, an error text is short: anything else is
   // not our hub talking, and nothing of that size is allocated.
   const std::uint64_t expected = request.op == wire::Op::allgather   ? bytes * static_cast<std::uint64_t>(world_size_)
@@ -184,16 +201,18 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
                                                                      : 0;
   if (reply.magic != wire::kMagic || reply.seq != request.seq ||
       (reply.status == 0 ? reply.payload_bytes != expected : reply.payload_bytes > kMaxErrorText)) {
+    broken_code_ = ErrorCode::mismatch;
     broken_ = detail::format("rank {}: {} #{} got a malformed answer from the rendezvous hub at {} (magic {:#x}, call #{}, "
                      "status {}, {} bytes); is APERTURE_HUB (or MASTER_ADDR/MASTER_PORT) this job's hub?",
                      rank_, name, request.seq, address_, reply.magic, reply.seq, reply.status, reply.payload_bytes);
-    throw Error(broken_);
+    throw Error(broken_code_, broken_);
   }
   std::string result(reply.payload_bytes, '\0');
   if (!read_all(fd_.get(), result.data(), result.size())) throw lost("lost the connection to");
   if (reply.status != 0) {
+    broken_code_ = wire::code_of_status(reply.status);
     broken_ = detail::format("rank {}: Team {} (call #{}) failed: {}", rank_, name, request.seq, result);
-    throw Error(broken_);
+    throw Error(broken_code_, broken_);
   }
   return result;
 }

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "aperture/error.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 
@@ -62,6 +63,7 @@ class HubClient final : public TeamTransport {
   std::uint64_t seq_ = 0;
   Fd fd_;
   std::string broken_;  // set once the connection failed; every later call repeats it
+  ErrorCode broken_code_ = ErrorCode::internal;  // what kind of failure broken_ is
   std::unique_ptr<Hub> hub_;
   // Held through each call's exchange and by poll_failure (which only tries it): a host wait in
   // one thread never reads the connection while another thread's Team call does.

@@ -18,25 +18,18 @@
 #include <string_view>
 
 #include "aperture/error.h"
+#include "common/mpi_check.h"
 #include "detail/format.h"
 
 namespace aperture::detail {
 
 namespace {
 
-std::string mpi_error_text(int code) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return detail::format("MPI error code {}", code);
-  return std::string(text, static_cast<std::size_t>(length));
-}
+// What a failed bootstrap call asks the user to check.
+constexpr std::string_view kBootstrapHint =
+    "; check that every rank was started by the same mpirun and that no rank has exited";
 
-void check_mpi(int code, std::string_view call) {
-  if (code == MPI_SUCCESS) return;
-  throw Error(detail::format("{} failed: {} (MPI error {}); check that every rank was started by the same mpirun and that "
-                     "no rank has exited",
-                     call, mpi_error_text(code), code));
-}
+void check_bootstrap_mpi(int code, std::string_view call) { detail::check_mpi(code, call, kBootstrapHint); }
 
 struct MpiState {
   std::mutex mutex;
@@ -92,8 +85,8 @@ void prepare_environment_for_oshmem() {
 
 MPI_Comm bootstrap_comm(MpiState& s) {
   if (s.comm == MPI_COMM_NULL) {
-    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.comm), "MPI_Comm_dup(MPI_COMM_WORLD)");
-    check_mpi(MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_bootstrap_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.comm), "MPI_Comm_dup(MPI_COMM_WORLD)");
+    check_bootstrap_mpi(MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   }
   return s.comm;
 }
@@ -108,19 +101,20 @@ MpiWorld mpi_world() {
   MPI_Initialized(&initialised);
   MPI_Finalized(&finalised);
   if (finalised)
-    throw Error("MPI was already finalized in this process, so it cannot bootstrap a Team; create the Team (and "
+    throw Error(ErrorCode::unavailable,
+                "MPI was already finalized in this process, so it cannot bootstrap a Team; create the Team (and "
                 "its providers) before MPI_Finalize or shmem_finalize");
   if (!initialised) {
     prepare_environment_for_oshmem();
     int provided = MPI_THREAD_SINGLE;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
-              "MPI_Init_thread(MPI_THREAD_MULTIPLE)");
+    check_bootstrap_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
+                        "MPI_Init_thread(MPI_THREAD_MULTIPLE)");
     s.we_initialised = true;
     register_finalize_at_exit();
   }
   MpiWorld world;
-  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank), "MPI_Comm_rank(MPI_COMM_WORLD)");
-  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world.size), "MPI_Comm_size(MPI_COMM_WORLD)");
+  check_bootstrap_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank), "MPI_Comm_rank(MPI_COMM_WORLD)");
+  check_bootstrap_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world.size), "MPI_Comm_size(MPI_COMM_WORLD)");
   return world;
 }
 
@@ -128,16 +122,17 @@ std::string mpi_broadcast_from_rank0(const std::string& value) {
   MpiState& s = state();
   std::lock_guard lock(s.mutex);
   if (!active())
-    throw Error("mpi_broadcast_from_rank0: MPI is not active (not initialised, or already finalized); call "
+    throw Error(ErrorCode::unavailable,
+                "mpi_broadcast_from_rank0: MPI is not active (not initialised, or already finalized); call "
                 "mpi_world() first");
   const MPI_Comm comm = bootstrap_comm(s);
   std::uint64_t length = value.size();
-  check_mpi(MPI_Bcast(&length, 1, MPI_UINT64_T, 0, comm), "MPI_Bcast of the bootstrap message length");
+  check_bootstrap_mpi(MPI_Bcast(&length, 1, MPI_UINT64_T, 0, comm), "MPI_Bcast of the bootstrap message length");
   std::string result = value;
   result.resize(length);
   if (length > 0)
-    check_mpi(MPI_Bcast(result.data(), static_cast<int>(length), MPI_CHAR, 0, comm),
-              detail::format("MPI_Bcast of the {}-byte bootstrap message", length));
+    check_bootstrap_mpi(MPI_Bcast(result.data(), static_cast<int>(length), MPI_CHAR, 0, comm),
+                        detail::format("MPI_Bcast of the {}-byte bootstrap message", length));
   return result;
 }
 

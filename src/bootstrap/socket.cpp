@@ -57,7 +57,7 @@ std::string random_hex(std::size_t bytes) {
   std::size_t got = 0;
   while (got < bytes) {
     const ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
-    if (n < 0 && errno != EINTR) throw Error("getrandom failed: " + errno_text(errno));
+    if (n < 0 && errno != EINTR) throw Error(ErrorCode::system, "getrandom failed: " + errno_text(errno), "getrandom");
     if (n > 0) got += static_cast<std::size_t>(n);
   }
   static const char digits[] = "0123456789abcdef";
@@ -73,7 +73,8 @@ std::string random_hex(std::size_t bytes) {
 std::pair<std::string, std::string> split_host_port(const std::string& text, const std::string& whole) {
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    throw Error(detail::format("malformed hub address '{}': expected unix:@name or tcp:host:port", whole));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("malformed hub address '{}': expected unix:@name or tcp:host:port", whole));
   return {text.substr(0, colon), text.substr(colon + 1)};
 }
 
@@ -83,13 +84,15 @@ std::string make_random_hex(std::size_t bytes) { return random_hex(bytes); }
 
 Listener listen_unix() {
   Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) throw Error("socket(AF_UNIX) failed: " + errno_text(errno));
+  if (!fd) throw Error(ErrorCode::system, "socket(AF_UNIX) failed: " + errno_text(errno), "socket");
   const std::string name = "aperture-" + random_hex(12);
   socklen_t length = 0;
   const sockaddr_un address = abstract_address(name, &length);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0)
-    throw Error(detail::format("bind(abstract unix socket @{}) failed: {}", name, errno_text(errno)));
-  if (::listen(fd.get(), 1024) != 0) throw Error("listen(unix) failed: " + errno_text(errno));
+    throw Error(ErrorCode::system, detail::format("bind(abstract unix socket @{}) failed: {}", name, errno_text(errno)),
+                "bind");
+  if (::listen(fd.get(), 1024) != 0)
+    throw Error(ErrorCode::system, "listen(unix) failed: " + errno_text(errno), "listen");
   return Listener{std::move(fd), "unix:@" + name};
 }
 
@@ -101,7 +104,9 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found); rc != 0)
-    throw Error(detail::format("cannot resolve '{}' to listen on: {}; check MASTER_ADDR", host, ::gai_strerror(rc)));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("cannot resolve '{}' to listen on: {}; check MASTER_ADDR", host, ::gai_strerror(rc)),
+                "getaddrinfo");
   std::string last_error = "no address";
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
     Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
@@ -121,8 +126,10 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
     return Listener{std::move(fd), detail::format("tcp:{}:{}", advertise_host, bound_port)};
   }
   ::freeaddrinfo(found);
-  throw Error(detail::format("cannot listen on {}:{}: {}; is MASTER_PORT already in use by another job?", host, port,
-                     last_error));
+  throw Error(ErrorCode::system,
+              detail::format("cannot listen on {}:{}: {}; is MASTER_PORT already in use by another job?", host, port,
+                             last_error),
+              "bind");
 }
 
 Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point deadline) {
@@ -131,10 +138,11 @@ Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point 
   for (;;) {
     if (address.rfind("unix:@", 0) == 0) {
       Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (!fd) throw Error("socket(AF_UNIX) failed: " + errno_text(errno));
+      if (!fd) throw Error(ErrorCode::system, "socket(AF_UNIX) failed: " + errno_text(errno), "socket");
       const std::string name = address.substr(6);
       if (name.empty() || name.size() > sizeof(sockaddr_un::sun_path) - 1)
-        throw Error(detail::format("malformed hub address '{}': the socket name is empty or too long", address));
+        throw Error(ErrorCode::invalid_argument,
+                    detail::format("malformed hub address '{}': the socket name is empty or too long", address));
       socklen_t length = 0;
       const sockaddr_un target = abstract_address(name, &length);
       if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target), length) == 0) return fd;
@@ -161,10 +169,13 @@ Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point 
         ::freeaddrinfo(found);
       }
     } else {
-      throw Error(detail::format("malformed hub address '{}': expected unix:@name or tcp:host:port", address));
+      throw Error(ErrorCode::invalid_argument,
+                  detail::format("malformed hub address '{}': expected unix:@name or tcp:host:port", address));
     }
     if (std::chrono::steady_clock::now() >= deadline)
-      throw Error(detail::format("cannot reach the rendezvous hub at {}: {}; is rank 0 (or the launcher) running, and are "
+      throw Error(
+          ErrorCode::peer_lost,
+          detail::format("cannot reach the rendezvous hub at {}: {}; is rank 0 (or the launcher) running, and are "
                          "MASTER_ADDR/MASTER_PORT right?",
                          address, last_error));
     std::this_thread::sleep_for(pause);

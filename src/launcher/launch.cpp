@@ -12,6 +12,9 @@
 #include "launcher/args.h"
 #include "launcher/program_path.h"
 
+#include "bootstrap/launcher.h"  // who started this process
+#include "common/env.h"
+
 namespace aperture::launcher {
 
 const char* const kLaunchUsage =
@@ -41,8 +44,8 @@ const char* const kLaunchUsage =
     "example: aperture launch -n 4 -- ./my_program --size 1M\n";
 
 bool started_as_a_rank() {
-  return std::getenv("APERTURE_HUB") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
-         (std::getenv("WORLD_SIZE") != nullptr && std::getenv("MASTER_ADDR") != nullptr);
+  // Decided as Team::from_env decides it, so a rank never tries to launch a job of its own.
+  return detail::detect_launcher(env::process()) != detail::Launcher::single;
 }
 
 void launch_note(const std::string& message) {

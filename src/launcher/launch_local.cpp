@@ -65,12 +65,6 @@ std::string plural(std::size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-// aperture::Error messages start with "aperture: "; after "aperture launch: " once is enough.
-std::string strip_library_prefix(std::string message) {
-  if (message.rfind("aperture: ", 0) == 0) message.erase(0, 10);
-  return message;
-}
-
 std::string seconds_text(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%g s", seconds);
@@ -345,8 +339,8 @@ int run_local_launch(const LaunchOptions& options) {
   std::unique_ptr<detail::Hub> hub;
   try {
     hub_options.timeout = std::chrono::milliseconds(static_cast<long long>(detail::timeout_seconds() * 1000.0));
-  } catch (const std::exception& e) {
-    launch_note(strip_library_prefix(e.what()));
+  } catch (const Error& e) {
+    launch_note(std::string(e.detail()));  // after "aperture launch: ", no second "aperture: "
     return kExitUsage;
   }
   try {

@@ -35,6 +35,8 @@
 #include "launcher/program_path.h"
 #include "launcher/wait_status.h"
 
+#include "common/env.h"  // the variables `aperture launch` sets
+
 namespace aperture::launcher {
 
 namespace {
@@ -46,8 +48,7 @@ constexpr auto kGrace = std::chrono::seconds(5);
 
 // Variables of an enclosing `aperture launch` would make the ranks' Team join that job instead
 // of MPI's.
-const std::vector<std::string> kLauncherVariables = {"APERTURE_RANK",       "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK",
-                                                     "APERTURE_LOCAL_SIZE", "APERTURE_HUB",        "APERTURE_JOB_TOKEN"};
+const std::vector<std::string> kLauncherVariables = env::launcher_variables();
 
 // Writes each tagged piece of a line from mpirun to the stream its tag names, as "[rank R] text".
 LineForwarder::LineHandler untag_lines(OutputSink& out, OutputSink& err, bool mpirun_stdout, bool prefix_stdout) {

@@ -48,11 +48,13 @@ class LiveAllocations {
     const std::uint64_t number = found == live_.end() ? 0 : found->second.number;
     team.check_same(detail::format("{} free", who), {{"allocation_number", number}, {"bytes", allocation.bytes}});
     if (freed_before)
-      throw Error(detail::format("{} free: the allocation at {} was already freed (through a copy of this "
+      throw Error(ErrorCode::invalid_argument,
+                  detail::format("{} free: the allocation at {} was already freed (through a copy of this "
                                  "Allocation); it would be freed twice: free each allocation once",
                                  who, allocation.ptr));
     if (found == live_.end())
-      throw Error(detail::format("{} free: {} is not a live allocation of this provider (freed twice, or allocated by "
+      throw Error(ErrorCode::invalid_argument,
+                  detail::format("{} free: {} is not a live allocation of this provider (freed twice, or allocated by "
                                  "another provider); free each allocation once, with the provider that made it",
                                  who, allocation.ptr));
     Entry entry = std::move(found->second);
@@ -90,7 +92,8 @@ class LiveAllocations {
 
  private:
   static Error overlap(std::string_view who, const void* ptr, std::size_t bytes, const SymmetricAddressMap& map) {
-    return Error(detail::format("{} symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation [{:#x}, "
+    return Error(ErrorCode::invalid_argument,
+                 detail::format("{} symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation [{:#x}, "
                                 "+{} bytes) but does not lie inside it; describe a range within one allocation",
                                 who, ptr, bytes, map.allocation_base, map.allocation_bytes));
   }

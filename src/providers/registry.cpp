@@ -14,17 +14,19 @@ ProviderEntry not_compiled_entry(const std::string& name, const std::string& rea
   entry.name = name;
   entry.status = [name, reason] { return ProviderStatus{name, false, false, reason}; };
   entry.make = [name, reason](Team&) -> std::unique_ptr<Provider> {
-    throw Error(detail::format("provider '{}' cannot run here: {}", name, reason));
+    throw Error(ErrorCode::unavailable, detail::format("provider '{}' cannot run here: {}", name, reason));
   };
   return entry;
 }
 
 void check_allocation_request(std::string_view provider, std::size_t bytes, std::size_t alignment) {
   if (alignment == 0 || !std::has_single_bit(alignment))
-    throw Error(detail::format("{} allocate: alignment {} is not a power of two; pass e.g. 256", provider, alignment));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{} allocate: alignment {} is not a power of two; pass e.g. 256", provider, alignment));
   if (bytes > (std::size_t{1} << 48))
-    throw Error(detail::format("{} allocate: {} bytes is larger than any machine's memory; check the size computation",
-                       provider, bytes));
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{} allocate: {} bytes is larger than any machine's memory; check the size computation",
+                               provider, bytes));
 }
 
 namespace {
@@ -114,17 +116,19 @@ std::unique_ptr<Provider> make_provider(std::string_view requested, Team& team) 
                     {{"known", found != nullptr ? 1 : 0}, {"available", status.available ? 1 : 0}});
   } catch (const Error& mismatch) {
     if (found == nullptr || status.available) throw;
-    throw Error(detail::format("{}\nOn this rank (rank {}) provider '{}' is not available: {}",
-                               std::string_view(mismatch.what()).substr(10), team.rank(), name, status.reason));
+    throw Error(mismatch.code(), detail::format("{}\nOn this rank (rank {}) provider '{}' is not available: {}",
+                                                mismatch.detail(), team.rank(), name, status.reason));
   }
   if (found != nullptr) {
     if (!status.available)
-      throw Error(detail::format("provider '{}' is not available here: {}", name, status.reason));
+      throw Error(ErrorCode::unavailable,
+                  detail::format("provider '{}' is not available here: {}", name, status.reason));
     return found->make(team);
   }
   std::string available;
   for (const auto& n : available_providers()) available += (available.empty() ? "" : ", ") + n;
-  throw Error(detail::format("unknown provider '{}'; available here: {} (and \"default\"); `aperture info` lists every "
+  throw Error(ErrorCode::invalid_argument,
+              detail::format("unknown provider '{}'; available here: {} (and \"default\"); `aperture info` lists every "
                              "provider with the reason it is or is not available",
                              name, available.empty() ? "none" : available));
 }

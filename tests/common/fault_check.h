@@ -2,7 +2,7 @@
 // MODE argument, a team of at least two ranks, and the verdict line on the error each rank got.
 //
 // A rank prints "fault-check ok (MODE, rank R): <message>" and exits 0 when the message holds
-// every expected part, or "fault-check FAILED (MODE, rank R): ..." and exits 1 otherwise, so a
+// every expected part (and the error has the expected code), or "fault-check FAILED (MODE, rank R): ..." and exits 1 otherwise, so a
 // wrong message or silent success fails the test (a hang is caught by the timeouts).
 #pragma once
 
@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 namespace test {
@@ -25,6 +26,19 @@ inline int expect_error(const std::string& mode, int rank, const std::string& me
     }
   std::printf("fault-check ok (%s, rank %d): %s\n", mode.c_str(), rank, message.c_str());
   return 0;
+}
+
+// As above, and the error's code must be `expected` (`got` is nullopt when nothing was thrown).
+inline int expect_error(const std::string& mode, int rank, const std::string& message,
+                        std::optional<aperture::ErrorCode> got, aperture::ErrorCode expected,
+                        std::initializer_list<std::string> needles) {
+  if (got != expected) {
+    std::fprintf(stderr, "fault-check FAILED (%s, rank %d): expected code %s, got %s: %s\n", mode.c_str(), rank,
+                 std::string(aperture::to_string(expected)).c_str(),
+                 got ? std::string(aperture::to_string(*got)).c_str() : "no error", message.c_str());
+    return 1;
+  }
+  return expect_error(mode, rank, message, needles);
 }
 
 // Runs `fault(mode, team)` on this rank and returns its exit status; 2 when the arguments are not

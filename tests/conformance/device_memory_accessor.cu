@@ -5,7 +5,7 @@
 
 #include "memory_accessor.h"
 #include "peer_operations.h"
-#include "providers/cuda/cuda_check.h"  // APERTURE_CUDA_CHECK: the library's CUDA error translation
+#include "common/cuda_check.h"  // APERTURE_CUDA_CHECK: the library's CUDA error translation
 
 namespace conformance {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "../common/env_override.h"
 #include "provider_fixture.h"
-#include "providers/cuda/cuda_check.h"  // APERTURE_CUDA_CHECK, APERTURE_CUDA_TRY
+#include "common/cuda_check.h"  // APERTURE_CUDA_CHECK, APERTURE_CUDA_TRY
 
 namespace conformance {
 namespace {

@@ -16,15 +16,23 @@
 
 #include "../common/env_override.h"
 #include "../multirank/world.h"
+#include "bootstrap/launcher.h"  // who started this process
 
 namespace {
 
-using test::error_of;
+using aperture::ErrorCode;
+using test::refusal_of;
 using test::world;
 
 void expect_mentions(const std::string& message, std::initializer_list<std::string> needles) {
   EXPECT_NE(message, "(no error)");
   for (const auto& needle : needles) EXPECT_NE(message.find(needle), std::string::npos) << "'" << needle << "' in: " << message;
+}
+
+// A refusal of the kind `code` whose message mentions every needle.
+void expect_refused(ErrorCode code, const test::Refusal& refusal, std::initializer_list<std::string> needles) {
+  expect_mentions(refusal.message, needles);
+  EXPECT_EQ(refusal.code, code) << "code of: " << refusal.message;
 }
 
 class BadInput : public ::testing::Test {
@@ -57,30 +65,34 @@ class BadInput : public ::testing::Test {
 TEST_F(BadInput, DifferentAlignmentsOnDifferentRanks) {
   if (n_ < 2) GTEST_SKIP() << "a mismatch needs two ranks";
   const std::size_t alignment = me_ == last_ ? 512 : 256;
-  expect_mentions(error_of([&] { provider_->allocate(4096, alignment); }),
-                  {"mismatch", "alignment=512", "alignment=256", "rank " + std::to_string(last_)});
+  expect_refused(ErrorCode::mismatch, refusal_of([&] { provider_->allocate(4096, alignment); }),
+                 {"mismatch", "alignment=512", "alignment=256", "rank " + std::to_string(last_)});
 }
 
 TEST_F(BadInput, BadAlignmentOnOneRankFailsEveryRankAtOnce) {
   // The bad rank is refused after the comparison, not before it: the others must not wait for it.
   if (n_ < 2) GTEST_SKIP() << "needs two ranks";
   const std::size_t alignment = me_ == last_ ? 3 : 256;
-  expect_mentions(error_of([&] { provider_->allocate(4096, alignment); }), {"mismatch", "alignment=3"});
+  expect_refused(ErrorCode::mismatch, refusal_of([&] { provider_->allocate(4096, alignment); }),
+                 {"mismatch", "alignment=3"});
 }
 
 TEST_F(BadInput, BadAlignmentEverywhereIsNamed) {
-  expect_mentions(error_of([&] { provider_->allocate(64, 3); }), {"alignment 3 is not a power of two"});
-  expect_mentions(error_of([&] { provider_->allocate(64, 0); }), {"alignment 0 is not a power of two"});
-  expect_mentions(error_of([&] { provider_->allocate(64, std::size_t{4} << 20); }),
-                  {"alignment 4194304 exceeds the largest"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { provider_->allocate(64, 3); }),
+                 {"alignment 3 is not a power of two"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { provider_->allocate(64, 0); }),
+                 {"alignment 0 is not a power of two"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { provider_->allocate(64, std::size_t{4} << 20); }),
+                 {"alignment 4194304 exceeds the largest"});
 }
 
 TEST_F(BadInput, AbsurdSizesAreErrorsNotCrashes) {
-  expect_mentions(error_of([&] { provider_->allocate(std::numeric_limits<std::size_t>::max()); }),
-                  {"larger than any machine's memory"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { provider_->allocate(std::numeric_limits<std::size_t>::max()); }),
+                 {"larger than any machine's memory"});
   // Larger than the heap but plausible: out of memory, said as such, with the fix.
-  expect_mentions(error_of([&] { provider_->allocate(std::size_t{1} << 40); }),
-                  {"no free block of 1099511627776 bytes", "APERTURE_HEAP_SIZE"});
+  expect_refused(ErrorCode::out_of_memory, refusal_of([&] { provider_->allocate(std::size_t{1} << 40); }),
+                 {"no free block of 1099511627776 bytes", "APERTURE_HEAP_SIZE"});
 }
 
 TEST_F(BadInput, ZeroBytesIsAnAllocationWithNoRoomInIt) {
@@ -92,8 +104,9 @@ TEST_F(BadInput, ZeroBytesIsAnAllocationWithNoRoomInIt) {
   const int next = (me_ + 1) % n_;
   EXPECT_EQ(aperture::checked_translate(empty.map, empty.as<char>(), next, 0),
             aperture::translate(empty.as<char>(), me_, next, empty.map.peer_bases()));
-  expect_mentions(error_of([&] { aperture::checked_translate(empty.map, empty.as<char>(), next, 1); }),
-                  {"not inside this allocation"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { aperture::checked_translate(empty.map, empty.as<char>(), next, 1); }),
+                 {"not inside this allocation"});
   world().allgather(nullptr, nullptr, 0);  // a zero-byte Team call is a pure synchronisation
   provider_->free(empty);
 }
@@ -101,11 +114,13 @@ TEST_F(BadInput, ZeroBytesIsAnAllocationWithNoRoomInIt) {
 TEST_F(BadInput, RankOutOfRange) {
   aperture::Allocation a = provider_->allocate(256);
   for (int bad : {-1, n_, n_ + 100})
-    expect_mentions(error_of([&] { aperture::checked_translate(a.map, a.as<char>(), bad); }),
-                    {"to_rank " + std::to_string(bad) + " is out of range", "0.." + std::to_string(n_ - 1)});
+    expect_refused(ErrorCode::invalid_argument,
+                   refusal_of([&] { aperture::checked_translate(a.map, a.as<char>(), bad); }),
+                   {"to_rank " + std::to_string(bad) + " is out of range", "0.." + std::to_string(n_ - 1)});
   EXPECT_FALSE(a.map.is_direct(n_));
   EXPECT_FALSE(a.map.peer_view().is_direct(-1));
-  expect_mentions(error_of([&] { world().broadcast(nullptr, 0, n_); }), {"root " + std::to_string(n_) + " is out of range"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { world().broadcast(nullptr, 0, n_); }),
+                 {"root " + std::to_string(n_) + " is out of range"});
   EXPECT_FALSE(world().same_node(n_));
   provider_->free(a);
 }
@@ -113,20 +128,27 @@ TEST_F(BadInput, RankOutOfRange) {
 TEST_F(BadInput, PointerOrRangeNotOwnedByTheMap) {
   aperture::Allocation a = provider_->allocate(256);
   int on_the_stack = 0;
-  expect_mentions(error_of([&] { aperture::checked_translate(a.map, &on_the_stack, me_); }), {"not inside this allocation"});
-  expect_mentions(error_of([&] { aperture::checked_translate(a.map, a.as<char>() + 200, me_, 100); }),
-                  {"not inside this allocation"});
-  expect_mentions(error_of([&] { provider_->symmetric_address_map(&on_the_stack, sizeof on_the_stack); }),
-                  {"is not memory of this shm provider's heap"});
-  expect_mentions(error_of([&] { provider_->symmetric_address_map(nullptr, 1); }), {"is not memory"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { aperture::checked_translate(a.map, &on_the_stack, me_); }),
+                 {"not inside this allocation"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { aperture::checked_translate(a.map, a.as<char>() + 200, me_, 100); }),
+                 {"not inside this allocation"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { provider_->symmetric_address_map(&on_the_stack, sizeof on_the_stack); }),
+                 {"is not memory of this shm provider's heap"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { provider_->symmetric_address_map(nullptr, 1); }),
+                 {"is not memory"});
   provider_->free(a);
 }
 
 TEST_F(BadInput, ViewRunningPastItsAllocation) {
   aperture::Allocation a = provider_->allocate(1000);
-  expect_mentions(error_of([&] { provider_->symmetric_address_map(a.as<char>() + 990, 11); }),
-                  {"not inside a live allocation", "running past the end"});
-  expect_mentions(error_of([&] { a.map.view_table(a.as<char>() + 990, 11); }), {"is not inside this allocation"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { provider_->symmetric_address_map(a.as<char>() + 990, 11); }),
+                 {"not inside a live allocation", "running past the end"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { a.map.view_table(a.as<char>() + 990, 11); }),
+                 {"is not inside this allocation"});
   EXPECT_NO_THROW(provider_->symmetric_address_map(a.as<char>() + 990, 10));
   provider_->free(a);
 }
@@ -135,13 +157,14 @@ TEST_F(BadInput, DoubleFreeOnEveryRank) {
   aperture::Allocation a = provider_->allocate(64);
   aperture::Allocation stale = a;
   provider_->free(a);
-  expect_mentions(error_of([&] { provider_->free(stale); }), {"already freed"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { provider_->free(stale); }), {"already freed"});
 }
 
 TEST_F(BadInput, FreeOfAPointerIntoTheMiddleOfAnAllocation) {
   aperture::Allocation a = provider_->allocate(256);
   aperture::Allocation inside{a.as<char>() + 64, 64, {}};
-  expect_mentions(error_of([&] { provider_->free(inside); }), {"not a live allocation", "middle of an allocation"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { provider_->free(inside); }),
+                 {"not a live allocation", "middle of an allocation"});
   provider_->free(a);
 }
 
@@ -153,9 +176,10 @@ TEST_F(BadInput, OneRankFreesSomethingElse) {
   aperture::Allocation stale = gone;
   provider_->free(gone);
   aperture::Allocation live = provider_->allocate(128);
-  const std::string message = error_of([&] { provider_->free(me_ == last_ ? stale : live); });
-  expect_mentions(message, {"mismatch", "shm free"});
-  if (me_ == last_) expect_mentions(message, {"already freed"});
+  const test::Refusal refusal = refusal_of([&] { provider_->free(me_ == last_ ? stale : live); });
+  // The rank that freed something else is told what it did wrong; the others that ranks differ.
+  expect_refused(me_ == last_ ? ErrorCode::invalid_argument : ErrorCode::mismatch, refusal, {"mismatch", "shm free"});
+  if (me_ == last_) expect_mentions(refusal.message, {"already freed"});
   EXPECT_NE(live.ptr, nullptr) << "a refused free leaves the allocation alone";
   provider_->free(live);
 }
@@ -163,10 +187,12 @@ TEST_F(BadInput, OneRankFreesSomethingElse) {
 TEST_F(BadInput, FreeOfAnotherProvidersAllocation) {
   auto other = aperture::make_provider("shm", world());  // a second heap: its own memory
   aperture::Allocation a = provider_->allocate(64);
-  expect_mentions(error_of([&] { other->free(a); }), {"is not memory of this shm provider's heap", "another provider"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { other->free(a); }),
+                 {"is not memory of this shm provider's heap", "another provider"});
   std::vector<char> not_ours(64);
   aperture::Allocation foreign{not_ours.data(), 64, {}};
-  expect_mentions(error_of([&] { provider_->free(foreign); }), {"is not memory of this shm provider's heap"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { provider_->free(foreign); }),
+                 {"is not memory of this shm provider's heap"});
   provider_->free(a);  // the rightful owner still can
 }
 
@@ -178,11 +204,15 @@ TEST_F(BadInput, UseAfterFreeOnTheCheckedPath) {
   provider_->free(a);
   EXPECT_EQ(a.ptr, nullptr) << "free resets the allocation it is given";
   EXPECT_TRUE(copy.map.freed());
-  expect_mentions(error_of([&] { aperture::checked_translate(copy.map, copy.as<char>(), next); }),
-                  {"freed", "use after free"});
-  expect_mentions(error_of([&] { copy.map.view_table(copy.ptr, 1); }), {"use after free"});
-  expect_mentions(error_of([&] { aperture::checked_translate(a.map, copy.as<char>(), next); }), {"map is empty"});
-  expect_mentions(error_of([&] { provider_->symmetric_address_map(copy.ptr, 1); }), {"not inside a live allocation"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { aperture::checked_translate(copy.map, copy.as<char>(), next); }),
+                 {"freed", "use after free"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { copy.map.view_table(copy.ptr, 1); }),
+                 {"use after free"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { aperture::checked_translate(a.map, copy.as<char>(), next); }), {"map is empty"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { provider_->symmetric_address_map(copy.ptr, 1); }),
+                 {"not inside a live allocation"});
 }
 
 TEST_F(BadInput, CollectiveCallsInADifferentOrder) {
@@ -191,11 +221,13 @@ TEST_F(BadInput, CollectiveCallsInADifferentOrder) {
   if (n_ < 2) GTEST_SKIP() << "needs two ranks";
   aperture::Allocation a = provider_->allocate(64);
   std::optional<aperture::Allocation> b;
-  const std::string message = error_of([&] {
-    if (me_ == last_) provider_->free(a);
-    else b = provider_->allocate(64);
+  const test::Refusal refusal = refusal_of([&] {
+    if (me_ == last_)
+      provider_->free(a);
+    else
+      b = provider_->allocate(64);
   });
-  expect_mentions(message, {"mismatch", "shm free", "shm allocate"});
+  expect_refused(ErrorCode::mismatch, refusal, {"mismatch", "shm free", "shm allocate"});
   EXPECT_FALSE(b.has_value());
   EXPECT_NE(a.ptr, nullptr);
   provider_->free(a);
@@ -204,15 +236,17 @@ TEST_F(BadInput, CollectiveCallsInADifferentOrder) {
 TEST_F(BadInput, DifferentProviderNamesOnDifferentRanks) {
   if (n_ < 2) GTEST_SKIP() << "needs two ranks";
   const std::string name = me_ == last_ ? "no-such-provider" : "shm";
-  expect_mentions(error_of([&] { aperture::make_provider(name, world()); }),
-                  {"mismatch", "make_provider(shm)", "make_provider(no-such-provider)"});
+  expect_refused(ErrorCode::mismatch, refusal_of([&] { aperture::make_provider(name, world()); }),
+                 {"mismatch", "make_provider(shm)", "make_provider(no-such-provider)"});
 }
 
 // mpi-window counts as available where the process was started by mpirun (OMPI_COMM_WORLD_SIZE
 // is set): setting that on the last rank only makes it available there and nowhere else.
 TEST_F(BadInput, AProviderAvailableOnSomeRanksOnlyFailsEveryRank) {
   if (n_ < 2) GTEST_SKIP() << "needs two ranks";
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) GTEST_SKIP() << "started by mpirun: available everywhere";
+  using aperture::detail::Launcher;
+  if (aperture::detail::has_launcher_variables(Launcher::mpirun, aperture::env::process()))
+    GTEST_SKIP() << "started by mpirun: available everywhere";
   if (me_ == last_) ::setenv("OMPI_COMM_WORLD_SIZE", std::to_string(n_).c_str(), 1);
   bool available_here = false;
   for (const auto& status : aperture::provider_statuses())
@@ -224,16 +258,17 @@ TEST_F(BadInput, AProviderAvailableOnSomeRanksOnlyFailsEveryRank) {
     if (me_ == last_) ::unsetenv("OMPI_COMM_WORLD_SIZE");
     GTEST_SKIP() << "mpi-window is not built here";
   }
-  const std::string message = error_of([&] { aperture::make_provider("mpi-window", world()); });
+  const test::Refusal refusal = refusal_of([&] { aperture::make_provider("mpi-window", world()); });
   if (me_ == last_) ::unsetenv("OMPI_COMM_WORLD_SIZE");
-  expect_mentions(message, {"mismatch", "make_provider(mpi-window)", "available=0", "available=1"});
+  expect_refused(ErrorCode::mismatch, refusal, {"mismatch", "make_provider(mpi-window)", "available=0", "available=1"});
   if (me_ != last_)
-    expect_mentions(message, {"On this rank (rank " + std::to_string(me_) + ") provider 'mpi-window' is not available"});
+    expect_mentions(refusal.message,
+                    {"On this rank (rank " + std::to_string(me_) + ") provider 'mpi-window' is not available"});
 }
 
 TEST_F(BadInput, UnknownProviderListsTheAvailableOnes) {
-  expect_mentions(error_of([&] { aperture::make_provider("shmem", world()); }),
-                  {"unknown provider 'shmem'", "available here: ", "shm", "aperture info"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { aperture::make_provider("shmem", world()); }),
+                 {"unknown provider 'shmem'", "available here: ", "shm", "aperture info"});
 }
 
 TEST_F(BadInput, KnownButUnavailableProviderSaysWhy) {
@@ -241,15 +276,15 @@ TEST_F(BadInput, KnownButUnavailableProviderSaysWhy) {
   for (const auto& status : aperture::provider_statuses())
     if (!status.available) unavailable = status;
   if (!unavailable) GTEST_SKIP() << "every known provider is available here";
-  expect_mentions(error_of([&] { aperture::make_provider(unavailable->name, world()); }),
-                  {"provider '" + unavailable->name + "' is not available here", unavailable->reason});
+  expect_refused(ErrorCode::unavailable, refusal_of([&] { aperture::make_provider(unavailable->name, world()); }),
+                 {"provider '" + unavailable->name + "' is not available here", unavailable->reason});
 }
 
 TEST_F(BadInput, MalformedHeapSize) {
   for (const char* bad : {"abc", "0", "-5", "12Q", "99999T"}) {
     test::EnvOverride heap_size("APERTURE_HEAP_SIZE", bad);
-    expect_mentions(error_of([&] { aperture::make_provider("shm", world()); }),
-                    {std::string("APERTURE_HEAP_SIZE='") + bad + "' is not a size", "e.g. 4G"});
+    expect_refused(ErrorCode::invalid_argument, refusal_of([&] { aperture::make_provider("shm", world()); }),
+                   {std::string("APERTURE_HEAP_SIZE='") + bad + "' is not a size", "e.g. 4G"});
   }
 }
 
@@ -257,8 +292,8 @@ TEST_F(BadInput, TeamCallsLargerThanTheRendezvousCarries) {
   if (n_ < 2) GTEST_SKIP() << "a team of one rank does not use the rendezvous";
   char dummy = 0;
   const std::size_t huge = (std::size_t{1} << 32) + 1;  // refused before a byte is read
-  expect_mentions(error_of([&] { world().allgather(&dummy, &dummy, huge); }),
-                  {"4294967297 bytes exceeds the rendezvous limit", "symmetric memory"});
+  expect_refused(ErrorCode::invalid_argument, refusal_of([&] { world().allgather(&dummy, &dummy, huge); }),
+                 {"4294967297 bytes exceeds the rendezvous limit", "symmetric memory"});
 }
 
 TEST_F(BadInput, NonDirectPeerOnTheCheckedPath) {
@@ -274,8 +309,9 @@ TEST_F(BadInput, NonDirectPeerOnTheCheckedPath) {
   table[other] = 0;
   const auto map = aperture::SymmetricAddressMap::from_table("test", me_, table, a.bytes);
   EXPECT_EQ(map.indirect_peers(), std::vector<int>{other});
-  expect_mentions(error_of([&] { aperture::checked_translate(map, a.as<char>(), other); }),
-                  {"rank " + std::to_string(other) + " is not directly addressable", "transfer engine"});
+  expect_refused(ErrorCode::invalid_argument,
+                 refusal_of([&] { aperture::checked_translate(map, a.as<char>(), other); }),
+                 {"rank " + std::to_string(other) + " is not directly addressable", "transfer engine"});
   provider_->free(a);
 }
 

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,14 @@ TEST(CheckedOperations, EveryBadAccessThrowsNamingTheProblemAndWritesNothing) {
     const auto& c = checked_cases::kCases[id];
     World w;
     std::string message;
+    std::optional<aperture::ErrorCode> code;
     try {
       checked_cases::run_bad_case(id, w.view(), w.mine(), w.local.data());
     } catch (const aperture::Error& e) {
       message = e.what();
+      code = e.code();
     }
+    EXPECT_EQ(code, aperture::ErrorCode::invalid_argument) << c.name << ": got \"" << message << "\"";
     EXPECT_EQ(message.rfind("aperture: checked access refused: ", 0), 0U) << c.name << ": got \"" << message << "\"";
     EXPECT_NE(message.find(c.reason), std::string::npos) << c.name << ": got \"" << message << "\"";
     EXPECT_NE(message.find("to_rank="), std::string::npos) << c.name << ": " << message;

@@ -9,6 +9,7 @@
 // aperture::Error with the expected content, and exits 1 otherwise (a hang is caught by the
 // test's timeout and the launcher's --timeout).
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -22,6 +23,7 @@ int fault(const std::string& mode, aperture::Team& team) {
   const int me = team.rank(), last = team.size() - 1;
   auto provider = aperture::make_provider("shm", team);
   std::string message = "(no error)";
+  std::optional<aperture::ErrorCode> code;
   const std::string last_rank = "rank " + std::to_string(last);
   try {
     if (mode == "order") {
@@ -40,11 +42,16 @@ int fault(const std::string& mode, aperture::Team& team) {
     }
   } catch (const aperture::Error& e) {
     message = e.what();
+    code = e.code();
   }
   if (mode == "order")
-    return expect_error(mode, me, message, {last_rank, "collective call mismatch", "barrier", "allgather"});
-  if (me == last) return expect_error(mode, me, message, {last_rank, "did not arrive", "rank "});
-  return expect_error(mode, me, message, {last_rank, "did not arrive", "APERTURE_TIMEOUT"});
+    return expect_error(mode, me, message, code, aperture::ErrorCode::mismatch,
+                        {last_rank, "collective call mismatch", "barrier", "allgather"});
+  // The late rank hears the hub's verdict on the call it missed: a timeout too.
+  if (me == last)
+    return expect_error(mode, me, message, code, aperture::ErrorCode::timeout, {last_rank, "did not arrive", "rank "});
+  return expect_error(mode, me, message, code, aperture::ErrorCode::timeout,
+                      {last_rank, "did not arrive", "APERTURE_TIMEOUT"});
 }
 
 }  // namespace

@@ -71,37 +71,47 @@ class ImpostorHub {
   std::thread thread_;
 };
 
-std::string first_call_error(Answer answer, std::string* second = nullptr) {
+// What the first Team call through the impostor threw (and the second's message, if asked). Every
+// refusal here is a mismatch: the peer is not this job's hub.
+test::Refusal first_call_refusal(Answer answer, std::string* second = nullptr) {
   ImpostorHub hub(answer);
   aperture::detail::HubClient client(hub.address(), 0, 2, "token", std::chrono::milliseconds(5000));
   const std::uint64_t mine = 42;
   std::uint64_t all[2] = {};
-  const std::string first = test::error_of([&] { client.allgather(&mine, all, sizeof mine); });
+  const test::Refusal first = test::refusal_of([&] { client.allgather(&mine, all, sizeof mine); });
   if (second != nullptr) *second = test::error_of([&] { client.barrier(); });
   return first;
 }
 
 TEST(ImpostorHub, AnAnswerOfTheWrongSizeIsRefusedNotAllocated) {
-  const std::string message = first_call_error(Answer::too_large);
+  const test::Refusal refusal = first_call_refusal(Answer::too_large);
+  const std::string& message = refusal.message;
+  EXPECT_EQ(refusal.code, aperture::ErrorCode::mismatch) << message;
   EXPECT_TRUE(test::contains(message, "got a malformed answer from the rendezvous hub")) << message;
   EXPECT_TRUE(test::contains(message, "this job's hub?")) << message;
 }
 
 TEST(ImpostorHub, AnAnswerToAnotherCallIsRefused) {
-  const std::string message = first_call_error(Answer::another_call);
+  const test::Refusal refusal = first_call_refusal(Answer::another_call);
+  const std::string& message = refusal.message;
+  EXPECT_EQ(refusal.code, aperture::ErrorCode::mismatch) << message;
   EXPECT_TRUE(test::contains(message, "got a malformed answer")) << message;
   EXPECT_TRUE(test::contains(message, "call #8")) << message;
 }
 
 TEST(ImpostorHub, SomethingThatIsNotAHubIsRefusedAndEveryLaterCallSaysSo) {
   std::string second;
-  const std::string message = first_call_error(Answer::not_a_hub, &second);
+  const test::Refusal refusal = first_call_refusal(Answer::not_a_hub, &second);
+  const std::string& message = refusal.message;
+  EXPECT_EQ(refusal.code, aperture::ErrorCode::mismatch) << message;
   EXPECT_TRUE(test::contains(message, "magic 0x48545450")) << message;
   EXPECT_TRUE(test::contains(second, "got a malformed answer")) << second;
 }
 
 TEST(ImpostorHub, AFailureNoticeWithAnAbsurdReasonIsRefusedNotAllocated) {
-  const std::string message = first_call_error(Answer::huge_notice);
+  const test::Refusal refusal = first_call_refusal(Answer::huge_notice);
+  const std::string& message = refusal.message;
+  EXPECT_EQ(refusal.code, aperture::ErrorCode::mismatch) << message;
   EXPECT_TRUE(test::contains(message, "sent something that is not an answer")) << message;
   EXPECT_TRUE(test::contains(message, "1099511627776 bytes")) << message;
 }

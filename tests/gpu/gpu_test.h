@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "../common/provider_status.h"
-#include "providers/cuda/cuda_check.h"  // APERTURE_CUDA_CHECK: the library's own CUDA error translation
+#include "common/cuda_check.h"  // APERTURE_CUDA_CHECK: the library's own CUDA error translation
 
 namespace gputest {
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -25,6 +26,7 @@ int fault(const std::string& mode, aperture::Team& team) {
   const int me = team.rank(), last = team.size() - 1;
   team.barrier();
   std::string message = "(no error)";
+  std::optional<aperture::ErrorCode> code;
   const std::string last_rank = "rank " + std::to_string(last);
   try {
     if (mode == "mismatch") {
@@ -49,14 +51,18 @@ int fault(const std::string& mode, aperture::Team& team) {
     }
   } catch (const aperture::Error& e) {
     message = e.what();
+    code = e.code();
   }
-  if (mode == "mismatch") return expect_error("mismatch", me, message, {"mismatch", "16 bytes", "8 bytes", last_rank});
+  using aperture::ErrorCode;
+  if (mode == "mismatch")
+    return expect_error("mismatch", me, message, code, ErrorCode::mismatch, {"mismatch", "16 bytes", "8 bytes", last_rank});
   if (mode == "timeout") {
-    if (me == last) return expect_error("timeout", me, message, {"did not arrive", last_rank});
-    return expect_error("timeout", me, message, {"did not arrive", last_rank, "APERTURE_TIMEOUT"});
+    if (me == last) return expect_error("timeout", me, message, code, ErrorCode::timeout, {"did not arrive", last_rank});
+    return expect_error("timeout", me, message, code, ErrorCode::timeout, {"did not arrive", last_rank, "APERTURE_TIMEOUT"});
   }
-  if (mode == "leave") return expect_error("leave", me, message, {"rank 0", "left the team"});
-  return expect_error("die", me, message, {last_rank});
+  // Leaving while the others wait is a collective call the others make and rank 0 does not.
+  if (mode == "leave") return expect_error("leave", me, message, code, ErrorCode::mismatch, {"rank 0", "left the team"});
+  return expect_error("die", me, message, code, ErrorCode::peer_lost, {last_rank});
 }
 
 }  // namespace

@@ -1,13 +1,20 @@
 // Malformed environments give errors naming the variable, never a job of the wrong shape.
 #include "bootstrap/env.h"
+#include "bootstrap/launcher.h"
 #include "bootstrap/wire.h"
+#include "common/env.h"
 
 #include <gtest/gtest.h>
 
 #include <aperture/error.h>
+#include <aperture/team.h>
 
+#include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "../common/error_of.h"
 
@@ -87,6 +94,8 @@ TEST(Env, MalformedValuesNameTheVariable) {
   for (const auto& c : cases) {
     const std::string message = error_of([&] { read_torchrun_env(fake(c.vars)); });
     EXPECT_NE(message.find(c.must_mention), std::string::npos) << "got: " << message;
+    EXPECT_EQ(test::code_of([&] { read_torchrun_env(fake(c.vars)); }), aperture::ErrorCode::invalid_argument)
+        << message;
   }
   EXPECT_NE(error_of([] { read_mpi_env(fake({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}})); })
                 .find("not below"),
@@ -126,6 +135,110 @@ TEST(Wire, RequestValidation) {
   EXPECT_NE(wire::validate_request(request, 4), "");
   request.bytes = request.payload_bytes = wire::kMaxPayload + 1;
   EXPECT_NE(wire::validate_request(request, 4).find("exceeds"), std::string::npos);
+}
+
+// --- the table of variables (common/env.h) -----------------------------------------------------
+
+TEST(EnvRegistry, EveryVariableIsDocumentedOnce) {
+  std::set<std::string_view> names;
+  for (const auto& v : aperture::env::variables()) {
+    EXPECT_TRUE(v.name.starts_with("APERTURE_")) << v.name;
+    EXPECT_TRUE(names.insert(v.name).second) << v.name << " is listed twice";
+    EXPECT_FALSE(v.type.empty() || v.default_value.empty() || v.range.empty() || v.doc.empty()) << v.name;
+    EXPECT_EQ(v.doc.find('|'), std::string_view::npos) << v.name << ": a '|' would break README's table";
+  }
+  for (const char* expected :
+       {"APERTURE_TIMEOUT", "APERTURE_HEAP_SIZE", "APERTURE_GPU_HEAP_SIZE", "APERTURE_VMM_RESERVE", "APERTURE_RANK",
+        "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK", "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN",
+        "APERTURE_MASTER_PORT", "APERTURE_COLLECTIVES_INTERLEAVE", "APERTURE_COLLECTIVES_SPINS",
+        "APERTURE_COLLECTIVES_PDL"})
+    EXPECT_EQ(names.count(expected), 1u) << expected << " is read by aperture but not in the table";
+}
+
+// `aperture launch --mpi` clears exactly these from the ranks' environment.
+TEST(EnvRegistry, LauncherVariablesAreTheOnesTheLauncherSets) {
+  EXPECT_EQ(aperture::env::launcher_variables(),
+            (std::vector<std::string>{"APERTURE_RANK", "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK",
+                                      "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN"}));
+}
+
+// README.md's table of variables is the registry's, row for row: change one, change both.
+TEST(EnvRegistry, ReadmeTableMatchesRegistry) {
+  std::ifstream readme(APERTURE_SOURCE_DIR "/README.md");
+  ASSERT_TRUE(readme) << "cannot read README.md";
+  std::stringstream text;
+  text << readme.rdbuf();
+  const std::string expected = aperture::env::markdown_table();
+  EXPECT_NE(text.str().find(expected), std::string::npos)
+      << "README.md's table of environment variables differs from src/common/env.cpp's; it should read:\n"
+      << expected;
+}
+
+TEST(EnvRegistry, ParsersNameTheVariableAndTheFix) {
+  using aperture::ErrorCode;
+  using test::code_of;
+  namespace env = aperture::env;
+  EXPECT_EQ(env::parse_size("APERTURE_HEAP_SIZE", "4G"), std::size_t{4} << 30);
+  EXPECT_EQ(env::parse_size("APERTURE_HEAP_SIZE", "512k"), std::size_t{512} << 10);
+  EXPECT_EQ(env::parse_size("APERTURE_HEAP_SIZE", "100"), 100u);
+  for (const char* bad : {"lots", "0", "-1", "4GB", "17T", ""}) {
+    const std::string message = error_of([&] { env::parse_size("APERTURE_HEAP_SIZE", bad); });
+    EXPECT_NE(message.find(std::string("APERTURE_HEAP_SIZE='") + bad + "' is not a size"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("e.g. 4G"), std::string::npos) << message;
+    EXPECT_EQ(code_of([&] { env::parse_size("APERTURE_HEAP_SIZE", bad); }), ErrorCode::invalid_argument);
+  }
+  EXPECT_EQ(env::parse_int("APERTURE_MASTER_PORT", "29501", 1, 65535), 29501);
+  EXPECT_NE(error_of([] { env::parse_int("APERTURE_MASTER_PORT", "0", 1, 65535); })
+                .find("APERTURE_MASTER_PORT=0 is out "
+                      "of range"),
+            std::string::npos);
+  EXPECT_TRUE(env::parse_flag("APERTURE_COLLECTIVES_PDL", "1"));
+  EXPECT_FALSE(env::parse_flag("APERTURE_COLLECTIVES_PDL", "0"));
+  EXPECT_NE(error_of([] { env::parse_flag("APERTURE_COLLECTIVES_PDL", "yes"); }).find("APERTURE_COLLECTIVES_PDL='yes'"),
+            std::string::npos);
+  EXPECT_EQ(code_of([] { env::parse_flag("APERTURE_COLLECTIVES_PDL", "yes"); }), ErrorCode::invalid_argument);
+}
+
+TEST(EnvRegistry, ReadersFallBackToTheirDefaults) {
+  namespace env = aperture::env;
+  const auto none = fake({});
+  EXPECT_EQ(env::master_port(none), std::nullopt);
+  EXPECT_EQ(env::master_port(fake({{"APERTURE_MASTER_PORT", "29600"}})), 29600);
+  EXPECT_EQ(test::code_of([] {
+              env::master_port(fake({{"APERTURE_MASTER_PORT", ""}}));
+            }),
+            aperture::ErrorCode::invalid_argument);
+  EXPECT_EQ(env::local_size(none), 0);
+  EXPECT_EQ(env::local_size(fake({{"LOCAL_WORLD_SIZE", "4"}})), 4);
+  EXPECT_EQ(env::local_size(fake({{"APERTURE_LOCAL_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), 2);
+  EXPECT_EQ(env::local_size(fake({{"APERTURE_LOCAL_SIZE", "x"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), 8);
+}
+
+// --- who started this process (bootstrap/launcher.h) ---------------------------------------------
+
+TEST(Launcher, DetectedInTeamOrder) {
+  EXPECT_EQ(detect_launcher(fake({})), Launcher::single);
+  EXPECT_EQ(detect_launcher(fake({{"APERTURE_RANK", "0"}, {"APERTURE_WORLD_SIZE", "2"}})), Launcher::aperture);
+  EXPECT_EQ(detect_launcher(fake({{"OMPI_COMM_WORLD_SIZE", "2"}})), Launcher::mpirun);
+  EXPECT_EQ(detect_launcher(fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), Launcher::torchrun);
+  // Half a pair still marks its launcher: Team::from_env then reports what is missing.
+  EXPECT_EQ(detect_launcher(fake({{"APERTURE_WORLD_SIZE", "2"}})), Launcher::aperture);
+  // `aperture launch` takes precedence, as in Team::from_env, but mpirun's mark is still seen.
+  const auto both = fake({{"APERTURE_RANK", "0"}, {"APERTURE_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(detect_launcher(both), Launcher::aperture);
+  EXPECT_TRUE(has_launcher_variables(Launcher::mpirun, both));
+  EXPECT_FALSE(has_launcher_variables(Launcher::torchrun, both));
+}
+
+TEST(Launcher, NamesAreTeamLaunchedBy) {
+  EXPECT_EQ(launcher_name(Launcher::aperture), "aperture launch");
+  EXPECT_EQ(launcher_name(Launcher::mpirun), "mpi");
+  EXPECT_EQ(launcher_name(Launcher::torchrun), "torchrun");
+  EXPECT_EQ(launcher_name(Launcher::single), "single");
+  auto team = aperture::Team::single();
+  EXPECT_EQ(team.launched_by(), "single");
+  EXPECT_EQ(launcher_of(team), Launcher::single);
 }
 
 }  // namespace

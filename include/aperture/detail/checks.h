@@ -51,7 +51,7 @@ APERTURE_HD void report_check_failure(const char* what, const CheckedAccess& a) 
        std::snprintf(buffer, sizeof buffer, " (ptr=%p bytes=%llu from_rank=%d to_rank=%d world_size=%d extent=%llu)",
                      a.ptr, static_cast<unsigned long long>(a.bytes), a.from_rank, a.to_rank, a.world_size,
                      static_cast<unsigned long long>(a.extent));
-       throw Error(std::string("checked access refused: ") + what + buffer);))
+       throw Error(ErrorCode::invalid_argument, std::string("checked access refused: ") + what + buffer);))
 }
 #endif
 

@@ -12,21 +12,10 @@
 #include <string>
 
 #include "aperture/detail/backoff.h"
+#include "aperture/detail/env_timeout.h"  // timeout_seconds(): APERTURE_TIMEOUT
 #include "aperture/error.h"
 
 namespace aperture::detail {
-
-// APERTURE_TIMEOUT in seconds (fractions allowed), default 60; the same for every blocking call.
-inline double timeout_seconds() {
-  const char* text = std::getenv("APERTURE_TIMEOUT");
-  if (text == nullptr || *text == '\0') return 60.0;
-  char* end = nullptr;
-  const double seconds = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(seconds > 0) || seconds > 1e7)
-    throw Error("APERTURE_TIMEOUT='" + std::string(text) +
-                "' is not a positive number of seconds; set it to e.g. 60 or unset it for the default");
-  return seconds;
-}
 
 inline std::uint64_t host_timeout_ns() { return static_cast<std::uint64_t>(timeout_seconds() * 1e9); }
 
@@ -39,7 +28,8 @@ inline std::uint64_t host_timeout_ns() { return static_cast<std::uint64_t>(timeo
 using JobWatch = std::string (*)();
 inline std::atomic<JobWatch> job_watch{nullptr};
 
-// Throws aperture::Error when the job watch reports a failure; for hand-written wait loops.
+// Throws aperture::Error (peer_lost) when the job watch reports a failure; for hand-written wait
+// loops.
 inline void check_job_alive(const std::uint64_t* flag, std::uint64_t value) {
   const JobWatch watch = job_watch.load(std::memory_order_acquire);
   if (watch == nullptr) return;
@@ -48,7 +38,7 @@ inline void check_job_alive(const std::uint64_t* flag, std::uint64_t value) {
   char text[128];
   std::snprintf(text, sizeof text, "wait_until_ge(flag=%p, value=%llu) abandoned: ", static_cast<const void*>(flag),
                 static_cast<unsigned long long>(value));
-  throw Error(std::string(text) + failure);
+  throw Error(ErrorCode::peer_lost, std::string(text) + failure);
 }
 
 // Polls load(flag) until it is >= value, pausing between polls as Backoff (backoff.h) says and
@@ -71,9 +61,11 @@ bool host_wait_until_ge_for(const std::uint64_t* flag, std::uint64_t value, std:
   std::snprintf(text, sizeof text, "wait_until_ge(flag=%p, value=%llu) timed out after %g s; the flag still holds %llu. ",
                 static_cast<const void*>(flag), static_cast<unsigned long long>(value), timeout_seconds(),
                 static_cast<unsigned long long>(seen));
-  throw Error(std::string(text) +
-              "Did the peer that should signal this flag fail or skip its signal()? Raise APERTURE_TIMEOUT if it is "
-              "only slow.");
+  throw Error(
+      ErrorCode::timeout,
+      std::string(text) +
+          "Did the peer that should signal this flag fail or skip its signal()? Raise APERTURE_TIMEOUT if it is "
+          "only slow.");
 }
 
 }  // namespace aperture::detail

@@ -10,7 +10,7 @@
 //     APERTURE_CU_CHECK(cu.cuMemCreate(&handle, bytes, &prop, 0), "cuda-vmm grow");
 //     std::string why = APERTURE_CU_TRY(cu.cuMemMap(va, bytes, 0, handle, 0));  // "" on success
 //
-// Messages read like cuda_check.h's: the call as written (without the "cu." of the table), the
+// Messages read like common/cuda_check.h's: the call as written (without the "cu." of the table), the
 // status name and text from cuGetErrorName/cuGetErrorString, and file:line. As there, the TRY
 // form is for steps whose failure every rank must agree on before anyone throws.
 #pragma once
@@ -23,8 +23,8 @@
 #include <type_traits>
 
 #include "aperture/error.h"
+#include "common/cuda_check.h"  // call_failure_text, throw_call_failure, cuda_error_text
 #include "detail/format.h"
-#include "providers/cuda/cuda_check.h"  // call_failure_text, throw_call_failure, cuda_error_text
 
 namespace aperture::detail {
 
@@ -87,7 +87,7 @@ inline const DriverApi& driver_api_or_not() {
 // The table; throws aperture::Error naming `who` and the missing entry point when there is none.
 inline const DriverApi& driver_api(std::string_view who = "CUDA driver") {
   const DriverApi& api = driver_api_or_not();
-  if (!api.loaded) throw Error(format("{}: {}", who, api.why_not));
+  if (!api.loaded) throw Error(ErrorCode::unavailable, format("{}: {}", who, api.why_not), "cudaGetDriverEntryPoint");
   return api;
 }
 
@@ -109,10 +109,22 @@ inline std::string cu_failure(CUresult status, std::string_view call, const char
   return call_failure_text(call, cu_error_text(status), file, line);
 }
 
+// As cuda_error_code: a full device is out_of_memory, a missing device or driver unavailable.
+inline ErrorCode cu_error_code(CUresult status) {
+  switch (status) {
+    case CUDA_ERROR_OUT_OF_MEMORY: return ErrorCode::out_of_memory;
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE:
+    case CUDA_ERROR_NOT_SUPPORTED: return ErrorCode::unavailable;
+    default: return ErrorCode::system;
+  }
+}
+
 // Throws aperture::Error("<context>: <call> failed: ...") when `status` is not CUDA_SUCCESS.
 inline void check_cu(CUresult status, std::string_view call, const char* file, int line,
                      std::string_view context = {}) {
-  if (status != CUDA_SUCCESS) throw_call_failure(cu_failure(status, call, file, line), context);
+  if (status != CUDA_SUCCESS)
+    throw_call_failure(cu_error_code(status), call, cu_failure(status, call, file, line), context);
 }
 
 }  // namespace aperture::detail

@@ -9,7 +9,7 @@
 
 #include <string_view>
 
-#include "providers/cuda/cuda_check.h"
+#include "common/cuda_check.h"
 
 namespace aperture::detail {
 

@@ -1,5 +1,5 @@
 // src/providers/cuda/foreign_gpu.h — what the GPU providers over foreign allocators (nvshmem, nccl)
-// share: picking the GPU, placing a table in device memory, agreeing on failures, and proving
+// share: placing a table in device memory, agreeing on failures, and proving
 // at start-up that a table's peer entries really are the peers' memory. cuda-vmm and cuda-ipc
 // use its device tables too.
 //
@@ -10,7 +10,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,67 +18,13 @@
 #include "aperture/address_map.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
+#include "common/cuda_check.h"
 #include "detail/format.h"
-#include "providers/cuda/cuda_check.h"
 #include "providers/cuda/current_device.h"
+#include "providers/cuda/gpu_selection.h"
 #include "providers/provider_common.h"
 
 namespace aperture::detail::foreign_gpu {
-
-// The number of GPUs this process sees, or 0 with `why` saying why there are none.
-inline int gpu_count(std::string& why) {
-  int count = 0;
-  if (const cudaError_t rc = cudaGetDeviceCount(&count); rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    why = "no CUDA device: " + cuda_error_text(rc);
-    return 0;
-  }
-  if (count == 0) why = "no CUDA device: cudaGetDeviceCount reported 0 devices";
-  return count;
-}
-
-// How many ranks the launcher says run on this machine, before any Team exists (status()
-// must not need one): `aperture launch`, torchrun and Open MPI each say it their way. 0: unknown.
-inline int local_ranks_from_env() {
-  for (const char* name : {"APERTURE_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
-    const char* text = std::getenv(name);
-    if (text == nullptr || *text == '\0') continue;
-    char* end = nullptr;
-    const long value = std::strtol(text, &end, 10);
-    if (end != text && *end == '\0' && value > 0 && value < (1 << 20)) return static_cast<int>(value);
-  }
-  return 0;
-}
-
-// "" when every rank of this machine can have a GPU of its own; the reason otherwise.
-inline std::string one_gpu_per_rank(std::string_view who, int local_ranks, int gpus) {
-  if (local_ranks <= gpus) return {};
-  return format("{} ranks run on this machine but it has only {} GPU(s); the {} provider needs one GPU per rank "
-                "(its library refuses two ranks on one GPU): run at most {} ranks per machine",
-                local_ranks, gpus, who, gpus);
-}
-
-// status() before any Team exists: the number of GPUs here when every rank the launcher starts
-// on this machine can have one of its own; 0, with `why`, otherwise.
-inline int gpus_for_one_rank_each(std::string_view who, std::string& why) {
-  const int count = gpu_count(why);
-  if (count == 0) return 0;
-  why = one_gpu_per_rank(who, local_ranks_from_env(), count);
-  return why.empty() ? count : 0;
-}
-
-// Picks this rank's GPU (local_rank % count; two ranks on one GPU are refused) and makes it
-// current. Returns "" or why not, for the caller to agree on; `device` is set once GPUs are seen.
-inline std::string use_own_gpu(Team& team, std::string_view who, int& device) {
-  std::string why;
-  const int count = gpu_count(why);
-  if (count > 0) {
-    why = one_gpu_per_rank(who, team.local_size(), count);
-    device = team.local_rank() % count;
-  }
-  if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device));
-  return why;
-}
 
 using detail::agree_or_throw;  // providers/provider_common.h
 

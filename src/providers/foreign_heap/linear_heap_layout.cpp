@@ -79,7 +79,8 @@ std::vector<std::int64_t> LinearHeapLayout::table_of_foreign_range(const void* p
     auto* peer_last = static_cast<const unsigned char*>(peer_pointer_(last, p));
     if (peer_first == nullptr) continue;
     if (peer_last != peer_first + (last - first))
-      throw Error(detail::format("{} symmetric_address_map: [{}, +{} bytes) is not mapped in one piece for rank {} ({} "
+      throw Error(ErrorCode::invalid_argument,
+                  detail::format("{} symmetric_address_map: [{}, +{} bytes) is not mapped in one piece for rank {} ({} "
                                  "gives {} for its start and {} for its end); describe one allocation at a time",
                                  who_, ptr, bytes, p, query_, static_cast<const void*>(peer_first),
                                  static_cast<const void*>(peer_last)));

@@ -41,8 +41,8 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
+#include "common/cuda_check.h"
 #include "detail/format.h"
-#include "providers/cuda/cuda_check.h"
 #include "providers/cuda/foreign_gpu.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
 #include "providers/live_allocations.h"
@@ -260,12 +260,13 @@ class NvshmemProvider final : public Provider {
 
  private:
   void choose_device() {
-    agree_or_throw(team_, kWho, "choosing its GPU", foreign_gpu::use_own_gpu(team_, kWho, device_));
+    agree_or_throw(team_, kWho, "choosing its GPU", choose_own_gpu(team_, kWho, GpuSharing::refused, device_));
   }
 
   void require_running(const char* call) const {
     if (!runtime_usable())
-      throw Error(format("nvshmem {}: NVSHMEM is no longer running (it was finalized at exit); use the provider only "
+      throw Error(ErrorCode::unavailable,
+                  format("nvshmem {}: NVSHMEM is no longer running (it was finalized at exit); use the provider only "
                          "before the program exits",
                          call));
   }
@@ -294,7 +295,8 @@ class NvshmemProvider final : public Provider {
     const auto* first = static_cast<const unsigned char*>(ptr);
     const auto* last = bytes == 0 ? first : first + (bytes - 1);
     if (ptr == nullptr || !runtime_usable() || nvshmem_ptr(first, me) != first || nvshmem_ptr(last, me) != last)
-      throw Error(format("nvshmem symmetric_address_map: [{}, +{} bytes) is neither inside a live allocation of this "
+      throw Error(ErrorCode::invalid_argument,
+                  format("nvshmem symmetric_address_map: [{}, +{} bytes) is neither inside a live allocation of this "
                          "provider nor in NVSHMEM's symmetric heap (nvshmem_ptr does not know it); was it allocated "
                          "by another provider? describe memory from nvshmem_malloc or this provider's allocate",
                          ptr, bytes));
@@ -315,7 +317,7 @@ ProviderEntry nvshmem_entry() {
   entry.status = [] {
     ProviderStatus status{kWho, true, false, {}};
     std::string why;
-    const int count = foreign_gpu::gpus_for_one_rank_each(kWho, why);
+    const int count = gpus_for_status(kWho, GpuSharing::refused, why);
     if (count == 0) {
       status.reason = why;
       return status;

@@ -33,6 +33,8 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
+#include "bootstrap/launcher.h"
+#include "common/env.h"
 #include "detail/format.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
 #include "providers/live_allocations.h"
@@ -46,7 +48,7 @@ namespace {
 constexpr const char* kNeedsMpirun =
     "needs ranks started by mpirun; run under `aperture launch --mpi -n N -- prog` or `mpirun -n N prog`";
 
-bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+bool started_by_mpirun() { return has_launcher_variables(Launcher::mpirun, env::process()); }
 
 // ---- the process-wide OpenSHMEM runtime --------------------------------------------------------
 //
@@ -107,14 +109,18 @@ void start_runtime() {
   std::lock_guard lock(r.mutex);
   if (r.state == RuntimeState::running) return;
   if (r.state == RuntimeState::finalized)
-    throw Error("openshmem: OpenSHMEM was already finalized in this process and cannot start again; create "
+    throw Error(ErrorCode::unavailable,
+                "openshmem: OpenSHMEM was already finalized in this process and cannot start again; create "
                 "openshmem providers before the program starts exiting");
   prepare_environment();
   int provided = -1;
   if (const int rc = shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided); rc != 0)
-    throw Error(detail::format("openshmem: shmem_init_thread(SHMEM_THREAD_MULTIPLE) failed with {}; start the ranks with "
+    throw Error(
+        ErrorCode::system,
+        detail::format("openshmem: shmem_init_thread(SHMEM_THREAD_MULTIPLE) failed with {}; start the ranks with "
                        "`mpirun`/`oshrun` and check that Open MPI's oshmem works here (`oshrun -n 2 hostname`)",
-                       rc));
+                       rc),
+        "shmem_init_thread");
   keep_ucx_hooks_mapped();
   r.state = RuntimeState::running;
 #if defined(__GLIBC__)
@@ -200,9 +206,10 @@ class OpenShmemProvider final : public Provider {
  private:
   void require_running(const char* call) const {
     if (!runtime_running())
-      throw Error(detail::format("openshmem {}: OpenSHMEM is no longer running (shmem_finalize ran at exit); use the "
-                         "provider only before the program exits",
-                         call));
+      throw Error(ErrorCode::unavailable,
+                  detail::format("openshmem {}: OpenSHMEM is no longer running (shmem_finalize ran at exit); use the "
+                                 "provider only before the program exits",
+                                 call));
   }
 
   // PE i must be team rank i: the table is indexed by team rank and filled by shmem_ptr(.., pe).
@@ -220,7 +227,9 @@ class OpenShmemProvider final : public Provider {
         mismatches += detail::format("\n  team rank {} of {} is OpenSHMEM PE {} of {}", r, team_.size(), all[r].pe,
                              all[r].n_pes);
     if (!mismatches.empty())
-      throw Error(detail::format("openshmem: OpenSHMEM's PEs are not the team's ranks:{}\nStart the program with "
+      throw Error(
+          ErrorCode::mismatch,
+          detail::format("openshmem: OpenSHMEM's PEs are not the team's ranks:{}\nStart the program with "
                          "`mpirun -n N` (or `oshrun -n N`) and build the team with Team::from_env(), so that both "
                          "come from the same job",
                          mismatches));
@@ -277,7 +286,9 @@ class OpenShmemProvider final : public Provider {
     const auto* last = bytes == 0 ? first : first + (bytes - 1);
     if (ptr == nullptr || !runtime_running() || !shmem_addr_accessible(first, team_.rank()) ||
         !shmem_addr_accessible(last, team_.rank()))
-      throw Error(detail::format("openshmem symmetric_address_map: [{}, +{} bytes) is neither inside a live allocation of this "
+      throw Error(
+          ErrorCode::invalid_argument,
+          detail::format("openshmem symmetric_address_map: [{}, +{} bytes) is neither inside a live allocation of this "
                          "provider nor symmetric OpenSHMEM memory (shmem_addr_accessible says no); describe memory "
                          "from shmem_malloc or this provider's allocate",
                          ptr, bytes));
@@ -316,8 +327,9 @@ ProviderEntry openshmem_entry() {
     return status;
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
-    if (!started_by_mpirun() || team.launched_by() != "mpi")
-      throw Error(detail::format("provider 'openshmem' {} (this team was started by '{}')", kNeedsMpirun, team.launched_by()));
+    if (!started_by_mpirun() || launcher_of(team) != Launcher::mpirun)
+      throw Error(ErrorCode::unavailable, detail::format("provider 'openshmem' {} (this team was started by '{}')",
+                                                         kNeedsMpirun, team.launched_by()));
     return std::make_unique<OpenShmemProvider>(team);
   };
   return entry;

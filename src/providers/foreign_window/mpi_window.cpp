@@ -26,7 +26,10 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
+#include "bootstrap/launcher.h"
 #include "bootstrap/mpi.h"
+#include "common/env.h"
+#include "common/mpi_check.h"
 #include "detail/format.h"
 #include "providers/live_allocations.h"
 #include "providers/provider_common.h"
@@ -39,19 +42,6 @@ namespace {
 constexpr const char* kNeedsMpirun =
     "needs ranks started by mpirun; run under `aperture launch --mpi -n N -- prog` or `mpirun -n N prog`";
 
-std::string mpi_error_text(int code) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return detail::format("MPI error code {}", code);
-  return std::string(text, static_cast<std::size_t>(length));
-}
-
-// An empty string when `code` is MPI_SUCCESS, otherwise what failed and why.
-std::string mpi_failure(int code, const std::string& call) {
-  if (code == MPI_SUCCESS) return {};
-  return detail::format("{} failed: {} (MPI error {})", call, mpi_error_text(code), code);
-}
-
 std::uintptr_t align_up(std::uintptr_t address, std::size_t alignment) {
   return (address + alignment - 1) & ~(static_cast<std::uintptr_t>(alignment) - 1);
 }
@@ -62,7 +52,9 @@ class MpiWindowProvider final : public Provider {
     const MpiWorld world = mpi_world();
     team_.check_same("mpi-window start", {{"mpi_world_size", static_cast<std::uint64_t>(world.size)}});
     if (world.size != team_.size())
-      throw Error(detail::format("mpi-window: the team has {} ranks but MPI_COMM_WORLD has {}; the provider needs a team of "
+      throw Error(
+          ErrorCode::mismatch,
+          detail::format("mpi-window: the team has {} ranks but MPI_COMM_WORLD has {}; the provider needs a team of "
                          "every rank mpirun started (Team::from_env() under mpirun)",
                          team_.size(), world.size));
     // Which MPI rank is each team rank? Normally the same number, but nothing below assumes so.
@@ -73,7 +65,9 @@ class MpiWindowProvider final : public Provider {
     std::sort(sorted.begin(), sorted.end());
     for (int r = 0; r < team_.size(); ++r)
       if (sorted[r] != r)
-        throw Error(detail::format("mpi-window: team ranks do not cover MPI_COMM_WORLD's ranks 0..{} once each (world rank {} "
+        throw Error(
+            ErrorCode::mismatch,
+            detail::format("mpi-window: team ranks do not cover MPI_COMM_WORLD's ranks 0..{} once each (world rank {} "
                            "appears out of place); the team must be the job mpirun started",
                            world.size - 1, sorted[r]));
 
@@ -197,13 +191,15 @@ class MpiWindowProvider final : public Provider {
     MPI_Win win = windows_.take_for_free(team_, "mpi-window", allocation).resource;
     require_mpi("free");
     const std::string error = mpi_failure(MPI_Win_free(&win), "MPI_Win_free");
-    if (!error.empty()) throw Error("mpi-window free: " + error);
+    if (!error.empty()) throw Error(ErrorCode::system, "mpi-window free: " + error);
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
     if (const SymmetricAddressMap* map = windows_.containing("mpi-window", ptr, bytes))
       return SymmetricAddressMap::from_table("mpi-window", team_.rank(), map->view_table(ptr, bytes), bytes);
-    throw Error(detail::format("mpi-window symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this "
+    throw Error(
+        ErrorCode::invalid_argument,
+        detail::format("mpi-window symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this "
                        "provider ({} windows live); describe only memory this provider allocated and has not freed",
                        ptr, bytes, windows_.size()));
   }
@@ -216,9 +212,10 @@ class MpiWindowProvider final : public Provider {
 
   void require_mpi(const char* call) const {
     if (!mpi_is_active())
-      throw Error(detail::format("mpi-window {}: MPI is no longer active (MPI_Finalize or shmem_finalize ran); use the "
-                         "provider only before MPI is finalized",
-                         call));
+      throw Error(ErrorCode::unavailable,
+                  detail::format("mpi-window {}: MPI is no longer active (MPI_Finalize or shmem_finalize ran); use the "
+                                 "provider only before MPI is finalized",
+                                 call));
   }
 
 
@@ -237,7 +234,7 @@ std::string open_mpi_version() {
 #endif
 }
 
-bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+bool started_by_mpirun() { return has_launcher_variables(Launcher::mpirun, env::process()); }
 
 }  // namespace
 
@@ -255,9 +252,9 @@ ProviderEntry mpi_window_entry() {
     return status;
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
-    if (!started_by_mpirun() || team.launched_by() != "mpi")
-      throw Error(detail::format("provider 'mpi-window' {} (this team was started by '{}')", kNeedsMpirun,
-                         team.launched_by()));
+    if (!started_by_mpirun() || launcher_of(team) != Launcher::mpirun)
+      throw Error(ErrorCode::unavailable, detail::format("provider 'mpi-window' {} (this team was started by '{}')",
+                                                         kNeedsMpirun, team.launched_by()));
     return std::make_unique<MpiWindowProvider>(team);
   };
   return entry;

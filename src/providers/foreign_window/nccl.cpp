@@ -36,11 +36,12 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
+#include "common/cuda_check.h"
+#include "common/nccl_check.h"
 #include "detail/format.h"
-#include "providers/cuda/cuda_check.h"
 #include "providers/cuda/foreign_gpu.h"
-#include "providers/live_allocations.h"
 #include "providers/foreign_window/nccl_peer_table.h"
+#include "providers/live_allocations.h"
 #include "providers/registry.h"
 
 namespace aperture::detail {
@@ -54,14 +55,6 @@ constexpr int kMinimumVersion = 22800;  // 2.28.0: the device API (ncclDevCommCr
 // ncclMemAlloc returns memory aligned to the VMM granularity (2 MiB on current GPUs); larger
 // alignments are refused rather than hoped for.
 constexpr std::size_t kMaxAlignment = std::size_t{2} << 20;
-
-// "<call> failed: <ncclGetErrorString> (<ncclGetLastError>)".
-std::string nccl_failure(ncclResult_t rc, std::string_view call, ncclComm_t comm = nullptr) {
-  if (rc == ncclSuccess) return {};
-  std::string message = format("{} failed: {}", call, ncclGetErrorString(rc));
-  if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0') message += format(" ({})", last);
-  return message;
-}
 
 std::string version_text(int code) {
   // NCCL_VERSION(X, Y, Z) = X * 10000 + Y * 100 + Z since 2.9.
@@ -110,7 +103,8 @@ class NcclProvider final : public Provider {
     team_.check_same("nccl allocate", {{"bytes", bytes}, {"alignment", alignment}});
     check_allocation_request(kWho, bytes, alignment);
     if (alignment > kMaxAlignment)
-      throw Error(format("nccl allocate: alignment {} exceeds the largest ncclMemAlloc gives ({} bytes)", alignment,
+      throw Error(ErrorCode::invalid_argument,
+                  format("nccl allocate: alignment {} exceeds the largest ncclMemAlloc gives ({} bytes)", alignment,
                          kMaxAlignment));
     CurrentDevice current(device_, kWho);
     Window window = open_window(bytes, alignment);
@@ -135,7 +129,8 @@ class NcclProvider final : public Provider {
       TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "nccl view table");
       return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
     }
-    throw Error(format("nccl symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this provider "
+    throw Error(ErrorCode::invalid_argument,
+                format("nccl symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this provider "
                        "(freed, or allocated by another provider?); an NCCL window is described through the provider "
                        "that registered it",
                        ptr, bytes));
@@ -149,7 +144,7 @@ class NcclProvider final : public Provider {
   };
 
   void choose_device() {
-    std::string why = foreign_gpu::use_own_gpu(team_, kWho, device_);
+    std::string why = choose_own_gpu(team_, kWho, GpuSharing::refused, device_);
     if (why.empty()) why = APERTURE_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     agree_or_throw(team_, kWho, "choosing its GPU", why);
   }
@@ -322,7 +317,7 @@ ProviderEntry nccl_entry() {
       return status;
     }
     std::string why;
-    const int count = foreign_gpu::gpus_for_one_rank_each(kWho, why);
+    const int count = gpus_for_status(kWho, GpuSharing::refused, why);
     if (count == 0) {
       status.reason = why;
       return status;

@@ -4,7 +4,8 @@
 
 #include <string>
 
-#include "providers/cuda/cuda_check.h"
+#include "common/cuda_check.h"
+#include "common/nccl_check.h"
 #include "providers/foreign_window/nccl_peer_table.h"
 
 namespace aperture::detail::nccl_device {
@@ -28,12 +29,6 @@ __global__ void fill_peer_table_kernel(ncclWindow_t window, ncclDevComm dev_comm
   }
   const bool load_store = ncclTeamRankIsMember(ncclTeamLsa(dev_comm), ncclTeamWorld(dev_comm), p);
   table[p] = load_store ? reinterpret_cast<std::int64_t>(ncclGetPeerPointer(window, 0, p)) : 0;
-}
-
-std::string nccl_failure(ncclResult_t rc, const char* call, ncclComm_t comm) {
-  std::string message = std::string(call) + " failed: " + ncclGetErrorString(rc);
-  if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0') message += std::string(" (") + last + ")";
-  return message;
 }
 
 }  // namespace

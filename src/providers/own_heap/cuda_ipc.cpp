@@ -32,10 +32,12 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
+#include "common/cuda_check.h"
+#include "common/env.h"
 #include "detail/format.h"
-#include "providers/cuda/cuda_check.h"
 #include "providers/cuda/current_device.h"
 #include "providers/cuda/foreign_gpu.h"
+#include "providers/cuda/gpu_selection.h"
 #include "providers/own_heap/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -44,7 +46,6 @@ namespace aperture::detail {
 
 namespace {
 
-constexpr std::size_t kDefaultHeapBytes = std::size_t{1} << 30;
 // Allocations may ask for any power-of-two alignment up to the alignment every rank's heap base
 // has in every process (cudaMalloc gives 2 MiB for large blocks), and never more than this.
 constexpr std::size_t kMaxAlignmentCap = std::size_t{2} << 20;
@@ -62,8 +63,7 @@ std::size_t lowest_set_bit(std::uint64_t x) { return x == 0 ? 0 : static_cast<st
 
 class CudaIpcProvider final : public LinearHeapProvider {
  public:
-  explicit CudaIpcProvider(Team& team)
-      : CudaIpcProvider(team, size_from_env("APERTURE_GPU_HEAP_SIZE", kDefaultHeapBytes)) {}
+  explicit CudaIpcProvider(Team& team) : CudaIpcProvider(team, env::gpu_heap_size(env::kCudaIpcHeapDefault)) {}
 
   ~CudaIpcProvider() override { release(); }
 
@@ -114,11 +114,7 @@ class CudaIpcProvider final : public LinearHeapProvider {
   // Picks the GPU, makes, zeroes and exports the heap. Returns "" or what failed.
   std::string create_local_heap(Published& mine) {
     int count = 0;
-    if (auto why = APERTURE_CUDA_TRY(cudaGetDeviceCount(&count)); !why.empty())
-      return "no CUDA device: " + why;
-    if (count == 0) return "no CUDA device: cudaGetDeviceCount reported 0 devices";
-    device_ = team_.local_rank() % count;
-    if (auto why = APERTURE_CUDA_TRY(cudaSetDevice(device_)); !why.empty()) return why;
+    if (auto why = choose_own_gpu(team_, "cuda-ipc", GpuSharing::allowed, device_, &count); !why.empty()) return why;
     for (int d = 0; d < count; ++d) {
       cudaDeviceProp prop{};
       if (auto why = APERTURE_CUDA_TRY(cudaGetDeviceProperties(&prop, d)); !why.empty()) return why;
@@ -231,14 +227,10 @@ ProviderEntry cuda_ipc_entry() {
   entry.name = "cuda-ipc";
   entry.status = [] {
     ProviderStatus status{"cuda-ipc", true, false, {}};
-    int count = 0;
-    if (const cudaError_t rc = cudaGetDeviceCount(&count); rc != cudaSuccess) {
-      (void)cudaGetLastError();
-      status.reason = "no CUDA device: " + std::string(cudaGetErrorString(rc));
-      return status;
-    }
+    std::string why;
+    const int count = gpus_for_status("cuda-ipc", GpuSharing::allowed, why);
     if (count == 0) {
-      status.reason = "no CUDA device: cudaGetDeviceCount reported 0 devices";
+      status.reason = why;
       return status;
     }
     cudaDeviceProp prop{};

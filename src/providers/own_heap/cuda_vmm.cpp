@@ -51,11 +51,13 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "bootstrap/fd_passing.h"
+#include "common/cuda_check.h"
+#include "common/env.h"
 #include "detail/format.h"
 #include "providers/cuda/cu_check.h"
-#include "providers/cuda/cuda_check.h"
 #include "providers/cuda/current_device.h"
 #include "providers/cuda/foreign_gpu.h"
+#include "providers/cuda/gpu_selection.h"
 #include "providers/own_heap/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -65,8 +67,6 @@ namespace aperture::detail {
 namespace {
 
 constexpr const char* kWho = "cuda-vmm";
-constexpr std::size_t kDefaultHeapBytes = std::size_t{256} << 20;
-constexpr std::size_t kDefaultReserveBytes = std::size_t{64} << 30;
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
 
@@ -130,8 +130,8 @@ class CudaVmmProvider final : public LinearHeapProvider {
  public:
   explicit CudaVmmProvider(Team& team)
       : LinearHeapProvider(team, HeapNames{kWho, "GPU heap", "APERTURE_VMM_RESERVE"}, 0),
-        grow_step_(size_from_env("APERTURE_GPU_HEAP_SIZE", kDefaultHeapBytes)),
-        capacity_(size_from_env("APERTURE_VMM_RESERVE", kDefaultReserveBytes)) {
+        grow_step_(env::gpu_heap_size(env::kCudaVmmHeapDefault)),
+        capacity_(env::vmm_reserve()) {
     team_.check_same("cuda-vmm provider start", {{"heap_bytes", grow_step_}, {"reserve_bytes", capacity_}});
     const int me = team_.rank();
     const int n = team_.size();
@@ -161,15 +161,18 @@ class CudaVmmProvider final : public LinearHeapProvider {
     granularity_ = 0;
     for (const auto& p : everyone) granularity_ = std::max<std::size_t>(granularity_, p.granularity);
     if (granularity_ == 0 || (granularity_ & (granularity_ - 1)) != 0)
-      throw Error(detail::format("cuda-vmm: the GPUs report an allocation granularity of {} bytes, not a power of two",
+      throw Error(ErrorCode::internal,
+                  detail::format("cuda-vmm: the GPUs report an allocation granularity of {} bytes, not a power of two",
                                  granularity_));
     capacity_ = round_up(capacity_, granularity_);
     grow_step_ = round_up(grow_step_, granularity_);
     if (grow_step_ > capacity_)
-      throw Error(detail::format("cuda-vmm: APERTURE_GPU_HEAP_SIZE ({} bytes) is larger than the virtual space reserved "
-                                 "for each rank's heap, APERTURE_VMM_RESERVE ({} bytes); raise APERTURE_VMM_RESERVE or "
-                                 "lower APERTURE_GPU_HEAP_SIZE",
-                                 grow_step_, capacity_));
+      throw Error(
+          ErrorCode::invalid_argument,
+          detail::format("cuda-vmm: APERTURE_GPU_HEAP_SIZE ({} bytes) is larger than the virtual space reserved "
+                         "for each rank's heap, APERTURE_VMM_RESERVE ({} bytes); raise APERTURE_VMM_RESERVE or "
+                         "lower APERTURE_GPU_HEAP_SIZE",
+                         grow_step_, capacity_));
     heap_ = SymmetricHeap(capacity_);
 
     // 3. The one reservation, and which peers this GPU reaches.
@@ -213,10 +216,7 @@ class CudaVmmProvider final : public LinearHeapProvider {
     const DriverApi& api = driver_api_or_not();
     if (!api.loaded) return api.why_not;
     int count = 0;
-    if (auto why = APERTURE_CUDA_TRY(cudaGetDeviceCount(&count)); !why.empty()) return "no CUDA device: " + why;
-    if (count == 0) return "no CUDA device: cudaGetDeviceCount reported 0 devices";
-    device_ = team_.local_rank() % count;
-    if (auto why = APERTURE_CUDA_TRY(cudaSetDevice(device_)); !why.empty()) return why;
+    if (auto why = choose_own_gpu(team_, kWho, GpuSharing::allowed, device_, &count); !why.empty()) return why;
     for (int d = 0; d < count; ++d) {
       cudaDeviceProp prop{};
       if (auto why = APERTURE_CUDA_TRY(cudaGetDeviceProperties(&prop, d)); !why.empty()) return why;
@@ -468,7 +468,7 @@ ProviderEntry cuda_vmm_entry() {
   entry.status = [] {
     ProviderStatus status{kWho, true, false, {}};
     std::string why;
-    const int count = foreign_gpu::gpu_count(why);
+    const int count = gpus_for_status(kWho, GpuSharing::allowed, why);
     if (count == 0) {
       status.reason = why;
       return status;

@@ -8,15 +8,6 @@
 
 namespace aperture::detail {
 
-namespace {
-// An Error's message without the "aperture: " that Error adds again when it is rethrown.
-std::string message_of(const Error& e) {
-  constexpr std::string_view kPrefix = "aperture: ";
-  const std::string_view text = e.what();
-  return std::string(text.substr(text.starts_with(kPrefix) ? kPrefix.size() : 0));
-}
-}  // namespace
-
 LinearHeapProvider::LinearHeapProvider(Team& team, HeapNames names, std::size_t capacity)
     : team_(team), heap_(capacity), names_(names) {}
 
@@ -27,12 +18,14 @@ Allocation LinearHeapProvider::allocate(std::size_t bytes, std::size_t alignment
   team_.check_same(detail::format("{} allocate", names_.who), {{"bytes", bytes}, {"alignment", alignment}});
   check_allocation_request(names_.who, bytes, alignment);
   if (alignment > max_alignment())
-    throw Error(detail::format("{} allocate: alignment {} exceeds the largest every rank's {} supports ({} bytes); "
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{} allocate: alignment {} exceeds the largest every rank's {} supports ({} bytes); "
                                "pass at most that",
                                names_.who, alignment, names_.heap, max_alignment()));
   const auto offset = heap_.allocate(bytes, alignment);
   if (!offset)
-    throw Error(detail::format("{} allocate: the {} has {}; free allocations or raise {}", names_.who, names_.heap,
+    throw Error(ErrorCode::out_of_memory,
+                detail::format("{} allocate: the {} has {}; free allocations or raise {}", names_.who, names_.heap,
                                heap_.describe_no_room(bytes, alignment), names_.size_variable));
   try {
     make_room(*offset, bytes);
@@ -61,9 +54,9 @@ void LinearHeapProvider::free(Allocation& allocation) {
                      {{"offset", local_error.empty() ? offset : kInvalid}, {"bytes", allocation.bytes}});
   } catch (const Error& mismatch) {
     if (local_error.empty()) throw;
-    throw Error(local_error + "\n" + message_of(mismatch));
+    throw Error(ErrorCode::invalid_argument, local_error + "\n" + std::string(mismatch.detail()));
   }
-  if (!local_error.empty()) throw Error(local_error);
+  if (!local_error.empty()) throw Error(ErrorCode::invalid_argument, local_error);
   heap_.free(offset);
   allocation.map.mark_freed();  // every copy of this allocation's map now refuses the checked path
   allocation = Allocation{};
@@ -73,7 +66,7 @@ std::string LinearHeapProvider::free_error(const Allocation& allocation, std::si
   try {
     offset = offset_of(allocation.ptr, "free");
   } catch (const Error& e) {
-    return message_of(e);
+    return std::string(e.detail());
   }
   // A copy of an Allocation freed before, even if its address was reused since.
   if (allocation.map.freed())
@@ -91,7 +84,8 @@ std::string LinearHeapProvider::free_error(const Allocation& allocation, std::si
 SymmetricAddressMap LinearHeapProvider::symmetric_address_map(const void* ptr, std::size_t bytes) const {
   const std::size_t offset = offset_of(ptr, "symmetric_address_map");
   if (!heap_.find(offset, bytes))
-    throw Error(detail::format("{} symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this {} "
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{} symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this {} "
                                "(freed, or running past the end of its allocation)",
                                names_.who, ptr, bytes, names_.heap));
   return map_for(offset, bytes);
@@ -102,7 +96,8 @@ std::size_t LinearHeapProvider::offset_of(const void* ptr, const char* call) con
   const std::uintptr_t base = own_base();
   const std::size_t mapped = mapped_bytes();
   if (ptr == nullptr || base == 0 || address < base || address - base >= mapped)
-    throw Error(detail::format("{} {}: {} is not memory of this {} provider's {} [{:#x}, +{} bytes); was it allocated "
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{} {}: {} is not memory of this {} provider's {} [{:#x}, +{} bytes); was it allocated "
                                "by another provider?",
                                names_.who, call, ptr, names_.who, names_.heap, base, mapped));
   return address - base;

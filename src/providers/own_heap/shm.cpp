@@ -17,6 +17,7 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
+#include "common/env.h"
 #include "detail/format.h"
 #include "providers/own_heap/linear_heap_provider.h"
 #include "providers/provider_common.h"
@@ -26,7 +27,6 @@ namespace aperture::detail {
 
 namespace {
 
-constexpr std::size_t kDefaultHeapBytes = std::size_t{1} << 30;
 // Heaps are mapped at this alignment so that any alignment up to it holds for addresses, not
 // only for offsets.
 constexpr std::size_t kHeapAlignment = std::size_t{2} << 20;
@@ -54,7 +54,7 @@ void* map_aligned(int fd, std::size_t bytes) {
 
 class ShmProvider final : public LinearHeapProvider {
  public:
-  explicit ShmProvider(Team& team) : ShmProvider(team, size_from_env("APERTURE_HEAP_SIZE", kDefaultHeapBytes)) {}
+  explicit ShmProvider(Team& team) : ShmProvider(team, env::heap_size()) {}
 
   ~ShmProvider() override { release(); }
 
@@ -65,7 +65,7 @@ class ShmProvider final : public LinearHeapProvider {
       : LinearHeapProvider(team, HeapNames{"shm", "heap", "APERTURE_HEAP_SIZE"}, heap_bytes), heap_bytes_(heap_bytes) {
     team_.check_same("shm provider start", {{"heap_bytes", heap_bytes_}});
     memfd_ = ::memfd_create("aperture-shm-heap", MFD_CLOEXEC);
-    if (memfd_ < 0) throw Error("shm: memfd_create failed: " + errno_text());
+    if (memfd_ < 0) throw Error(ErrorCode::system, "shm: memfd_create failed: " + errno_text(), "memfd_create");
     bases_.assign(team_.size(), 0);
     // Everything from here on is undone by the destructor if a later step throws.
     struct Cleanup {

@@ -1,7 +1,8 @@
-// src/providers/cuda/cuda_check.h — CUDA runtime errors translated into aperture::Error.
+// src/common/cuda_check.h — CUDA runtime errors translated into aperture::Error.
 //
-// Every CUDA call the library makes goes through one of two macros, so that every failure names
-// the call as written, the status (name and text) and the file:line it came from:
+// Every CUDA runtime call of the library, the tools and the tests goes through one of two macros,
+// so that every failure names the call as written, the status (name and text) and the file:line
+// it came from:
 //
 //     APERTURE_CUDA_CHECK(cudaMalloc(&p, bytes), "cuda-ipc heap");   // throws aperture::Error
 //     std::string why = APERTURE_CUDA_TRY(cudaIpcOpenMemHandle(...));  // "" on success
@@ -18,9 +19,9 @@
 
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "aperture/error.h"
+#include "common/call_failure.h"
 
 namespace aperture::detail {
 
@@ -31,29 +32,18 @@ inline std::string cuda_error_text(cudaError_t status) {
   return std::string(name != nullptr ? name : "cudaError?") + " (" + (text != nullptr ? text : "unknown") + ")";
 }
 
-// The path from "src/" on (or the file name), so messages do not carry a build machine's tree.
-inline std::string_view short_source_path(std::string_view file) {
-  const auto src = file.rfind("src/");
-  if (src != std::string_view::npos) return file.substr(src);
-  const auto slash = file.rfind('/');
-  return slash == std::string_view::npos ? file : file.substr(slash + 1);
-}
-
-// "<call> failed: <error> at <file>:<line>": how a failed runtime or driver call is described.
-inline std::string call_failure_text(std::string_view call, const std::string& error, const char* file, int line) {
-  std::string message(call);
-  message += " failed: ";
-  message += error;
-  message += " at ";
-  message += short_source_path(file);
-  message += ":";
-  message += std::to_string(line);
-  return message;
-}
-
-// Throws aperture::Error("<context>: <failure>"), or just the failure when there is no context.
-[[noreturn]] inline void throw_call_failure(std::string failure, std::string_view context) {
-  throw Error(context.empty() ? std::move(failure) : std::string(context) + ": " + failure);
+// What a caller can do about `status`: a full device is out_of_memory, a missing device or
+// driver unavailable, anything else a failed system call.
+inline ErrorCode cuda_error_code(cudaError_t status) {
+  switch (status) {
+    case cudaErrorMemoryAllocation: return ErrorCode::out_of_memory;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorNotSupported: return ErrorCode::unavailable;
+    default: return ErrorCode::system;
+  }
 }
 
 // "" when `status` is cudaSuccess; otherwise "<call> failed: <name> (<text>) at <file>:<line>".
@@ -66,7 +56,8 @@ inline std::string cuda_failure(cudaError_t status, std::string_view call, const
 // Throws aperture::Error("<context>: <call> failed: ...") when `status` is not cudaSuccess.
 inline void check_cuda(cudaError_t status, std::string_view call, const char* file, int line,
                        std::string_view context = {}) {
-  if (status != cudaSuccess) throw_call_failure(cuda_failure(status, call, file, line), context);
+  if (status != cudaSuccess)
+    throw_call_failure(cuda_error_code(status), call, cuda_failure(status, call, file, line), context);
 }
 
 }  // namespace aperture::detail

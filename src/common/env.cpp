@@ -1,0 +1,178 @@
+#include "common/env.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "aperture/detail/env_timeout.h"
+#include "aperture/error.h"
+#include "detail/format.h"
+
+namespace aperture::env {
+
+namespace {
+
+// The table. Launcher variables are set by `aperture launch` for its ranks and read by
+// Team::from_env (bootstrap/env.cpp); the others tune the library.
+constexpr Variable kVariables[] = {
+    {"APERTURE_TIMEOUT", "seconds", "60", "(0, 1e7], fractions allowed",
+     "How long every blocking call (Team calls, host waits, collectives) waits before it throws."},
+    {"APERTURE_HEAP_SIZE", "size", "1G", "1 .. 16T, suffix K/M/G/T", "Each rank's heap of the shm provider."},
+    {"APERTURE_GPU_HEAP_SIZE", "size", "1G (cuda-ipc), 256M (cuda-vmm)", "1 .. 16T, suffix K/M/G/T",
+     "cuda-ipc: each rank's GPU heap; cuda-vmm: the initial heap and the least one growth adds."},
+    {"APERTURE_VMM_RESERVE", "size", "64G", "1 .. 16T, suffix K/M/G/T",
+     "cuda-vmm: the virtual address space reserved for each rank's heap (address space, not memory)."},
+    {"APERTURE_RANK", "integer", "unset", "0 .. APERTURE_WORLD_SIZE-1", "Set by `aperture launch`: this rank.", true},
+    {"APERTURE_WORLD_SIZE", "integer", "unset", "1 .. 65536", "Set by `aperture launch`: the number of ranks.", true},
+    {"APERTURE_LOCAL_RANK", "integer", "unset", "0 .. APERTURE_LOCAL_SIZE-1",
+     "Set by `aperture launch`: this rank among the ranks of its machine.", true},
+    {"APERTURE_LOCAL_SIZE", "integer", "unset", "1 .. 65536",
+     "Set by `aperture launch`: the ranks on this machine (GPU providers check one GPU per rank).", true},
+    {"APERTURE_HUB", "text", "unset", "unix:@name or tcp:host:port",
+     "Set by `aperture launch`: the rendezvous hub the ranks connect to.", true},
+    {"APERTURE_JOB_TOKEN", "text", "unset", "any",
+     "Set by `aperture launch`: the secret a rank shows the hub (torchrun: defaults to TORCHELASTIC_RUN_ID).", true},
+    {"APERTURE_MASTER_PORT", "integer", "MASTER_PORT+1", "1 .. 65535",
+     "torchrun jobs: the port of aperture's rendezvous (MASTER_PORT is torch's own store)."},
+    {"APERTURE_COLLECTIVES_INTERLEAVE", "flag", "0", "0 or 1",
+     "Collectives: 1 gives each block interleaved pieces instead of one contiguous slice."},
+    {"APERTURE_COLLECTIVES_SPINS", "integer", "256 (16 when ranks outnumber cores)", "0 .. 4294967295",
+     "Collectives: how often a host waiter polls before it yields."},
+    {"APERTURE_COLLECTIVES_PDL", "flag", "1", "0 or 1",
+     "Collectives: 0 turns off programmatic dependent launch on GPUs that have it (compute capability 9.0+)."},
+};
+
+const char* value_of(const Lookup& env, std::string_view name) {
+  const char* text = env(std::string(name).c_str());
+  return text == nullptr || *text == '\0' ? nullptr : text;
+}
+
+const char* process_value(std::string_view name) { return value_of(process(), name); }
+
+}  // namespace
+
+Lookup process() {
+  return [](const char* name) { return std::getenv(name); };
+}
+
+std::span<const Variable> variables() { return kVariables; }
+
+std::vector<std::string> launcher_variables() {
+  std::vector<std::string> names;
+  for (const Variable& v : kVariables)
+    if (v.set_by_launcher) names.emplace_back(v.name);
+  return names;
+}
+
+std::string markdown_table() {
+  std::string table = "| Variable | Type | Default | Range | What it does |\n|---|---|---|---|---|\n";
+  for (const Variable& v : kVariables)
+    table += detail::format("| `{}` | {} | {} | {} | {} |\n", v.name, v.type, v.default_value, v.range, v.doc);
+  return table;
+}
+
+int parse_int(std::string_view name, const char* text, long min, long max) {
+  errno = 0;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*text == '\0' || end == text || *end != '\0' || errno == ERANGE)
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{}='{}' is not an integer; set it to a number in {}..{}", name, text, min, max));
+  if (value < min || value > max)
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{}={} is out of range; it must be in {}..{}", name, value, min, max));
+  return static_cast<int>(value);
+}
+
+std::size_t parse_size(std::string_view name, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  std::size_t scale = 1;
+  if (end != text && *end != '\0' && end[1] == '\0') {
+    switch (*end) {
+      case 'K': case 'k': scale = std::size_t{1} << 10; ++end; break;
+      case 'M': case 'm': scale = std::size_t{1} << 20; ++end; break;
+      case 'G': case 'g': scale = std::size_t{1} << 30; ++end; break;
+      case 'T': case 't': scale = std::size_t{1} << 40; ++end; break;
+      default: break;
+    }
+  }
+  if (end == text || *end != '\0' || errno == ERANGE || *text == '-' || value == 0 ||
+      value > (std::size_t{1} << 44) / scale)
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("{}='{}' is not a size; give bytes with an optional K, M, G or T suffix (e.g. 4G), at "
+                               "least 1 and at most 16T",
+                               name, text));
+  return static_cast<std::size_t>(value) * scale;
+}
+
+bool parse_flag(std::string_view name, const char* text) {
+  const std::string_view value(text);
+  if (value == "0") return false;
+  if (value == "1") return true;
+  throw Error(
+      ErrorCode::invalid_argument,
+      detail::format("{}='{}' is not a flag; set it to 1 (on) or 0 (off), or unset it for the default", name, text));
+}
+
+double timeout_seconds() { return detail::timeout_seconds(); }
+
+std::size_t heap_size() {
+  const char* text = process_value("APERTURE_HEAP_SIZE");
+  return text == nullptr ? kShmHeapDefault : parse_size("APERTURE_HEAP_SIZE", text);
+}
+
+std::size_t gpu_heap_size(std::size_t fallback) {
+  const char* text = process_value("APERTURE_GPU_HEAP_SIZE");
+  return text == nullptr ? fallback : parse_size("APERTURE_GPU_HEAP_SIZE", text);
+}
+
+std::size_t vmm_reserve() {
+  const char* text = process_value("APERTURE_VMM_RESERVE");
+  return text == nullptr ? kVmmReserveDefault : parse_size("APERTURE_VMM_RESERVE", text);
+}
+
+std::optional<int> master_port(const Lookup& env) {
+  // Set-but-empty is an error here (as before): an empty port is a mistake, not "the default".
+  const char* text = env("APERTURE_MASTER_PORT");
+  if (text == nullptr) return std::nullopt;
+  return parse_int("APERTURE_MASTER_PORT", text, 1, 65535);
+}
+
+int local_size(const Lookup& env) {
+  // status() asks before any Team exists and must not throw: a malformed value counts as unsaid.
+  for (const char* name : {"APERTURE_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+    const char* text = value_of(env, name);
+    if (text == nullptr) continue;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && value > 0 && value < (1 << 20)) return static_cast<int>(value);
+  }
+  return 0;
+}
+
+bool collectives_interleave() {
+  const char* text = process_value("APERTURE_COLLECTIVES_INTERLEAVE");
+  return text != nullptr && parse_flag("APERTURE_COLLECTIVES_INTERLEAVE", text);
+}
+
+std::optional<unsigned> collectives_spins() {
+  const char* text = process_value("APERTURE_COLLECTIVES_SPINS");
+  if (text == nullptr) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long value = std::strtoul(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || *text == '-' || value > 0xFFFFFFFFul)
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("APERTURE_COLLECTIVES_SPINS='{}' is not a count; set it to a number in 0..4294967295, "
+                               "or unset it for the default",
+                               text));
+  return static_cast<unsigned>(value);
+}
+
+bool collectives_pdl() {
+  const char* text = process_value("APERTURE_COLLECTIVES_PDL");
+  return text == nullptr || parse_flag("APERTURE_COLLECTIVES_PDL", text);
+}
+
+}  // namespace aperture::env
