@@ -8,9 +8,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "aperture/export.h"
+
 namespace aperture {
 
-class Error : public std::runtime_error {
+class APERTURE_API Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message) : std::runtime_error("aperture: " + message) {}
 };

@@ -3,7 +3,8 @@
 #
 # Installs the build in BUILD_DIR into a fresh temporary prefix, builds tests/install (a separate
 # CMake project that knows nothing but find_package(aperture)) against that prefix, and runs the
-# consumer under the installed `aperture launch` at each rank count (default 1 2 4 8):
+# consumer under the installed `aperture launch` at each rank count (default 1 2 4 8). First it
+# checks that the installed libraries export aperture's public API only (check-exports.sh). Then:
 #   - with provider shm;
 #   - with shm + mpi-window, and shm + openshmem, under `aperture launch --mpi`, when the package
 #     was built with them. One compiled in but not usable here is reported as SKIPPED with the
@@ -51,6 +52,11 @@ if grep -rlF -e "$source_dir/" -e "$build_dir" "$(dirname "$config")"; then
   echo "install-test: the installed CMake package refers to the source or build tree (files above)" >&2
   exit 1
 fi
+
+step "the installed libraries export aperture's public API only"
+mapfile -t libraries < <(find "$prefix" -name 'libaperture*.so' | sort)
+((${#libraries[@]} > 0)) || { echo "install-test: no libaperture*.so was installed" >&2; exit 1; }
+bash "$here/check-exports.sh" "${libraries[@]}"
 
 step "configuring and building the consumer against the prefix only"
 # The prefix alone, and no package registry: no way to find the build tree instead.

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "aperture/error.h"
+#include "aperture/export.h"
 
 namespace aperture::detail {
 
@@ -39,7 +40,7 @@ inline std::uint64_t host_timeout_ns() { return static_cast<std::uint64_t>(timeo
 // once, naming the rank, instead of at APERTURE_TIMEOUT. One per process (an inline variable:
 // the library and the program share it).
 using JobWatch = std::string (*)();
-inline std::atomic<JobWatch> job_watch{nullptr};
+APERTURE_API inline std::atomic<JobWatch> job_watch{nullptr};
 
 // Throws aperture::Error when the job watch reports a failure; for hand-written wait loops.
 inline void check_job_alive(const std::uint64_t* flag, std::uint64_t value) {
