@@ -43,11 +43,12 @@ stranger="$work/stranger"
 # read them dies before it runs. Every process here reads world-readable copies instead.
 for var in ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS UBSAN_OPTIONS; do
   options=${!var-}
-  [[ $options == *suppressions=* ]] || continue
-  file=$(sed -n 's/.*suppressions=\([^:]*\).*/\1/p' <<<"$options")
+  # The option itself, not print_suppressions: at the start or after a ':'.
+  file=$(sed -n 's/^\(.*:\)\{0,1\}suppressions=\([^:]*\).*/\2/p' <<<"$options")
+  [[ -n $file ]] || continue
   copy="$work/${var%_OPTIONS}.supp"
   cp "$file" "$copy" && chmod 644 "$copy" || { echo "FAIL - cannot copy $var's suppressions $file"; exit 1; }
-  export "$var=${options/suppressions=$file/suppressions=$copy}"
+  export "$var=${options/"suppressions=$file"/"suppressions=$copy"}"
 done
 
 # --- who plays the other user ----------------------------------------------------------------
