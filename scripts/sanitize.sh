@@ -5,6 +5,7 @@
 #   ./scripts/sanitize.sh tsan      ThreadSanitizer (multi-rank suites at 1, 2 and 4 ranks)
 #   ./scripts/sanitize.sh all       both, one after the other
 #   ./scripts/sanitize.sh asan -R shm   extra arguments go to ctest
+#   BUILD_TARGETS="a b" ./scripts/sanitize.sh tsan -R x   build only those targets (what the tests picked need)
 #
 # The builds use the CMake presets of the same names (CMakePresets.json) in $BUILD_ROOT/build-asan
 # and $BUILD_ROOT/build-tsan (BUILD_ROOT defaults to build/ in the tree). They compile host code only: CUDA is
@@ -19,6 +20,7 @@ cd "$root"
 which="${1:-all}"
 shift || true
 build_root="${BUILD_ROOT:-$root/build}"
+mkdir -p "$build_root"
 jobs="${BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
 if [[ "$(id -u)" == 0 ]]; then
@@ -30,8 +32,9 @@ run_one() {
   local dir="$build_root/build-$preset"
   echo "sanitize: $preset: configuring $dir"
   cmake --preset "$preset" -B "$dir" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
-  echo "sanitize: $preset: building with $jobs jobs"
-  cmake --build "$dir" --parallel "$jobs" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
+  echo "sanitize: $preset: building ${BUILD_TARGETS:-everything} with $jobs jobs"
+  # shellcheck disable=SC2086 # BUILD_TARGETS is a list of target names
+  cmake --build "$dir" --parallel "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
   # Reports go to stderr, which ctest shows for a failing test; a report fails its process.
   local supp="$root/scripts/sanitizers"
   case "$preset" in

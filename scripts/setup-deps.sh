@@ -9,6 +9,9 @@
 #                              provider; the default where nvcc is found, so that the provider
 #                              compiles and links in CI too. APERTURE_WITH_NVSHMEM=0: never.
 #   --with-nvshmem             the same as APERTURE_WITH_NVSHMEM=1
+#   APERTURE_WITH_HIPCC=0      do not install Debian's hipcc, which the HIP compile check of the
+#                              device headers (tests/hip) needs; installed by default (some 100 MB
+#                              to download, 650 MB on disk). A failed install skips that check.
 #
 # The CUDA toolkit is not installed here: the build uses nvcc when it finds one
 # (/usr/local/cuda/bin/nvcc, or CUDACXX) and builds the CPU parts without it otherwise.
@@ -20,7 +23,7 @@ with_nvshmem="${APERTURE_WITH_NVSHMEM:-$default_nvshmem}"
 for arg in "$@"; do
   case "$arg" in
     --with-nvshmem) with_nvshmem=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "setup-deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -103,5 +106,25 @@ if [[ "$with_nvshmem" == 1 ]]; then
     echo "setup-deps: installing nvidia-nvshmem-cu13==3.4.5"
     python3 -m pip install --quiet "nvidia-nvshmem-cu13==3.4.5" ||
       echo "setup-deps: could not install nvidia-nvshmem-cu13==3.4.5; the nvshmem provider will not be built" >&2
+  fi
+fi
+
+# ---- optional: hipcc, for the HIP compile check of the device headers (tests/hip) --------------
+# Debian's hipcc (clang 15 with the ROCm device libraries) compiles for AMD GPUs; nothing here
+# runs on one. Without hipcc the check is not configured. A failed install is reported, not fatal.
+if [[ "${APERTURE_WITH_HIPCC:-1}" == 1 ]] && ! command -v hipcc >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "setup-deps: installing hipcc (for the HIP compile check)"
+    began=$SECONDS
+    export DEBIAN_FRONTEND=noninteractive
+    # In a subshell: run_as_root exits where it cannot become root, and that is not fatal here.
+    if (run_as_root apt-get install -y -q --no-install-recommends hipcc ||
+        { run_as_root apt-get update -q && run_as_root apt-get install -y -q --no-install-recommends hipcc; }); then
+      echo "setup-deps: hipcc installed in $((SECONDS - began)) s"
+    else
+      echo "setup-deps: could not install hipcc; the HIP compile check will not run" >&2
+    fi
+  else
+    echo "setup-deps: no hipcc and no apt-get; the HIP compile check will not run" >&2
   fi
 fi

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "aperture/export.h"
 #include "aperture/peer_view.h"
 
 namespace aperture {
@@ -29,7 +30,7 @@ struct TablePlacement {
   std::shared_ptr<const void> owner;           // released when the last map copy goes
 };
 
-struct SymmetricAddressMap {
+struct APERTURE_API SymmetricAddressMap {
   int local_rank = 0;
   int world_size = 0;
   std::uintptr_t allocation_base = 0;  // == host_peer_bases()[local_rank]
@@ -84,9 +85,10 @@ template <class T>
 T* checked_translate(const SymmetricAddressMap& map, T* ptr, int to_rank, std::size_t count = 1);
 
 namespace detail {
-void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t bytes, int to_rank);
-void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t count,
-                                   std::size_t element_bytes, int to_rank);
+APERTURE_API void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t bytes,
+                                                int to_rank);
+APERTURE_API void check_translation_against_map(const SymmetricAddressMap& map, const void* ptr, std::size_t count,
+                                                std::size_t element_bytes, int to_rank);
 }
 
 template <class T>

@@ -16,6 +16,8 @@
 
 #if APERTURE_HAS_CUDA_COMPILER
 #  include <cuda/atomic>
+#elif APERTURE_HAS_HIP_COMPILER
+#  include "aperture/detail/hip_atomic_ref.h"
 #endif
 
 namespace aperture {
@@ -60,6 +62,12 @@ APERTURE_HD T with_atomic_ref(T* target, scope s, Fn fn) {
     case scope::block: return fn(cuda::atomic_ref<T, cuda::thread_scope_block>(*target));
     case scope::device: return fn(cuda::atomic_ref<T, cuda::thread_scope_device>(*target));
     default: return fn(cuda::atomic_ref<T, cuda::thread_scope_system>(*target));
+  }
+#elif APERTURE_HAS_HIP_COMPILER
+  switch (s) {
+    case scope::block: return fn(HipAtomicRef<T, __HIP_MEMORY_SCOPE_WORKGROUP>(*target));
+    case scope::device: return fn(HipAtomicRef<T, __HIP_MEMORY_SCOPE_AGENT>(*target));
+    default: return fn(HipAtomicRef<T, __HIP_MEMORY_SCOPE_SYSTEM>(*target));
   }
 #else
   (void)s;

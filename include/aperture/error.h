@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "aperture/export.h"
+
 namespace aperture {
 
 // Why a call failed, as far as a caller can act on it. The values travel between ranks (the
@@ -44,7 +46,7 @@ constexpr std::string_view to_string(ErrorCode code) noexcept {
   return "internal";
 }
 
-class Error : public std::runtime_error {
+class APERTURE_API Error : public std::runtime_error {
  public:
   using Code = ErrorCode;
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "aperture/address_map.h"
+#include "aperture/export.h"
 
 namespace aperture {
 
@@ -23,7 +24,7 @@ class Team;
 
 enum class MemoryKind { host, device };
 
-class Provider {
+class APERTURE_API Provider {
  public:
   virtual ~Provider() = default;
   Provider() = default;
@@ -58,13 +59,13 @@ struct ProviderStatus {
 // "default", "shm", "mpi-window", "openshmem", "cuda-ipc", "cuda-vmm", "nvshmem", "nccl".
 // Collective: every rank must ask for the same name. Unknown names throw an error listing the
 // available providers; known providers that cannot run here throw saying why.
-std::unique_ptr<Provider> make_provider(std::string_view name, Team& team);
+APERTURE_API std::unique_ptr<Provider> make_provider(std::string_view name, Team& team);
 
 // Names of the providers compiled in AND usable on this machine now.
-std::vector<std::string> available_providers();
+APERTURE_API std::vector<std::string> available_providers();
 // Every known provider with its standing, for `aperture info` and skipped tests.
-std::vector<ProviderStatus> provider_statuses();
+APERTURE_API std::vector<ProviderStatus> provider_statuses();
 // The provider "default" stands for here: shm without a GPU, a CUDA provider with one.
-std::string default_provider_name();
+APERTURE_API std::string default_provider_name();
 
 }  // namespace aperture

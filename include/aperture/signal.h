@@ -18,6 +18,7 @@
 #include "aperture/config.h"
 #include "aperture/translate.h"
 
+#include "aperture/detail/device_time.h"
 #include "aperture/detail/host_wait.h"
 
 namespace aperture {
@@ -66,14 +67,13 @@ APERTURE_HD bool wait_until_ge_for(const std::uint64_t* local_flag, std::uint64_
          // on (the timeout counts from the first backoff): a wait that succeeds in its first
          // polls costs no %globaltimer read.
          if (poll < detail::kDeviceSpinPolls) continue;
-         std::uint64_t now = 0;
-         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+         const std::uint64_t now = detail::device_time_ns();
          if (start == 0) start = now;
          if (now - start >= timeout_ns) {
            if (seen) *seen = v;
            return false;
          }
-         __nanosleep(sleep_ns);
+         detail::device_sleep_ns(sleep_ns);
          if (sleep_ns < 1024) sleep_ns *= 2;
        }),
       (return detail::host_wait_until_ge_for(

@@ -22,13 +22,15 @@
 #include <string_view>
 #include <utility>
 
+#include "aperture/export.h"
+
 namespace aperture {
 
 namespace detail {
 class TeamTransport;
 }
 
-class Team {
+class APERTURE_API Team {
  public:
   static Team from_env();
   static Team single();  // a team of one rank, whatever the environment says

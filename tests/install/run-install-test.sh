@@ -2,10 +2,10 @@
 # tests/install/run-install-test.sh BUILD_DIR [RANKS...]
 #
 # Installs the build in BUILD_DIR into a fresh temporary prefix, builds tests/install (a separate
-# CMake project that knows nothing but find_package(aperture)) against that prefix, runs the
-# installed `aperture demo` (the programs `aperture` runs are installed beside it, in
-# libexec/aperture/), and runs the consumer under the installed `aperture launch` at each rank
-# count (default 1 2 4 8):
+# CMake project that knows nothing but find_package(aperture)) against that prefix, checks that the
+# installed libraries export aperture's public API only (check-exports.sh), runs the installed
+# `aperture demo` (the programs `aperture` runs are installed beside it, in libexec/aperture/),
+# and runs the consumer under the installed `aperture launch` at each rank count (default 1 2 4 8):
 #   - with provider shm;
 #   - with shm + mpi-window, and shm + openshmem, under `aperture launch --mpi`, when the package
 #     was built with them. One compiled in but not usable here is reported as SKIPPED with the
@@ -53,6 +53,11 @@ if grep -rlF -e "$source_dir/" -e "$build_dir" "$(dirname "$config")"; then
   echo "install-test: the installed CMake package refers to the source or build tree (files above)" >&2
   exit 1
 fi
+
+step "the installed libraries export aperture's public API only"
+mapfile -t libraries < <(find "$prefix" -name 'libaperture*.so' | sort)
+((${#libraries[@]} > 0)) || { echo "install-test: no libaperture*.so was installed" >&2; exit 1; }
+bash "$here/check-exports.sh" "${libraries[@]}"
 
 step "configuring and building the consumer against the prefix only"
 # The prefix alone, and no package registry: no way to find the build tree instead.

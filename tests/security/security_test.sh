@@ -38,6 +38,19 @@ trap 'touch "$work/job/release" "$work/tcp/release" 2>/dev/null; sleep 0.3; kill
 cp "$stranger_bin" "$work/stranger" && chmod 755 "$work/stranger"
 stranger="$work/stranger"
 
+# A sanitizer run names its suppressions files in *SAN_OPTIONS, inside the tree; the other user
+# may not read the tree (a clone in a private directory), and a sanitized stranger that cannot
+# read them dies before it runs. Every process here reads world-readable copies instead.
+for var in ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS UBSAN_OPTIONS; do
+  options=${!var-}
+  # The option itself, not print_suppressions: at the start or after a ':'.
+  file=$(sed -n 's/^\(.*:\)\{0,1\}suppressions=\([^:]*\).*/\2/p' <<<"$options")
+  [[ -n $file ]] || continue
+  copy="$work/${var%_OPTIONS}.supp"
+  cp "$file" "$copy" && chmod 644 "$copy" || { echo "FAIL - cannot copy $var's suppressions $file"; exit 1; }
+  export "$var=${options/"suppressions=$file"/"suppressions=$copy"}"
+done
+
 # --- who plays the other user ----------------------------------------------------------------
 as_other=()
 if [[ $(id -u) == 0 ]]; then

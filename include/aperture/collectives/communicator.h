@@ -32,6 +32,7 @@
 
 #include "aperture/collectives/handle.h"
 #include "aperture/collectives/types.h"
+#include "aperture/export.h"
 #include "aperture/provider.h"
 
 namespace aperture {
@@ -50,7 +51,7 @@ constexpr const char* name_of(AllReduceAlgorithm a) {
 
 using Stream = void*;  // a cudaStream_t for GPU memory; must be null for host memory
 
-class Communicator {
+class APERTURE_API Communicator {
  public:
   struct Options {
     // Bytes of one staging half per part; 0: 256 KiB on the host, 512 KiB per block on a GPU.

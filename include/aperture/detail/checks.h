@@ -46,7 +46,7 @@ APERTURE_HD void report_check_failure(const char* what, const CheckedAccess& a) 
               "block %d thread %d)\n",
               what, a.ptr, static_cast<unsigned long long>(a.bytes), a.from_rank, a.to_rank, a.world_size,
               static_cast<unsigned long long>(a.extent), static_cast<int>(blockIdx.x), static_cast<int>(threadIdx.x));
-       __trap();),
+       APERTURE_DEVICE_TRAP();),
       (char buffer[160];
        std::snprintf(buffer, sizeof buffer, " (ptr=%p bytes=%llu from_rank=%d to_rank=%d world_size=%d extent=%llu)",
                      a.ptr, static_cast<unsigned long long>(a.bytes), a.from_rank, a.to_rank, a.world_size,

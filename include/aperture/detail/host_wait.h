@@ -14,6 +14,7 @@
 #include "aperture/detail/backoff.h"
 #include "aperture/detail/env_timeout.h"  // timeout_seconds(): APERTURE_TIMEOUT
 #include "aperture/error.h"
+#include "aperture/export.h"
 
 namespace aperture::detail {
 
@@ -26,7 +27,7 @@ inline std::uint64_t host_timeout_ns() { return static_cast<std::uint64_t>(timeo
 // once, naming the rank, instead of at APERTURE_TIMEOUT. One per process (an inline variable:
 // the library and the program share it).
 using JobWatch = std::string (*)();
-inline std::atomic<JobWatch> job_watch{nullptr};
+APERTURE_API inline std::atomic<JobWatch> job_watch{nullptr};
 
 // Throws aperture::Error (peer_lost) when the job watch reports a failure; for hand-written wait
 // loops.
