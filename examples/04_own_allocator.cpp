@@ -49,14 +49,29 @@ std::string segment_name(std::uint64_t nonce, int rank) {
   return "/aperture-example-04-" + std::to_string(nonce) + "-" + std::to_string(rank);
 }
 
+// Removes this rank's segment name when the program leaves early through an exception (a peer
+// failed, the Team gave up); on the normal path the name is removed as soon as it is mapped.
+struct NameGuard {
+  std::string name;
+  ~NameGuard() {
+    if (!name.empty()) shm_unlink(name.c_str());
+  }
+};
+
 // Maps one segment of `bytes` bytes; creates it (0600: private to this user) when `create`.
 void* map_segment(const std::string& name, std::size_t bytes, bool create) {
   const int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) fail("shm_open(" + name + ")");
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) fail("ftruncate(" + name + ")");
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = MAP_FAILED;
+  if (!create || ftruncate(fd, static_cast<off_t>(bytes)) == 0)
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int error = errno;
   close(fd);  // the mapping keeps the segment alive
-  if (p == MAP_FAILED) fail("mmap(" + name + ")");
+  if (p == MAP_FAILED) {
+    if (create) shm_unlink(name.c_str());  // made here, so removed here
+    errno = error;
+    fail("ftruncate/mmap(" + name + ")");
+  }
   return p;
 }
 
@@ -75,14 +90,17 @@ int main() try {
   if (me == 0) nonce = std::random_device{}() ^ (std::uint64_t(getpid()) << 32);
   team.broadcast(&nonce, sizeof nonce, 0);
   std::vector<void*> mapped(n);
+  NameGuard guard;
   mapped[me] = map_segment(segment_name(nonce, me), bytes, /*create=*/true);
+  guard.name = segment_name(nonce, me);
   team.barrier();  // every segment exists
 
   // Every rank maps every peer's segment; then the names go, and only the mappings remain.
   for (int r = 0; r < n; ++r)
     if (r != me) mapped[r] = map_segment(segment_name(nonce, r), bytes, /*create=*/false);
   team.barrier();  // every rank has mapped every segment
-  if (shm_unlink(segment_name(nonce, me).c_str()) != 0) fail("shm_unlink");
+  if (shm_unlink(guard.name.c_str()) != 0) fail("shm_unlink");
+  guard.name.clear();
 
   // The table: where each rank's segment lies in this process. That is the whole contract.
   std::vector<std::int64_t> table(n);
