@@ -8,8 +8,8 @@
 #   BUILD_DIR=... RESULTS=... PROVIDER=cuda-vmm SIZES=4K,...,1G SWEEP=1 bench/gpu-collectives.sh
 #   OPS=all_reduce,all_reduce.one_shot,... bench/gpu-collectives.sh   only these ops (default: all)
 #
-# It configures tests/collectives on its own (the library, the `aperture` command and the GPU
-# test; no GoogleTest or MPI needed). Results, at most six files: gpu-bench.{txt,csv,png},
+# It configures tests/collectives on its own (the library, the `aperture` command, the bench
+# program `aperture bench` runs and the GPU test; no GoogleTest or MPI needed). Results, at most six files: gpu-bench.{txt,csv,png},
 # sweep.txt (SWEEP=1: the large collectives again with 128 blocks, for tuning) and logs.tar.gz
 # (machine, configure, build and test logs, the JSON). Exit status: 0 when the test passed and
 # the bench ran.
@@ -34,7 +34,7 @@ pack() { tar -czf "$results/logs.tar.gz" -C "$logs" . 2>/dev/null; }
 timeout 120 cmake -S "$root/tests/collectives" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DAPERTURE_MPI=OFF -DAPERTURE_OPENSHMEM=OFF >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log"; pack; exit 1; }
 grep -m1 "nccl provider" "$logs/configure.log"
-timeout 200 cmake --build "$build" --parallel "$(nproc)" --target gpu_collectives_test aperture-cli \
+timeout 200 cmake --build "$build" --parallel "$(nproc)" --target gpu_collectives_test aperture-cli aperture-bench \
   >"$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; pack; exit 1; }
 echo "built after ${SECONDS}s"
 aperture="$build/aperture/tools/aperture"

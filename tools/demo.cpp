@@ -1,24 +1,32 @@
-// tools/demo.cpp — `aperture demo`: its arguments, and starting the ranks.
+// tools/demo.cpp — `aperture demo`: its arguments, and starting the ranks of the demo program
+// (examples/demo, aperture-demo) through the launcher component.
 //
-// Without --worker the demo is its own launcher: it re-executes this very program as
-// `aperture demo --worker ...` under the launch code path, N times. A process that already is a
-// rank (started by `aperture launch`, mpirun or torchrun) runs as a worker directly, so
-// `aperture launch -n 8 -- aperture demo` and `mpirun -n 4 aperture demo --provider mpi-window`
-// work too.
-#include "demo.h"
-
+// A process that already is a rank (started by `aperture launch`, mpirun or torchrun) becomes the
+// demo program directly, as that job's rank, so `aperture launch -n 8 -- aperture demo` and
+// `mpirun -n 4 aperture demo --provider mpi-window` work too.
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string>
+#include <vector>
 
-#include "args.h"
-#include "launch.h"
-#include "program_path.h"
+#include "commands.h"
+#include "programs.h"
+
+#include "launcher/args.h"
+#include "launcher/launch.h"
 
 #include "aperture/provider.h"
 
 namespace aperture::cli {
+
+using launcher::kExitUsage;
+using launcher::parse_bytes;
+using launcher::parse_integer;
+using launcher::take_option_value;
+using launcher::UsageError;
 
 const char* const kDemoUsage =
     "usage: aperture demo [--provider NAME] [-n N] [--bytes B]\n"
@@ -45,6 +53,16 @@ const char* const kDemoUsage =
 
 namespace {
 
+struct DemoOptions {
+  std::string provider = "default";
+  int ranks = 4;
+  bool ranks_given = false;
+  std::size_t bytes = std::size_t{1} << 20;  // per rank
+  bool worker = false;                       // this process is one rank (internal)
+};
+
+constexpr std::size_t kDemoMaxBytes = std::size_t{1} << 30;
+
 bool needs_mpirun(const std::string& provider) { return provider == "mpi-window" || provider == "openshmem"; }
 
 
@@ -56,7 +74,7 @@ DemoOptions parse_demo_args(int argc, char** argv) {
     if (take_option_value(argc, argv, i, "", "--provider", value, "shm")) {
       options.provider = value;
     } else if (take_option_value(argc, argv, i, "-n", "--ranks", value)) {
-      options.ranks = static_cast<int>(parse_integer("-n", value, 1, kMaxRanks));
+      options.ranks = static_cast<int>(parse_integer("-n", value, 1, launcher::kMaxRanks));
       options.ranks_given = true;
     } else if (take_option_value(argc, argv, i, "", "--bytes", value, "1M")) {
       options.bytes = parse_bytes("--bytes", value);
@@ -100,17 +118,21 @@ int demo_main(int argc, char** argv) {
     }
   }
   DemoOptions options;
-  LaunchOptions launch;
+  launcher::LaunchOptions job;
   try {
     options = parse_demo_args(argc, argv);
-    if (options.worker || started_as_a_rank()) return run_demo_worker(options);
+    job.program = "aperture-demo";
+    job.program_path = find_program(job.program);
+    job.args = {"--provider", options.provider, "--bytes", std::to_string(options.bytes)};
+    if (options.worker || launcher::started_as_a_rank()) {
+      // One rank of a job someone else started: the demo notes a -n that differs from the job's.
+      if (options.ranks_given) job.args.insert(job.args.end(), {"-n", std::to_string(options.ranks)});
+      return exec_program(job.program_path, job.program, job.args);
+    }
     check_provider(options.provider);
-    launch.ranks = options.ranks;
-    launch.program = "aperture";
-    launch.program_path = self_executable();
-    launch.args = {"demo", "--worker", "--provider", options.provider, "--bytes", std::to_string(options.bytes)};
-    launch.use_mpi = needs_mpirun(options.provider);
-    launch.prefix_stdout = false;  // rank 0's report reads better bare; errors keep "[rank R] "
+    job.ranks = options.ranks;
+    job.use_mpi = needs_mpirun(options.provider);
+    job.prefix_stdout = false;  // rank 0's report reads better bare; errors keep "[rank R] "
   } catch (const UsageError& e) {
     std::cerr << "aperture demo: " << e.what() << "\n";
     return kExitUsage;
@@ -118,7 +140,7 @@ int demo_main(int argc, char** argv) {
     std::cerr << "aperture demo: " << e.what() << "\n";
     return 1;
   }
-  return run_launch(launch);
+  return launcher::launch(job);
 }
 
 }  // namespace aperture::cli

@@ -15,8 +15,10 @@
 #include <optional>
 #include <string>
 
+#include "commands.h"
 #include "info_gpu.h"
-#include "launch.h"
+
+#include "launcher/launch.h"
 
 #include "aperture/config.h"
 #include "aperture/provider.h"
@@ -81,7 +83,7 @@ int info_main(int argc, char** argv) {
   std::optional<Team> team;
   std::string team_line = "team: none (not started as a rank of a job; run under `aperture launch -n N` to see one)";
   int exit_code = 0;
-  if (started_as_a_rank()) {
+  if (launcher::started_as_a_rank()) {
     try {
       team.emplace(Team::from_env());
       team_line = "team: rank " + std::to_string(team->rank()) + " of " + std::to_string(team->size()) + " (local " +

@@ -5,9 +5,10 @@
 #include <iostream>
 #include <string_view>
 
-#include "args.h"
-#include "bench.h"
 #include "commands.h"
+
+#include "launcher/args.h"
+#include "launcher/launch.h"
 
 #include "aperture/config.h"
 
@@ -34,9 +35,10 @@ const char* const kUsage =
 
 int main(int argc, char** argv) {
   using namespace aperture::cli;
+  namespace launcher = aperture::launcher;
   if (argc < 2) {
     std::cerr << kUsage;
-    return kExitUsage;
+    return launcher::kExitUsage;
   }
   const std::string_view command = argv[1];
   try {
@@ -48,11 +50,12 @@ int main(int argc, char** argv) {
       std::cout << "aperture " << APERTURE_VERSION_STRING << "\n";
       return 0;
     }
-    if (command == "launch") return launch_main(argc - 1, argv + 1);
+    if (command == "launch") return launcher::launch_main(argc - 1, argv + 1);
     if (command == "info") return info_main(argc - 1, argv + 1);
     if (command == "demo") return demo_main(argc - 1, argv + 1);
     if (command == "bench") return bench_main(argc - 1, argv + 1);
-    if (command == "_mpi-rank") return mpi_rank_main(argc - 1, argv + 1);
+    // Internal: what mpirun starts as each rank under `aperture launch --mpi` (launcher/launch.h).
+    if (launcher::is_mpi_rank_shim(argc, argv)) return launcher::mpi_rank_main(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     // A subcommand reports its own errors; this is the last line of defence.
     std::cerr << "aperture " << command << ": " << e.what() << "\n";
@@ -60,5 +63,5 @@ int main(int argc, char** argv) {
   }
   std::cerr << "aperture: unknown command '" << command << "'; commands are demo, launch, info and bench "
             << "(see `aperture --help`)\n";
-  return kExitUsage;
+  return launcher::kExitUsage;
 }

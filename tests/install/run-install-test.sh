@@ -2,8 +2,10 @@
 # tests/install/run-install-test.sh BUILD_DIR [RANKS...]
 #
 # Installs the build in BUILD_DIR into a fresh temporary prefix, builds tests/install (a separate
-# CMake project that knows nothing but find_package(aperture)) against that prefix, and runs the
-# consumer under the installed `aperture launch` at each rank count (default 1 2 4 8):
+# CMake project that knows nothing but find_package(aperture)) against that prefix, runs the
+# installed `aperture demo` (the programs `aperture` runs are installed beside it, in
+# libexec/aperture/), and runs the consumer under the installed `aperture launch` at each rank
+# count (default 1 2 4 8):
 #   - with provider shm;
 #   - with shm + mpi-window, and shm + openshmem, under `aperture launch --mpi`, when the package
 #     was built with them. One compiled in but not usable here is reported as SKIPPED with the
@@ -41,7 +43,7 @@ else
   step "installing $build_dir into $prefix"
   cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; exit 1; }
 fi
-for f in include/aperture/aperture.h bin/aperture; do
+for f in include/aperture/aperture.h bin/aperture libexec/aperture/aperture-demo libexec/aperture/aperture-bench; do
   [[ -e "$prefix/$f" ]] || { echo "install-test: $f was not installed" >&2; exit 1; }
 done
 config="$(find "$prefix" -name apertureConfig.cmake -print -quit)"
@@ -72,6 +74,14 @@ fi
 
 step "aperture info (installed)"
 "$launcher" info | tee "$work/info.txt"
+
+step "aperture demo (installed: it runs libexec/aperture/aperture-demo through the launcher)"
+if ! "$launcher" demo -n 2 --provider shm --bytes 4K >"$work/demo.log" 2>&1; then
+  cat "$work/demo.log"
+  echo "install-test: the installed aperture demo FAILED" >&2
+  exit 1
+fi
+cat "$work/demo.log"
 available="$("$consumer" --available)"
 echo "available_providers(), one rank, no launcher: $(echo $available)"
 

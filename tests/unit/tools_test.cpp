@@ -1,4 +1,4 @@
-// The `aperture` command's parsers: strict values, mpirun's output tags, wait statuses.
+// The launcher component's parsers: strict values, mpirun's output tags, wait statuses, programs.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -8,14 +8,14 @@
 #include <cstdlib>
 #include <string>
 
-#include "args.h"
-#include "mpi_output_tags.h"
-#include "program_path.h"
-#include "wait_status.h"
+#include "launcher/args.h"
+#include "launcher/mpi_output_tags.h"
+#include "launcher/program_path.h"
+#include "launcher/wait_status.h"
 
 namespace {
 
-using namespace aperture::cli;
+using namespace aperture::launcher;
 
 TEST(Args, IntegersAreStrict) {
   EXPECT_EQ(parse_integer("-n", "4", 1, 1024), 4);

@@ -1,0 +1,142 @@
+// bench/host/bench_host.cpp — `aperture bench` on host memory: one rank's measurements.
+//
+// put/get move `bytes` between this rank and its right neighbour's symmetric buffer (one
+// aperture::put/get), against memcpy of the same bytes inside this rank. The collectives run on
+// an aperture::Communicator over the provider's memory, against Open MPI's collective of the
+// same shape in the same processes (float, sum). Inputs are integers stored as floats, so both
+// sides' sums are exact and are compared once per size: a benchmark of a wrong answer is no
+// benchmark.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "bench_mpi.h"
+
+#include "aperture/collectives/communicator.h"
+#include "aperture/error.h"
+#include "aperture/provider.h"
+#include "aperture/rma.h"
+#include "aperture/team.h"
+
+namespace aperture::bench {
+
+namespace {
+
+const std::vector<std::string> kHostOps = {"barrier", "put", "get", "broadcast", "all_gather", "reduce_scatter", "all_reduce",
+                                           "all_reduce.one_shot", "all_reduce.two_shot", "all_to_all"};
+
+void fill(std::vector<float>& v, int rank, int salt) {
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * 7 + static_cast<int>(i % 1000) + salt);
+}
+
+void expect_same(const std::vector<float>& a, const std::vector<float>& b, std::size_t n, const std::string& what,
+                 int rank) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[i] != b[i])
+      throw Error("bench: " + what + ": aperture and MPI disagree on rank " + std::to_string(rank) + " at element " +
+                  std::to_string(i) + " (" + std::to_string(a[i]) + " vs " + std::to_string(b[i]) + ")");
+}
+
+}  // namespace
+
+std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOptions& options) {
+  const int me = team.rank();
+  const int world = team.size();
+  const int right = (me + 1) % world;
+  const std::vector<std::string> ops = options.ops.empty() ? kHostOps : options.ops;
+  const bool with_mpi = mpi::ready();
+  if (!with_mpi && me == 0)
+    std::fprintf(stderr, "aperture bench: no MPI columns: %s\n", mpi::why_not().c_str());
+
+  std::size_t max_bytes = 0;
+  for (std::size_t b : options.sizes) max_bytes = std::max(max_bytes, b);
+  Communicator comm(provider, team);
+  Allocation window = provider.allocate(std::max<std::size_t>(max_bytes, 64));  // put's target, get's source
+  std::vector<BenchRow> rows;
+  {
+    for (const std::string& op : ops) {
+      if (std::find(kHostOps.begin(), kHostOps.end(), op) == kHostOps.end())
+        throw Error("bench: unknown op '" + op + "' for host memory; ops are put, get, broadcast, all_gather, "
+                    "reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all, barrier");
+      for (std::size_t bytes : options.sizes) {
+        const bool blocks = op == "reduce_scatter" || op == "all_to_all";  // input: world blocks
+        const std::size_t count = bytes / sizeof(float) / (blocks ? static_cast<std::size_t>(world) : 1);
+        if (count == 0) continue;
+        if (op == "barrier" && bytes != options.sizes.front()) continue;  // one row: it moves no data
+        const std::size_t in_count = blocks ? count * world : count;
+        const std::size_t out_count = op == "all_gather" || op == "all_to_all" ? count * world : count;
+        std::vector<float> in(in_count), out(out_count), ref(out_count);
+        fill(in, me, static_cast<int>(bytes % 97));
+        BenchRow row;
+        row.memory = "cpu";
+        row.op = op;
+        row.type = "float32";
+        row.ranks = world;
+        row.bytes = in_count * sizeof(float);
+        std::function<void()> ours, theirs;
+        auto* peer_buffer = static_cast<float*>(window.ptr);
+        const std::int64_t* bases = window.map.peer_bases();
+        if (op == "barrier") {
+          row.bytes = 0;
+          ours = [&] { comm.barrier(); };
+          if (with_mpi) theirs = [&] { mpi::barrier(); };
+          row.baseline = "MPI_Barrier";
+        } else if (op == "put") {
+          ours = [&] { aperture::put(peer_buffer, in.data(), count, me, right, bases); };
+          theirs = [&] { std::memcpy(out.data(), in.data(), count * sizeof(float)); };
+          row.baseline = "memcpy";
+        } else if (op == "get") {
+          ours = [&] { aperture::get(out.data(), peer_buffer, count, me, right, bases); };
+          theirs = [&] { std::memcpy(out.data(), in.data(), count * sizeof(float)); };
+          row.baseline = "memcpy";
+        } else if (op == "broadcast") {
+          ours = [&] { comm.broadcast(in.data(), out.data(), count, 0); };
+          std::copy(in.begin(), in.end(), ref.begin());  // MPI_Bcast is in place: root's ref is the source
+          if (with_mpi) theirs = [&] { mpi::bcast(ref.data(), count, 0); };
+          row.baseline = "MPI_Bcast";
+        } else if (op == "all_gather") {
+          ours = [&] { comm.all_gather(in.data(), out.data(), count); };
+          if (with_mpi) theirs = [&] { mpi::allgather(in.data(), ref.data(), count); };
+          row.baseline = "MPI_Allgather";
+        } else if (op == "reduce_scatter") {
+          ours = [&] { comm.reduce_scatter(in.data(), out.data(), count, ReduceOp::sum); };
+          if (with_mpi) theirs = [&] { mpi::reduce_scatter_block(in.data(), ref.data(), count); };
+          row.baseline = "MPI_Reduce_scatter_block";
+        } else if (op.rfind("all_reduce", 0) == 0) {
+          const AllReduceAlgorithm algo = op == "all_reduce.one_shot"   ? AllReduceAlgorithm::one_shot
+                                          : op == "all_reduce.two_shot" ? AllReduceAlgorithm::two_shot
+                                                                        : AllReduceAlgorithm::automatic;
+          ours = [&, algo] { comm.all_reduce(in.data(), out.data(), count, ReduceOp::sum, algo); };
+          if (with_mpi) theirs = [&] { mpi::allreduce(in.data(), ref.data(), count); };
+          row.baseline = "MPI_Allreduce";
+        } else {  // all_to_all
+          ours = [&] { comm.all_to_all(in.data(), out.data(), count); };
+          if (with_mpi) theirs = [&] { mpi::alltoall(in.data(), ref.data(), count); };
+          row.baseline = "MPI_Alltoall";
+        }
+        const Timed a = time_calls(team, options, ours);
+        row.aperture_us = a.us;
+        row.iters = a.iters;
+        if (theirs) {
+          row.baseline_us = time_calls(team, options, theirs).us;
+          if (row.baseline.rfind("MPI", 0) == 0 && op != "barrier") {
+            ours();  // one more of each on the same input: the answers agree
+            theirs();
+            expect_same(out, ref, out_count, op + " at " + std::to_string(row.bytes) + " bytes", me);
+          }
+        } else {
+          row.baseline = "-";
+        }
+        rows.push_back(row);
+      }
+    }
+  }
+  team.barrier();  // nobody frees the window while a neighbour still puts into it
+  provider.free(window);
+  return rows;
+}
+
+}  // namespace aperture::bench

@@ -1,0 +1,61 @@
+// launcher/launch.h — the launcher component: start N ranks of a program on this machine and
+// return the job's exit status. `aperture launch` is this, with its arguments parsed.
+//
+// Two ways to start the ranks:
+//   - ours (default): the launcher serves the rendezvous hub, forks the ranks with APERTURE_RANK,
+//     APERTURE_WORLD_SIZE, APERTURE_LOCAL_RANK, APERTURE_LOCAL_SIZE, APERTURE_HUB and
+//     APERTURE_JOB_TOKEN, and watches them (launch_local.cpp);
+//   - use_mpi: through Open MPI's mpirun, for the providers whose memory MPI owns (mpi-window,
+//     openshmem), which need ranks MPI itself started (launch_mpi.cpp).
+// Either way: output comes back line by line as "[rank R] ...", the job fails as soon as a rank
+// fails, timeout_seconds bounds the whole job, and no process is left behind.
+//
+// Exit codes: 0 when every rank exited 0; the first failing rank's status (128 + N when it was
+// killed by signal N) when one failed; kExitTimeout when the timeout expired; 128 + N when the
+// launcher got signal N (SIGINT, SIGTERM, SIGHUP); kExitUsage for bad arguments (including a
+// program that is missing or not executable); kExitLauncherFailed when the launcher itself failed
+// (fork, pipes, the hub).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace aperture::launcher {
+
+inline constexpr int kMaxRanks = 1024;
+inline constexpr int kExitTimeout = 124;         // the job's timeout expired
+inline constexpr int kExitLauncherFailed = 125;  // the launcher itself failed (fork, hub, pipes)
+
+struct LaunchOptions {
+  int ranks = 0;
+  std::optional<double> timeout_seconds;  // wall-clock limit for the whole job
+  bool use_mpi = false;                   // start the ranks through mpirun
+  std::string program;                    // as given: the ranks' argv[0]
+  std::string program_path;               // what is exec'd (resolve_program() finds it)
+  std::vector<std::string> args;          // the program's arguments
+  bool prefix_stdout = true;              // "[rank R] " before stdout lines (the demo's report goes bare)
+};
+
+// Runs the job and returns its exit code (see above).
+int launch(const LaunchOptions& options);
+
+// True when a launcher started this process as one rank of a job (`aperture launch`, mpirun or
+// torchrun left their variables): a command then takes part instead of launching.
+bool started_as_a_rank();
+
+// `aperture launch ...`: argv[0] is "launch". Parses the arguments after it (a bad one is a note
+// on stderr and kExitUsage), then launch().
+int launch_main(int argc, char** argv);
+extern const char* const kLaunchUsage;
+// The arguments after "launch"; throws UsageError. Resolves the program.
+LaunchOptions parse_launch_args(int argc, char** argv);
+
+// With use_mpi, mpirun starts each rank as `<this program> _mpi-rank PGID -- PROGRAM ARGS...`: a
+// shim that moves the rank into the job's process group, then becomes PROGRAM. So a program that
+// launches with use_mpi begins its main() with
+//     if (launcher::is_mpi_rank_shim(argc, argv)) return launcher::mpi_rank_main(argc - 1, argv + 1);
+bool is_mpi_rank_shim(int argc, char** argv);
+int mpi_rank_main(int argc, char** argv);
+
+}  // namespace aperture::launcher

@@ -1,0 +1,108 @@
+// src/launcher/launch.cpp — `aperture launch`: its arguments, and which way the ranks are started.
+#include "launcher/launch.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "launch_modes.h"
+#include "launcher/args.h"
+#include "launcher/program_path.h"
+
+namespace aperture::launcher {
+
+const char* const kLaunchUsage =
+    "usage: aperture launch -n N [--timeout S] [--mpi] -- PROGRAM [ARGS...]\n"
+    "\n"
+    "Starts N ranks of PROGRAM on this machine, each with what aperture::Team::from_env() needs,\n"
+    "and prints their output line by line as \"[rank R] ...\" (stderr lines on stderr).\n"
+    "\n"
+    "  -n, --ranks N    number of ranks, 1 to 1024 (more ranks than CPUs is allowed)\n"
+    "  --timeout S      wall-clock limit for the whole job in seconds; on expiry the ranks\n"
+    "                   still running are named and stopped, and the exit code is 124\n"
+    "  --mpi            start the ranks through Open MPI's mpirun (needed by the mpi-window and\n"
+    "                   openshmem providers, whose memory only MPI-started ranks can have);\n"
+    "                   mpirun then stops the job when a rank fails, and its message names it\n"
+    "\n"
+    "As soon as one rank exits non-zero or is killed, the others get SIGTERM and, 2 s later,\n"
+    "SIGKILL (with --mpi, mpirun gets 5 s to stop them itself), and the launcher exits with that\n"
+    "rank's status (128 + N for signal N). SIGINT/SIGTERM/SIGHUP to the launcher are passed on to\n"
+    "the ranks the same way. No rank, and nothing a rank started, outlives the launcher: the ranks\n"
+    "run in one process group that a watchdog kills if the launcher itself is killed.\n"
+    "Exit codes: 0 all ranks succeeded; 124 --timeout expired; 2 bad arguments; 125 the launcher\n"
+    "itself failed; otherwise the failing rank's status.\n"
+    "\n"
+    "Environment: APERTURE_TIMEOUT (seconds, default 60) bounds every collective call of the ranks.\n"
+    "Rank 0 reads the launcher's stdin when it is not a terminal; the other ranks read /dev/null.\n"
+    "\n"
+    "example: aperture launch -n 4 -- ./my_program --size 1M\n";
+
+bool started_as_a_rank() {
+  return std::getenv("APERTURE_HUB") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+         (std::getenv("WORLD_SIZE") != nullptr && std::getenv("MASTER_ADDR") != nullptr);
+}
+
+void launch_note(const std::string& message) {
+  const std::string line = "aperture launch: " + message + "\n";
+  [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+}
+
+LaunchOptions parse_launch_args(int argc, char** argv) {
+  LaunchOptions options;
+  bool have_ranks = false;
+  int i = 1;
+  std::string value;
+  while (i < argc) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (take_option_value(argc, argv, i, "-n", "--ranks", value)) {
+      options.ranks = static_cast<int>(parse_integer("-n", value, 1, kMaxRanks));
+      have_ranks = true;
+    } else if (take_option_value(argc, argv, i, "", "--timeout", value, "60")) {
+      options.timeout_seconds = parse_seconds("--timeout", value);
+    } else if (arg == "--mpi") {
+      options.use_mpi = true;
+      ++i;
+    } else if (!arg.empty() && arg.front() == '-') {
+      throw UsageError("unknown option '" + std::string(arg) + "'; see `aperture launch --help`");
+    } else {
+      throw UsageError("expected `--` before the program '" + std::string(arg) +
+                       "'; write: aperture launch -n 4 -- " + std::string(arg) + " ...");
+    }
+  }
+  if (!have_ranks) throw UsageError("how many ranks? give -n N, e.g. aperture launch -n 4 -- ./my_program");
+  if (i >= argc) throw UsageError("no program given after `--`; write: aperture launch -n 4 -- ./my_program");
+  options.program = argv[i];
+  options.program_path = resolve_program(options.program);
+  for (++i; i < argc; ++i) options.args.emplace_back(argv[i]);
+  return options;
+}
+
+int launch(const LaunchOptions& options) {
+  return options.use_mpi ? run_mpi_launch(options) : run_local_launch(options);
+}
+
+int launch_main(int argc, char** argv) {
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::cout << kLaunchUsage;
+      return 0;
+    }
+  }
+  LaunchOptions options;
+  try {
+    options = parse_launch_args(argc, argv);
+  } catch (const UsageError& e) {
+    launch_note(e.what());
+    return kExitUsage;
+  }
+  return launch(options);
+}
+
+}  // namespace aperture::launcher

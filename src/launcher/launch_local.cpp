@@ -1,0 +1,362 @@
+// src/launcher/launch_local.cpp — `aperture launch` without MPI: the launcher serves the hub, forks the
+// ranks and watches them until the last one is gone.
+//
+// One poll() loop waits on everything at once: the signalfd (a rank ended, or someone wants the
+// job stopped) and the stdout/stderr pipe of every rank. Its timeout is the nearest deadline
+// (the job's --timeout, or the end of the grace period of a stop), so the launcher sleeps unless
+// something happens.
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch_modes.h"
+#include "line_forwarder.h"
+#include "reaper.h"
+#include "signals.h"
+#include "spawn.h"
+#include "watchdog.h"
+
+#include "launcher/args.h"
+#include "launcher/launch.h"
+#include "launcher/wait_status.h"
+
+#include "aperture/detail/host_wait.h"  // timeout_seconds(): APERTURE_TIMEOUT, the hub's limit too
+#include "bootstrap/hub.h"
+
+namespace aperture::launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// How long ranks get between the polite signal and SIGKILL.
+constexpr auto kGrace = std::chrono::seconds(2);
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  std::optional<LineForwarder> out;
+  std::optional<LineForwarder> err;
+};
+
+// "1, 3 and 7", at most `limit` numbers then "and N more".
+std::string rank_list(const std::vector<int>& ranks, std::size_t limit = 16) {
+  std::string text;
+  const std::size_t shown = std::min(ranks.size(), limit);
+  for (std::size_t i = 0; i < shown; ++i) {
+    if (i > 0) text += (i + 1 == shown && shown == ranks.size()) ? " and " : ", ";
+    text += std::to_string(ranks[i]);
+  }
+  if (shown < ranks.size()) text += " and " + std::to_string(ranks.size() - shown) + " more";
+  return text;
+}
+
+std::string plural(std::size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// aperture::Error messages start with "aperture: "; after "aperture launch: " once is enough.
+std::string strip_library_prefix(std::string message) {
+  if (message.rfind("aperture: ", 0) == 0) message.erase(0, 10);
+  return message;
+}
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", seconds);
+  return text;
+}
+
+class LocalJob {
+ public:
+  LocalJob(const LaunchOptions& options, SignalWatch& signals, Watchdog& watchdog, detail::Hub& hub,
+           const std::string& token)
+      : options_(options),
+        signals_(signals),
+        watchdog_(watchdog),
+        hub_(hub),
+        token_(token),
+        out_(STDOUT_FILENO),
+        err_(STDERR_FILENO),
+        pgid_(watchdog.group()) {}
+
+  int run() {
+    if (options_.timeout_seconds)
+      job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(*options_.timeout_seconds));
+    start_ranks();
+    while (std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; })) wait_for_events();
+    finish();
+    return exit_code_.value_or(0);
+  }
+
+ private:
+  void start_ranks() {
+    ranks_.reserve(static_cast<std::size_t>(options_.ranks));
+    std::vector<std::string> argv{options_.program};
+    argv.insert(argv.end(), options_.args.begin(), options_.args.end());
+    // Rank 0 may read piped input; a terminal stays with the launcher (the ranks run in a
+    // background process group, where reading the terminal would stop them).
+    const bool stdin_for_rank0 = ::isatty(STDIN_FILENO) == 0;
+
+    for (int r = 0; r < options_.ranks; ++r) {
+      SpawnRequest request;
+      request.path = options_.program_path;
+      request.argv = argv;
+      request.env = environment_with({{"APERTURE_RANK", std::to_string(r)},
+                                      {"APERTURE_WORLD_SIZE", std::to_string(options_.ranks)},
+                                      {"APERTURE_LOCAL_RANK", std::to_string(r)},
+                                      {"APERTURE_LOCAL_SIZE", std::to_string(options_.ranks)},
+                                      {"APERTURE_HUB", hub_.address()},
+                                      {"APERTURE_JOB_TOKEN", token_}});
+      request.process_group = pgid_;
+      request.inherit_stdin = r == 0 && stdin_for_rank0;
+      request.signals = &signals_;
+      SpawnedProcess spawned;
+      try {
+        spawned = spawn_process(request);
+      } catch (const ExecError& e) {
+        fail_to_start(r, e.what(), kExitUsage);
+        return;
+      } catch (const std::exception& e) {
+        fail_to_start(r, e.what(), kExitLauncherFailed);
+        return;
+      }
+      if (pgid_ == 0) pgid_ = spawned.pid;  // no watchdog: rank 0 leads the group
+      Rank& rank = ranks_.emplace_back();
+      rank.rank = r;
+      rank.pid = spawned.pid;
+      rank.running = true;
+      const std::string prefix = "[rank " + std::to_string(r) + "] ";
+      rank.out.emplace(spawned.stdout_fd, prefixed_lines(out_, options_.prefix_stdout ? prefix : ""));
+      rank.err.emplace(spawned.stderr_fd, prefixed_lines(err_, prefix));
+    }
+  }
+
+  void fail_to_start(int rank, const std::string& why, int code) {
+    launch_note("could not start rank " + std::to_string(rank) + ": " + why);
+    set_exit_code(code);
+    hub_.report_rank_exit(rank, "rank " + std::to_string(rank) + " could not be started: " + why);
+    stop(SIGKILL);
+  }
+
+  void wait_for_events() {
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+    std::vector<LineForwarder*> readers{nullptr};
+    for (Rank& rank : ranks_) {
+      for (auto* reader : {&rank.out, &rank.err}) {
+        if (*reader && (*reader)->is_open()) {
+          fds.push_back({(*reader)->fd(), POLLIN, 0});
+          readers.push_back(&**reader);
+        }
+      }
+    }
+    const int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (ready < 0 && errno != EINTR) {
+      // Without poll there is no telling what happens next: end the job here and now.
+      launch_note(std::string("poll failed: ") + std::strerror(errno) + "; killing the job");
+      set_exit_code(kExitLauncherFailed);
+      kill_now();
+      for (Rank& rank : ranks_) {
+        int status = 0;
+        if (rank.running && ::waitpid(rank.pid, &status, 0) == rank.pid) rank.running = false;
+      }
+      return;
+    }
+    for (std::size_t i = 1; ready > 0 && i < fds.size(); ++i)
+      if (fds[i].revents != 0) readers[i]->read_available();
+    if (ready > 0 && fds[0].revents != 0) handle_signals();
+    check_deadlines();
+  }
+
+  int poll_timeout_ms() const {
+    std::optional<Clock::time_point> next;
+    if (job_deadline_ && !stopping_) next = job_deadline_;
+    if (kill_deadline_ && (!next || *kill_deadline_ < *next)) next = kill_deadline_;
+    if (!next) return -1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
+    return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+  }
+
+  void handle_signals() {
+    for (const int sig : signals_.take()) {
+      if (sig == SIGCHLD) continue;  // reaped below, whatever the number of SIGCHLDs merged
+      if (!stopping_) {
+        launch_note("got " + signal_name(sig) + "; stopping " + plural(running_count(), "rank", "ranks") + " (" +
+                    signal_name(sig) + " now, SIGKILL after " + seconds_text(kGrace.count()) + ")");
+        set_exit_code(128 + sig);
+        stop(sig);
+      } else if (!killed_) {
+        launch_note("got " + signal_name(sig) + " again; sending SIGKILL now");
+        kill_now();
+      }
+    }
+    reap();
+  }
+
+  void reap() {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) return;
+      // Anything else is a process a rank left behind and we adopted (we are a subreaper).
+      const auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.pid == pid; });
+      if (it != ranks_.end()) on_rank_exit(*it, status);
+    }
+  }
+
+  void on_rank_exit(Rank& rank, int status) {
+    rank.running = false;
+    // Its last words come before the verdict.
+    rank.out->drain();
+    rank.err->drain();
+    const std::string description =
+        "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ") " + describe_wait_status(status);
+    if (succeeded(status)) {
+      // Normal. The hub ignores it when the rank left its Team properly; otherwise (it never
+      // joined, or skipped its Team's destructor) ranks waiting for it fail now, not at the timeout.
+      hub_.report_rank_exit(rank.rank, description + " without leaving the team (it never joined, or exited " +
+                                           "without destroying its Team)");
+      return;
+    }
+    if (stopping_) return;
+    launch_note(description);
+    hub_.report_rank_exit(rank.rank, description);
+    set_exit_code(exit_code_of(status));
+    if (running_count() > 0)
+      launch_note("stopping the " + plural(running_count(), "rank", "ranks") + " still running (SIGTERM, SIGKILL after " +
+                  seconds_text(kGrace.count()) + ")");
+    stop(SIGTERM);
+  }
+
+  void check_deadlines() {
+    const auto now = Clock::now();
+    if (!stopping_ && job_deadline_ && now >= *job_deadline_) {
+      std::vector<int> running;
+      for (const Rank& rank : ranks_)
+        if (rank.running) running.push_back(rank.rank);
+      launch_note("--timeout " + seconds_text(*options_.timeout_seconds) + " expired with " +
+                  (running.size() == 1 ? "rank " : "ranks ") + rank_list(running) + " of " +
+                  std::to_string(options_.ranks) + " still running; stopping " + (running.size() == 1 ? "it" : "them"));
+      set_exit_code(kExitTimeout);
+      stop(SIGTERM);
+    }
+    if (kill_deadline_ && now >= *kill_deadline_) {
+      std::vector<int> running;
+      for (const Rank& rank : ranks_)
+        if (rank.running) running.push_back(rank.rank);
+      if (!running.empty())
+        launch_note((running.size() == 1 ? "rank " : "ranks ") + rank_list(running) + " did not stop within " +
+                    seconds_text(kGrace.count()) + "; sending SIGKILL");
+      kill_now();
+    }
+  }
+
+  // Stops the job: `sig` to the whole process group now, SIGKILL when the grace period ends.
+  void stop(int sig) {
+    if (stopping_) return;
+    stopping_ = true;
+    if (sig == SIGKILL) return kill_now();
+    if (pgid_ > 0) ::kill(-pgid_, sig);
+    kill_deadline_ = Clock::now() + kGrace;
+  }
+
+  void kill_now() {
+    stopping_ = killed_ = true;
+    kill_deadline_.reset();
+    if (pgid_ > 0) ::kill(-pgid_, SIGKILL);
+  }
+
+  // Every rank is reaped: pass on what is left in the pipes, then kill whatever the ranks left
+  // behind (it may hold a pipe open), and pass on their partial last lines.
+  void finish() {
+    for (Rank& rank : ranks_) {
+      rank.out->drain();
+      rank.err->drain();
+    }
+    watchdog_.release();  // before the sweep, which would otherwise count it as a leftover
+    const int leftovers = kill_leftovers(pgid_);
+    if (leftovers > 0)
+      launch_note("killed " + plural(static_cast<std::size_t>(leftovers), "process", "processes") +
+                  " the ranks had started and left running");
+    for (Rank& rank : ranks_) {
+      rank.out->drain();
+      rank.err->drain();
+      rank.out->close();
+      rank.err->close();
+    }
+  }
+
+  std::size_t running_count() const {
+    return static_cast<std::size_t>(std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; }));
+  }
+
+  // The first reason the job failed decides its exit code.
+  void set_exit_code(int code) {
+    if (!exit_code_) exit_code_ = code;
+  }
+
+  const LaunchOptions& options_;
+  SignalWatch& signals_;
+  Watchdog& watchdog_;
+  detail::Hub& hub_;
+  std::string token_;
+  OutputSink out_;
+  OutputSink err_;
+  std::vector<Rank> ranks_;
+  pid_t pgid_ = 0;  // the job's process group: the watchdog's
+  std::optional<Clock::time_point> job_deadline_;
+  std::optional<Clock::time_point> kill_deadline_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  std::optional<int> exit_code_;
+};
+
+}  // namespace
+
+int run_local_launch(const LaunchOptions& options) {
+  // Before the hub: its threads must inherit the blocked signal mask.
+  std::optional<SignalWatch> signals;
+  try {
+    signals.emplace();
+  } catch (const std::exception& e) {
+    launch_note(e.what());
+    return kExitLauncherFailed;
+  }
+  become_subreaper();
+  // After the SignalWatch (it inherits the blocked mask, so SIGINT/SIGTERM leave it alone) and
+  // before the hub (forking is simplest before there are threads). It leads the job's group.
+  Watchdog watchdog;
+
+  detail::HubOptions hub_options;
+  hub_options.world_size = options.ranks;
+  hub_options.token = detail::make_job_token();
+  hub_options.transport = "unix";
+  std::unique_ptr<detail::Hub> hub;
+  try {
+    hub_options.timeout = std::chrono::milliseconds(static_cast<long long>(detail::timeout_seconds() * 1000.0));
+  } catch (const std::exception& e) {
+    launch_note(strip_library_prefix(e.what()));
+    return kExitUsage;
+  }
+  try {
+    hub = std::make_unique<detail::Hub>(hub_options);
+  } catch (const std::exception& e) {
+    launch_note(std::string("could not start the rendezvous hub: ") + e.what());
+    return kExitLauncherFailed;
+  }
+  LocalJob job(options, *signals, watchdog, *hub, hub_options.token);
+  return job.run();
+}
+
+}  // namespace aperture::launcher

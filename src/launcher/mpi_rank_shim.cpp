@@ -1,0 +1,46 @@
+// src/launcher/mpi_rank_shim.cpp — `PROGRAM _mpi-rank PGID -- RANK_PROGRAM [ARGS...]` (internal):
+// what mpirun starts under `aperture launch --mpi`, just before it becomes the rank's program.
+// PROGRAM is whichever program called launch() (the `aperture` command, the bench).
+//
+// Open MPI puts every rank in a process group of its own, out of reach of the job's group and
+// of the watchdog that kills it if the launcher dies. The shim moves the rank into the job's
+// group PGID (same session, so it may), asks to die with mpirun (PR_SET_PDEATHSIG), and execs
+// the program: the same process, so MPI never notices. mpirun is told to signal its ranks
+// directly (mpirun_flags.h), since it would otherwise signal the groups they just left; mpirun
+// itself stays in a group of its own (sharing one with its ranks makes it report every failure
+// as status 1).
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "launcher/args.h"
+#include "launcher/launch.h"
+#include "mpirun_flags.h"
+
+namespace aperture::launcher {
+
+bool is_mpi_rank_shim(int argc, char** argv) { return argc > 1 && std::strcmp(argv[1], kMpiRankShim) == 0; }
+
+int mpi_rank_main(int argc, char** argv) {
+  if (argc < 4 || std::strcmp(argv[2], "--") != 0) {
+    std::fprintf(stderr, "aperture _mpi-rank: internal command of `aperture launch --mpi`; usage: "
+                         "aperture _mpi-rank PGID -- PROGRAM [ARGS...]\n");
+    return kExitUsage;
+  }
+  const pid_t group = static_cast<pid_t>(std::strtol(argv[1], nullptr, 10));
+  const pid_t mpirun = ::getppid();
+  if (group > 0) ::setpgid(0, group);  // best effort: without it only the watchdog's reach shrinks
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != mpirun) return 1;  // mpirun already died
+  ::execv(argv[3], argv + 3);
+  std::fprintf(stderr, "aperture launch --mpi: cannot execute '%s': %s\n", argv[3], std::strerror(errno));
+  return 127;
+}
+
+}  // namespace aperture::launcher
