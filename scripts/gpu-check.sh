@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh — build and run the GPU tests on a machine with GPUs, then run them under
-# compute-sanitizer; a summary comes last. Meant for the project's GPU machine (2x H200); takes
-# a few minutes and never more than about 8 (every step is bounded).
+# compute-sanitizer; a summary comes last. Meant for the project's GPU machine; takes a few
+# minutes and never more than GPU_CHECK_BUDGET_S (default 420) plus one step (every step is bounded).
 #
 #   ./scripts/gpu-check.sh                 build in /tmp/build-gpu, logs in /tmp/build-gpu/gpu-check
 #   BUILD_DIR=build-gpu LOG_DIR=out ./scripts/gpu-check.sh
 #   SANITIZE=0 ./scripts/gpu-check.sh      skip compute-sanitizer
+#   GPU_CHECK_BUDGET_S=300 ...             steps not begun by then are recorded as skipped
+#   COLLECTIVES=0 ./scripts/gpu-check.sh   skip step 5b (the collectives' own build, test and bench)
+#
+# GoogleTest: the GPU machine has none and can fetch nothing, so the tree brings its sources.
+# Before sending the tree there, run scripts/vendor-gtest.sh once (it copies a googletest source
+# tree into .deps/googletest, which git ignores) and carry .deps/googletest with the tree; this
+# script passes it to CMake as APERTURE_GTEST_SOURCE_DIR. Without it, CMake looks for an
+# installed GoogleTest and stops with a message saying how to provide one.
 #
 # What it does:
 #   1. records the GPUs and how they are linked (nvidia-smi -L, nvidia-smi topo -m);
-#   2. configures tests/gpu on its own (it builds the library, the `aperture` command and the
-#      GPU tests, and needs no GoogleTest or MPI) and builds it;
+#   2. configures tests/gpu on its own (it builds the library, the `aperture` command, GoogleTest,
+#      the conformance suite and the other GPU tests, and needs no MPI) and builds it;
 #   3. `aperture info`, alone and as 2 ranks;
-#   4. every GPU test at 1 and 2 ranks (one GPU per rank), and at 2 ranks sharing one GPU
-#      (CUDA_VISIBLE_DEVICES=0: the two-ranks-one-GPU path of the cuda-ipc and cuda-vmm providers);
-#      the APERTURE_CHECKED test (bad accesses trap in kernels);
+#   4. the conformance suite on each GPU provider (conformance_tests --gtest_filter=*/<provider>,
+#      one provider per process) and the other GPU tests, at 1 and 2 ranks (one GPU per rank), and
+#      at 2 ranks sharing one GPU (CUDA_VISIBLE_DEVICES=0: the two-ranks-one-GPU path of cuda-ipc
+#      and cuda-vmm; NVSHMEM and NCCL skip there, needing one GPU per rank) where there are two
+#      GPUs or more (with one, the 2-rank run already shares it); the APERTURE_CHECKED test;
 #   5. the GPU tests through ctest, as CTest registers them (through `aperture launch`);
-#   6. compute-sanitizer: memcheck (with leak check) on every test at 1 rank and on every rank of
-#      a 2-rank run, racecheck on the kernels' tests, initcheck and synccheck on one each;
-#   7. prints one line per run and the totals.
+#   6. compute-sanitizer: memcheck (with leak check) on the aperture heaps' conformance runs and
+#      the kernel tests at 1 rank and on every rank of a 2-rank run, racecheck on the kernel
+#      tests, initcheck and synccheck on one each;
+#   7. prints one line per run (GoogleTest's passed and skipped counts) and the totals.
 # Exit status: 0 when nothing failed (skips are not failures), 1 otherwise.
 # Logs: LOG_DIR holds summary.txt and logs.tar.gz (every step's output), so that a caller that
 # can take back only a few files gets all of it.
@@ -84,8 +95,7 @@ step() {
     124|137) status=FAIL; detail="timed out after ${limit}s" ;;
     *) status=FAIL; detail="exit status $rc" ;;
   esac
-  [[ $status == PASS ]] && detail="$(grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*' \
-                                      "$work/$name.log" | tail -1)"
+  [[ $status == PASS ]] && detail="$(pass_detail "$work/$name.log")"
   record "$name" "$status" "$took" "$detail"
   if [[ $status == FAIL ]]; then
     echo "---- last lines of $name.log ----"
@@ -93,6 +103,17 @@ step() {
     echo "----"
   fi
   return 0
+}
+# What a passing run says about itself: GoogleTest's counts (rank 0's, or the only rank's), a
+# plain program's PASS line, the sanitizer's or ctest's summary.
+pass_detail() {
+  local log=$1 passed skipped
+  passed=$(grep -m1 -oE 'PASSED[^0-9]*[0-9]+ tests?' "$log" | grep -oE '[0-9]+ tests?')
+  if [[ -n $passed ]]; then
+    skipped=$(grep -m1 -oE 'SKIPPED[^0-9]*[0-9]+ tests?, listed' "$log" | grep -oE '[0-9]+')
+    printf 'gtest: %s passed, %s skipped; ' "${passed% test*}" "${skipped:-0}"
+  fi
+  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*' "$log" | tail -1
 }
 finish() {
   echo
@@ -124,18 +145,23 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 # --- 2. build ---------------------------------------------------------------------------------
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+gtest=()
+[[ -f $root/.deps/googletest/googletest/CMakeLists.txt ]] && gtest=(-DAPERTURE_GTEST_SOURCE_DIR="$root/.deps/googletest")
 step configure 120 cmake -S "$root/tests/gpu" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DAPERTURE_MPI=OFF -DAPERTURE_OPENSHMEM=OFF
+  -DAPERTURE_MPI=OFF -DAPERTURE_OPENSHMEM=OFF "${gtest[@]}"
 [[ -f "$build_dir/CMakeCache.txt" ]] || finish
-tests=(gpu_provider_test gpu_rma_test gpu_atomic_test gpu_signal_test gpu_vmm_test)
-# Memory owned by NVSHMEM and NCCL: built where configure found them (configure.log says). Not run
-# under compute-sanitizer: the libraries' own probing (cuMemCreate, kernel images) reads as API errors.
+# The conformance suite, one GPU provider per process: NVSHMEM and NCCL memory is tested with no
+# aperture heap beside it. The providers of aperture's own heaps also run under compute-sanitizer;
+# NVSHMEM and NCCL do not: the libraries' own probing (cuMemCreate, kernel images) reads as API errors.
+heaps=(cuda-ipc cuda-vmm)
+providers=("${heaps[@]}" nvshmem nccl)
+tests=(gpu_rma_test gpu_atomic_test gpu_signal_test)
 foreign=()
-for t in nvshmem_provider_test nccl_provider_test mixed_providers_test; do
-  [[ -d $build_dir/CMakeFiles/$t.dir ]] && foreign+=("$t")
-done
-step build 300 cmake --build "$build_dir" --parallel "$(nproc)" --target "${tests[@]}" "${foreign[@]}" gpu_checked_test
-[[ -x "$build_dir/gpu_rma_test" ]] || finish
+[[ -d $build_dir/CMakeFiles/mixed_providers_test.dir ]] && foreign+=(mixed_providers_test)
+step build 300 cmake --build "$build_dir" --parallel "$(nproc)" --target conformance_tests "${tests[@]}" "${foreign[@]}" \
+  gpu_checked_test
+conformance="$build_dir/conformance/conformance_tests"
+[[ -x $conformance && -x "$build_dir/gpu_rma_test" ]] || finish
 step build-aperture-cli 120 cmake --build "$build_dir" --parallel "$(nproc)" --target aperture-cli
 aperture="$build_dir/aperture/tools/aperture"
 
@@ -151,11 +177,19 @@ if [[ -x $aperture ]]; then
 fi
 
 # --- 4. the GPU tests -------------------------------------------------------------------------
+filter() { echo "--gtest_filter=*/${1//-/_}"; }  # cuda-ipc -> */cuda_ipc
+for p in "${providers[@]}"; do
+  step "conformance.$p.np1" 150 "${self[@]}" 1 "$conformance" "$(filter "$p")"
+  step "conformance.$p.np2" 200 "${self[@]}" 2 "$conformance" "$(filter "$p")"
+done
 for t in "${tests[@]}" "${foreign[@]}"; do
   step "$t.np1" 120 "${self[@]}" 1 "$build_dir/$t"
   step "$t.np2" 180 "${self[@]}" 2 "$build_dir/$t"
 done
-if (( gpus >= 1 )); then
+if (( gpus >= 2 )); then  # with one GPU the 2-rank runs above already share it
+  for p in "${heaps[@]}"; do
+    step "conformance.$p.np2-one-gpu" 200 env CUDA_VISIBLE_DEVICES=0 "${self[@]}" 2 "$conformance" "$(filter "$p")"
+  done
   for t in "${tests[@]}"; do
     step "$t.np2-one-gpu" 180 env CUDA_VISIBLE_DEVICES=0 "${self[@]}" 2 "$build_dir/$t"
   done
@@ -170,28 +204,40 @@ step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
 # --- 5b. the collectives on GPU memory, and `aperture bench` at 2 ranks (bench/gpu-collectives.sh:
 # its own build of tests/collectives; the test at 1 and 2 ranks; the bench's CSV/JSON/PNG) ------
 # The bench moves up to 1 GiB per rank: it needs a bigger heap than the tests' 256M.
-step gpu-collectives 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" APERTURE_GPU_HEAP_SIZE=4G \
-  bash "$root/bench/gpu-collectives.sh"
-grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/gpu-collectives.log" | head -80
+if [[ ${COLLECTIVES:-1} == 1 ]]; then
+  step gpu-collectives 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" APERTURE_GPU_HEAP_SIZE=4G \
+    bash "$root/bench/gpu-collectives.sh"
+  grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/gpu-collectives.log" | head -80
+else
+  record gpu-collectives SKIP 0 "COLLECTIVES=0"
+fi
 
 # --- 6. compute-sanitizer ---------------------------------------------------------------------
-# gpu_provider_test makes CUDA calls fail on purpose (the error translation is under test), so
-# its API errors are not reported; every other run reports them.
+# The cuda-ipc conformance run makes CUDA calls fail on purpose (CudaIpcTest.CudaErrorsAreTranslated:
+# the error translation is under test), so its API errors are not reported; every other run
+# reports them.
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-api_errors() { [[ $1 == gpu_provider_test ]] && echo "--report-api-errors no" || echo "--report-api-errors explicit"; }
+api_errors() { [[ $1 == cuda-ipc ]] && echo "--report-api-errors no" || echo "--report-api-errors explicit"; }
+memcheck() { echo "$sanitizer" --tool memcheck --leak-check full $(api_errors "$1") --error-exitcode 99; }
 if [[ $sanitize == 1 && -x $sanitizer ]]; then
-  for t in "${tests[@]}"; do
-    step "memcheck.$t.np1" 150 "$sanitizer" --tool memcheck --leak-check full $(api_errors "$t") \
-      --error-exitcode 99 "$build_dir/$t"
+  for p in "${heaps[@]}"; do
+    step "memcheck.conformance.$p.np1" 240 $(memcheck "$p") "$conformance" "$(filter "$p")"
   done
   for t in "${tests[@]}"; do
-    step "memcheck.$t.np2" 180 "${self[@]}" 2 "$sanitizer" --tool memcheck --leak-check full $(api_errors "$t") \
-      --error-exitcode 99 "$build_dir/$t"
+    step "memcheck.$t.np1" 150 $(memcheck "$t") "$build_dir/$t"
   done
-  for t in gpu_rma_test gpu_atomic_test gpu_signal_test; do
+  for p in "${heaps[@]}"; do
+    step "memcheck.conformance.$p.np2" 300 "${self[@]}" 2 $(memcheck "$p") "$conformance" "$(filter "$p")"
+  done
+  for t in "${tests[@]}"; do
+    step "memcheck.$t.np2" 180 "${self[@]}" 2 $(memcheck "$t") "$build_dir/$t"
+  done
+  for t in "${tests[@]}"; do
     step "racecheck.$t.np1" 120 "$sanitizer" --tool racecheck --error-exitcode 99 "$build_dir/$t"
   done
-  step initcheck.gpu_rma_test.np1 120 "$sanitizer" --tool initcheck --error-exitcode 99 "$build_dir/gpu_rma_test"
+  # Every data operation of the suite, on memory it zeroed or filled first.
+  step initcheck.conformance.cuda-ipc.np1 150 "$sanitizer" --tool initcheck --error-exitcode 99 "$conformance" \
+    "--gtest_filter=Conformance/ProviderTest.StoreLoadPutGetCopy*/cuda_ipc"
   step synccheck.gpu_signal_test.np1 120 "$sanitizer" --tool synccheck --error-exitcode 99 "$build_dir/gpu_signal_test"
 elif [[ $sanitize == 1 ]]; then
   record compute-sanitizer SKIP 0 "compute-sanitizer not found"

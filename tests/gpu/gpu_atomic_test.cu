@@ -254,16 +254,13 @@ void atomics_for_type(gputest::Job& job) {
 
 }  // namespace
 
-int main() {
-  return gputest::run_main("gpu_atomic_test", [] {
-    auto job_ptr = gputest::start("gpu_atomic_test");
-    gputest::Job& job = *job_ptr;
-    atomics_for_type<std::int32_t>(job);
-    atomics_for_type<std::uint32_t>(job);
-    atomics_for_type<std::int64_t>(job);
-    atomics_for_type<std::uint64_t>(job);
-    atomics_for_type<float>(job);
-    atomics_for_type<double>(job);
-    return gputest::finish(job, "gpu_atomic_test");
-  });
+TEST(GpuAtomic, Int32) { atomics_for_type<std::int32_t>(gputest::job()); }
+TEST(GpuAtomic, Uint32) { atomics_for_type<std::uint32_t>(gputest::job()); }
+TEST(GpuAtomic, Int64) { atomics_for_type<std::int64_t>(gputest::job()); }
+TEST(GpuAtomic, Uint64) { atomics_for_type<std::uint64_t>(gputest::job()); }
+TEST(GpuAtomic, Float) { atomics_for_type<float>(gputest::job()); }
+TEST(GpuAtomic, Double) { atomics_for_type<double>(gputest::job()); }
+
+int main(int argc, char** argv) {
+  return gputest::run_tests(argc, argv, "gpu_atomic_test", [] { return gputest::start("gpu_atomic_test"); });
 }

@@ -2,10 +2,11 @@
 // tests/faults/checked_cases.h prints "aperture checked: <reason>" and traps before it touches
 // memory, and correct code runs unchanged. Built with APERTURE_CHECKED=1.
 //
-//     gpu_checked_test              runs the good operations here, then each bad case in a child
-//                                   process of its own (a trap ends the CUDA context) and checks
-//                                   that the child's kernel failed and printed the reason
-//     gpu_checked_test --case N     one bad case (what the parent starts)
+//     gpu_checked_test              GoogleTest: runs the good operations here, then each bad case
+//                                   (GpuChecked/BadAccess.TrapsAndSaysWhy/<N>) in a child process
+//                                   of its own (a trap ends the CUDA context) and checks that the
+//                                   child's kernel failed and printed the reason
+//     gpu_checked_test --case N     one bad case (what the parent starts; no GoogleTest)
 //
 // Single process, one GPU: the three "ranks" are three cudaMalloc buffers of this GPU, which is
 // all translation needs. One more case allocates from the cuda-ipc provider and overruns the
@@ -96,56 +97,49 @@ int run_case_process(int id, std::string& output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-int run_parent() {
-  gputest::Checker c;
-  std::printf("gpu_checked_test: %d bad cases + 1 on the cuda-ipc provider, each in its own process\n",
-              checked_cases::kCaseCount);
-
-  {  // Correct code, checked, changes what it should and nothing else.
-    DeviceWorld w;
-    good_ops_kernel<<<1, 1>>>(w.view(), w.copies[checked_cases::kMe], w.local);
-    gputest::launched("good_ops_kernel");
-    APERTURE_CUDA_CHECK(cudaDeviceSynchronize(), "good_ops_kernel");
-    for (int r = 0; r < kWorld; ++r) {
-      const std::vector<std::int64_t> got = gputest::to_host(w.copies[r], kSlots);
-      std::vector<std::int64_t> expected(kSlots);
-      for (std::size_t i = 0; i < kSlots; ++i) expected[i] = r == 1 ? checked_cases::good_value(i) : initial(r, i);
-      gputest::check_range(c, got.data(), expected, ("copy of rank " + std::to_string(r)).c_str(), __FILE__, __LINE__);
-    }
-    const std::vector<std::int64_t> local = gputest::to_host(w.local, kSlots);
-    for (std::size_t i = 80; i < kSlots; ++i)
-      c.check(local[i] == initial(1, i), "get through a checked view", __FILE__, __LINE__, std::to_string(i));
+TEST(GpuChecked, CorrectCodeRunsUnchanged) {
+  // Correct code, checked, changes what it should and nothing else.
+  DeviceWorld w;
+  good_ops_kernel<<<1, 1>>>(w.view(), w.copies[checked_cases::kMe], w.local);
+  gputest::launched("good_ops_kernel");
+  APERTURE_CUDA_CHECK(cudaDeviceSynchronize(), "good_ops_kernel");
+  for (int r = 0; r < kWorld; ++r) {
+    const std::vector<std::int64_t> got = gputest::to_host(w.copies[r], kSlots);
+    std::vector<std::int64_t> expected(kSlots);
+    for (std::size_t i = 0; i < kSlots; ++i) expected[i] = r == 1 ? checked_cases::good_value(i) : initial(r, i);
+    CHECK_RANGE(got.data(), expected, ("copy of rank " + std::to_string(r)).c_str());
   }
-
-  for (int id = 0; id <= kProviderCase; ++id) {
-    const char* name = id == kProviderCase ? "store one past a cuda-ipc allocation (map.peer_view())"
-                                           : checked_cases::kCases[id].name;
-    const char* reason =
-        id == kProviderCase ? "runs past the end of the allocation" : checked_cases::kCases[id].reason;
-    std::string output;
-    const int status = run_case_process(id, output);
-    const auto report = output.find("aperture checked: ");
-    const bool reported = report != std::string::npos &&
-                          output.substr(report, output.find('\n', report) - report).find(reason) != std::string::npos;
-    const bool failed = output.find("child: ") != std::string::npos && status == 3;
-    std::printf("  %-58s %s\n", name, reported && failed ? "trapped, reported" : "NOT STOPPED AS EXPECTED");
-    c.check(reported, "the kernel printed the reason", __FILE__, __LINE__, std::string(name) + ": " + output);
-    c.check(failed, "the launch failed (trap) and the child said so", __FILE__, __LINE__,
-            std::string(name) + ": exit " + std::to_string(status) + ": " + output);
-  }
-
-  if (c.failures == 0) {
-    std::printf("PASS gpu_checked_test: %lld checks\n", c.checks);
-    return 0;
-  }
-  std::printf("FAIL gpu_checked_test: %lld of %lld checks failed\n", c.failures, c.checks);
-  return 1;
+  const std::vector<std::int64_t> local = gputest::to_host(w.local, kSlots);
+  for (std::size_t i = 80; i < kSlots; ++i)
+    EXPECT_EQ(local[i], initial(1, i)) << "get through a checked view, element " << i;
 }
+
+// Each bad case in a child process: its kernel printed the reason and trapped.
+class BadAccess : public ::testing::TestWithParam<int> {};
+
+TEST_P(BadAccess, TrapsAndSaysWhy) {
+  const int id = GetParam();
+  const char* name =
+      id == kProviderCase ? "store one past a cuda-ipc allocation (map.peer_view())" : checked_cases::kCases[id].name;
+  const char* reason = id == kProviderCase ? "runs past the end of the allocation" : checked_cases::kCases[id].reason;
+  std::string output;
+  const int status = run_case_process(id, output);
+  const auto report = output.find("aperture checked: ");
+  const bool reported = report != std::string::npos &&
+                        output.substr(report, output.find('\n', report) - report).find(reason) != std::string::npos;
+  const bool failed = output.find("child: ") != std::string::npos && status == 3;
+  std::printf("  %-58s %s\n", name, reported && failed ? "trapped, reported" : "NOT STOPPED AS EXPECTED");
+  EXPECT_TRUE(reported) << "the kernel printed the reason: " << name << ": " << output;
+  EXPECT_TRUE(failed) << "the launch failed (trap) and the child said so: " << name << ": exit " << status << ": "
+                      << output;
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuChecked, BadAccess, ::testing::Range(0, kProviderCase + 1));
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return gputest::run_main("gpu_checked_test", [&] {
+  try {
     int count = 0;
     const cudaError_t rc = cudaGetDeviceCount(&count);
     if (rc != cudaSuccess || count == 0) {
@@ -154,6 +148,12 @@ int main(int argc, char** argv) {
       return gputest::kSkipStatus;
     }
     if (argc == 3 && std::string(argv[1]) == "--case") return run_child(std::atoi(argv[2]));
-    return run_parent();
-  });
+    ::testing::InitGoogleTest(&argc, argv);
+    std::printf("gpu_checked_test: %d bad cases + 1 on the cuda-ipc provider, each in its own process\n",
+                checked_cases::kCaseCount);
+    return RUN_ALL_TESTS();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAIL gpu_checked_test: %s\n", e.what());
+    return 1;
+  }
 }

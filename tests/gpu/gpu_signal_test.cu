@@ -192,12 +192,9 @@ void all_pairs_test(gputest::Job& job) {
 
 }  // namespace
 
-int main() {
-  return gputest::run_main("gpu_signal_test", [] {
-    auto job_ptr = gputest::start("gpu_signal_test");
-    gputest::Job& job = *job_ptr;
-    ring_test(job);
-    all_pairs_test(job);
-    return gputest::finish(job, "gpu_signal_test");
-  });
+TEST(GpuSignal, Ring) { ring_test(gputest::job()); }
+TEST(GpuSignal, AllPairs) { all_pairs_test(gputest::job()); }
+
+int main(int argc, char** argv) {
+  return gputest::run_tests(argc, argv, "gpu_signal_test", [] { return gputest::start("gpu_signal_test"); });
 }

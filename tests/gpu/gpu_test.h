@@ -1,17 +1,19 @@
-// tests/gpu/gpu_test.h — what every GPU test program shares.
+// tests/gpu/gpu_test.h — what every GPU test program of tests/gpu shares.
 //
-// The GPU tests are plain programs (no GoogleTest: the GPU machine may not have it), run as
-// ranks of a job: `aperture launch -n N -- gpu_rma_test`, or torchrun-style through RANK,
-// WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Each program:
-//   - prints "SKIP: <reason>" and exits 77 when there is no GPU or the cuda-ipc provider cannot
-//     run here (CTest's SKIP_RETURN_CODE shows it as skipped, not passed or failed);
+// The GPU tests are GoogleTest programs run as ranks of a job: `aperture launch -n N --
+// gpu_rma_test`, or torchrun-style through RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Each
+// program:
+//   - prints "SKIP: <reason>" and exits 77 when there is no GPU or its provider cannot run here
+//     (CTest's SKIP_RETURN_CODE shows it as skipped, not passed or failed);
+//   - makes its one Job (team and provider) before the tests, which every rank runs in the same
+//     order, so that the collective calls inside match;
 //   - checks every element it wrote, on the host, after copying the GPU memory back, with
-//     values distinct per rank and per element, so a wrong peer or offset shows;
-//   - prints each failed check (the first few) with rank, file:line and values, then a summary
-//     line "PASS <name>: N checks" or "FAIL <name>: M of N checks failed", and exits 0 or 1.
+//     values distinct per rank and per element, so a wrong peer or offset shows; a failed check
+//     is a GoogleTest failure naming file:line and the values (the launcher prefixes the rank).
 #pragma once
 
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <aperture/aperture.h>
 
@@ -34,36 +36,20 @@ namespace gputest {
 
 constexpr int kSkipStatus = 77;
 
-// Counts checks and failures of this rank; prints the first failures as they happen.
-struct Checker {
-  int rank = 0;
-  long long checks = 0;
-  long long failures = 0;
-  static constexpr long long kPrinted = 20;
+// A GoogleTest failure at file:line unless `ok`; returns `ok`, so a caller can stop early.
+inline bool expect(bool ok, const char* what, const char* file, int line, const std::string& detail = {}) {
+  if (!ok) ADD_FAILURE_AT(file, line) << what << " " << detail;
+  return ok;
+}
 
-  // Returns `ok`, so a caller can stop checking a buffer after its first bad element.
-  bool check(bool ok, const char* what, const char* file, int line, const std::string& detail = {}) {
-    ++checks;
-    if (!ok && failures++ < kPrinted)
-      std::fprintf(stderr, "rank %d: CHECK failed at %s:%d: %s %s\n", rank, file, line, what, detail.c_str());
-    return ok;
-  }
-};
-
-// Expect `got == expected` for every element, printing the first mismatch of the range.
+// Expect `got == expected` for every element; a failure names the first mismatch of the range.
 template <class T>
-bool check_range(Checker& c, const T* got, const std::vector<T>& expected, const char* what, const char* file,
-                 int line) {
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    if (got[i] != expected[i]) {
-      c.checks += static_cast<long long>(expected.size());
-      c.check(false, what, file, line,
-              "(element " + std::to_string(i) + " of " + std::to_string(expected.size()) + ": got " +
-                  std::to_string(got[i]) + ", expected " + std::to_string(expected[i]) + ")");
-      return false;
-    }
-  }
-  c.checks += static_cast<long long>(expected.size());
+bool check_range(const T* got, const std::vector<T>& expected, const char* what, const char* file, int line) {
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    if (got[i] != expected[i])
+      return expect(false, what, file, line,
+                    "(element " + std::to_string(i) + " of " + std::to_string(expected.size()) + ": got " +
+                        std::to_string(got[i]) + ", expected " + std::to_string(expected[i]) + ")");
   return true;
 }
 
@@ -80,7 +66,6 @@ struct Job {
   std::unique_ptr<aperture::Provider> provider;
   int me = 0;
   int n = 1;
-  Checker checker;
   std::vector<std::vector<std::uint8_t>> direct;  // direct[s][p]: rank s reaches rank p directly
 
   // Whether `source` could write into `target`'s memory (so `target` must check what it wrote).
@@ -132,7 +117,6 @@ inline std::unique_ptr<Job> join_team() {
   auto job = std::unique_ptr<Job>(new Job{aperture::Team::from_env(), nullptr});
   job->me = job->team.rank();
   job->n = job->team.size();
-  job->checker.rank = job->me;
   return job;
 }
 
@@ -161,45 +145,6 @@ inline std::unique_ptr<Job> start(const char* program, const char* provider = "c
   return job;
 }
 
-// The GPU that holds `p`, or -1 for memory that is not device memory (or no memory at all).
-inline int device_of(const void* p) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: clear it, so later launch checks see their own
-    return -1;
-  }
-  return attributes.type == cudaMemoryTypeDevice ? attributes.device : -1;
-}
-
-// The summary line every rank prints last; the exit status of main.
-inline int finish(Job& job, const char* program) {
-  // Every rank's failures count: a rank whose checks all passed still fails the job when a peer
-  // saw its writes go wrong, and says so.
-  const long long mine[2] = {job.checker.checks, job.checker.failures};
-  std::vector<long long> all(2 * static_cast<std::size_t>(job.n));
-  job.team.allgather(mine, all.data(), sizeof mine);
-  long long failures = 0;
-  for (int r = 0; r < job.n; ++r) failures += all[2 * r + 1];
-  if (job.checker.failures == 0 && failures == 0) {
-    std::printf("PASS %s (rank %d of %d): %lld checks\n", program, job.me, job.n, job.checker.checks);
-    return 0;
-  }
-  std::printf("FAIL %s (rank %d of %d): %lld of %lld checks failed here, %lld on all ranks\n", program, job.me, job.n,
-              job.checker.failures, job.checker.checks, failures);
-  return 1;
-}
-
-// Runs `body` and turns any exception into a printed error and exit status 1.
-template <class Body>
-int run_main(const char* program, Body&& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "FAIL %s: %s\n", program, e.what());
-    return 1;
-  }
-}
-
 // A host copy of n elements of device memory.
 template <class T>
 std::vector<T> to_host(const T* device, std::size_t count) {
@@ -214,9 +159,43 @@ inline void launched(const char* kernel) {
   aperture::detail::check_cuda(cudaGetLastError(), kernel, __FILE__, __LINE__, "kernel launch");
 }
 
+namespace detail {
+inline std::unique_ptr<Job>& the_job() {
+  static std::unique_ptr<Job> job;
+  return job;
+}
+}  // namespace detail
+
+// The program's Job, made by run_tests before any test runs.
+inline Job& job() { return *detail::the_job(); }
+
+// main of a GPU test program: skips (77) unless `start` can make the Job here (it calls
+// require(), which exits 77 with the reason), runs every test on it, and exits 77 when every
+// test that ran was skipped.
+template <class Start>
+int run_tests(int argc, char** argv, const char* program, Start&& start) {
+  ::testing::InitGoogleTest(&argc, argv);
+  int result = 1;
+  try {
+    detail::the_job() = start();
+    if (job().me != 0) ::testing::GTEST_FLAG(brief) = true;  // one full report is enough
+    result = RUN_ALL_TESTS();
+    job().sync();  // nobody tears down while a peer still runs
+    const auto& unit = *::testing::UnitTest::GetInstance();
+    if (result == 0 && unit.test_to_run_count() > 0 && unit.skipped_test_count() == unit.test_to_run_count()) {
+      std::printf("SKIP: %s: all %d tests skipped here\n", program, unit.test_to_run_count());
+      result = kSkipStatus;
+    }
+    detail::the_job().reset();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAIL %s: %s\n", program, e.what());
+    return 1;
+  }
+  return result;
+}
+
 }  // namespace gputest
 
-#define CHECK(cond) job.checker.check((cond), #cond, __FILE__, __LINE__)
-#define CHECK_MSG(cond, detail) job.checker.check((cond), #cond, __FILE__, __LINE__, (detail))
-#define CHECK_RANGE(got, expected, what) \
-  gputest::check_range(job.checker, (got), (expected), (what), __FILE__, __LINE__)
+#define CHECK(cond) ::gputest::expect((cond), #cond, __FILE__, __LINE__)
+#define CHECK_MSG(cond, detail) ::gputest::expect((cond), #cond, __FILE__, __LINE__, (detail))
+#define CHECK_RANGE(got, expected, what) ::gputest::check_range((got), (expected), (what), __FILE__, __LINE__)

@@ -1,6 +1,6 @@
 // tests/multirank/host_provider_test.h — the base of the GoogleTest suites that run once per host
-// provider (provider_test, collectives_test): the provider made on the world team, or the test
-// skipped where that provider is not available here.
+// provider (collectives_test; the providers' own suite is tests/conformance): the provider made
+// on the world team, or the test skipped where that provider is not available here.
 #pragma once
 
 #include <gtest/gtest.h>
