@@ -37,21 +37,14 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/env.h"       // the launchers' variables, read strictly
-#include "bootstrap/launcher.h"  // who started this process
-
 namespace {
 
 // This rank as its launcher numbers it, before a Team exists (the kill may come during rendezvous).
+// Read directly: this program shares the library with aperture::collectives, so it cannot link
+// the library's private objects (bootstrap/launcher.h) without holding a second copy of it.
 int rank_from_env() {
-  using namespace aperture::detail;
-  const EnvLookup env = process_env();
-  switch (detect_launcher(env)) {
-    case Launcher::aperture: return read_launch_env(env)->rank;
-    case Launcher::mpirun: return read_mpi_env(env)->rank;
-    case Launcher::torchrun: return read_torchrun_env(env)->rank;
-    case Launcher::single: break;
-  }
+  for (const char* name : {"APERTURE_RANK", "RANK", "OMPI_COMM_WORLD_RANK"})
+    if (const char* value = std::getenv(name)) return std::atoi(value);
   return 0;
 }
 
