@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # bench/gpu-collectives.sh — on the GPU machine: build and run the GPU collectives test at 2 ranks
-# and `aperture bench` on GPU memory (cuda-ipc) at 2 ranks, aperture against NCCL (when found:
+# and `aperture bench` on GPU memory (cuda-ipc) at 2 ranks (BENCH_RANKS), aperture against NCCL (when found:
 # cmake/nccl.cmake takes it from the CUDA toolkit or the nvidia-nccl-cu13 wheel); about 4
 # minutes on 2x H200.
 #
 #   bench/gpu-collectives.sh                 build in /tmp/build-gpu-coll, results in $OUT or the build dir
 #   BUILD_DIR=... RESULTS=... PROVIDER=cuda-vmm SIZES=4K,...,1G SWEEP=1 bench/gpu-collectives.sh
 #   OPS=all_reduce,all_reduce.one_shot,... bench/gpu-collectives.sh   only these ops (default: all)
+#   BENCH_RANKS=1 bench/gpu-collectives.sh   the bench at 1 rank (one GPU: NCCL refuses 2 ranks on it)
 #
 # It configures tests/collectives on its own (the library, the `aperture` command, the bench
 # program `aperture bench` runs and the GPU test; no GoogleTest or MPI needed). Results, at most six files: gpu-bench.{txt,csv,png},
@@ -48,13 +49,13 @@ for n in ${TEST_RANKS:-1 2}; do
 done
 echo "tested after ${SECONDS}s"
 
-timeout --kill-after=10 "${BENCH_TIMEOUT:-150}" "$aperture" bench --provider "$provider" -n 2 --trials 5 --trial-ms 10 \
+timeout --kill-after=10 "${BENCH_TIMEOUT:-150}" "$aperture" bench --provider "$provider" -n "${BENCH_RANKS:-2}" --trials 5 --trial-ms 10 \
   --sizes "$sizes" ${OPS:+--ops "$OPS"} --csv "$results/gpu-bench.csv" --json "$logs/gpu-bench.json" --png "$results/gpu-bench.png" \
   >"$results/gpu-bench.txt" 2>&1 || status=1
 cat "$results/gpu-bench.txt"
 echo "benched after ${SECONDS}s"
 if [[ "${SWEEP:-0}" == 1 ]] && (( SECONDS < ${SWEEP_UNTIL:-240} )); then
-  timeout --kill-after=5 40 "$aperture" bench --provider "$provider" -n 2 --trials 3 --trial-ms 10 --max-parts 128 \
+  timeout --kill-after=5 40 "$aperture" bench --provider "$provider" -n "${BENCH_RANKS:-2}" --trials 3 --trial-ms 10 --max-parts 128 \
     --ops all_reduce,all_gather,reduce_scatter --sizes 16M,256M >"$results/sweep.txt" 2>&1
   cat "$results/sweep.txt"
 fi

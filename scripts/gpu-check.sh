@@ -26,6 +26,9 @@
 #      and cuda-vmm; NVSHMEM and NCCL skip there, needing one GPU per rank) where there are two
 #      GPUs or more (with one, the 2-rank run already shares it); the APERTURE_CHECKED test;
 #   5. the GPU tests through ctest, as CTest registers them (through `aperture launch`);
+#      5a. the GPU examples 05_kernel and 06_collectives at 1 and 2 ranks;
+#      5b. the collectives' own build and test, and `aperture bench` at 2 ranks where there are
+#      two GPUs or more, at 1 rank where there is one (NCCL refuses two ranks on one GPU);
 #   6. compute-sanitizer: memcheck (with leak check) on the aperture heaps' conformance runs and
 #      the kernel tests at 1 rank and on every rank of a 2-rank run, racecheck on the kernel
 #      tests, initcheck and synccheck on one each;
@@ -201,13 +204,37 @@ step gpu_checked_test 120 "$build_dir/gpu_checked_test"
 # --- 5. the same tests as CTest registers them (gpu.<test>.np1/np2, skipped without a GPU) ---
 step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
 
-# --- 5b. the collectives on GPU memory, and `aperture bench` at 2 ranks (bench/gpu-collectives.sh:
-# its own build of tests/collectives; the test at 1 and 2 ranks; the bench's CSV/JSON/PNG) ------
-# The bench moves up to 1 GiB per rank: it needs a bigger heap than the tests' 256M.
+# --- 5a. the GPU examples (examples/05_kernel, 06_collectives), as a newcomer runs them -------
+# The stand-alone build holds the whole project, examples included; 2 ranks may share one GPU.
+if cmake --build "$build_dir" --target help 2>/dev/null | grep -q "example_06_collectives"; then
+  step build-examples 200 cmake --build "$build_dir" --parallel "$(nproc)" --target example_05_kernel example_06_collectives
+  for e in 05_kernel 06_collectives; do
+    program="$build_dir/aperture/examples/example_$e"
+    if [[ -x $program ]]; then
+      step "example.$e.np1" 90 "${self[@]}" 1 "$program"
+      step "example.$e.np2" 120 "${self[@]}" 2 "$program"
+    else
+      record "example.$e" SKIP 0 "not built (see build-examples)"
+    fi
+  done
+else
+  record examples SKIP 0 "the stand-alone build has no example targets"
+fi
+
+# --- 5b. the collectives on GPU memory, and `aperture bench` (bench/gpu-collectives.sh: its own
+# build of tests/collectives; the test at 1 and 2 ranks; the bench's CSV/JSON/PNG) -------------
+# The bench moves up to 1 GiB per rank: it needs a bigger heap than the tests' 256M. It runs at 2
+# ranks only with 2 GPUs or more: NCCL, which the bench compares against, refuses two ranks on
+# one GPU ("ncclCommInitRank failed: invalid usage"), so with one GPU it runs at 1 rank.
 if [[ ${COLLECTIVES:-1} == 1 ]]; then
-  step gpu-collectives 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" APERTURE_GPU_HEAP_SIZE=4G \
-    bash "$root/bench/gpu-collectives.sh"
-  grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/gpu-collectives.log" | head -80
+  if (( gpus >= 2 )); then
+    bench_ranks=2 coll_step=gpu-collectives.bench-np2
+  else
+    bench_ranks=1 coll_step=gpu-collectives.bench-np1-one-gpu
+  fi
+  step "$coll_step" 330 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-collectives" APERTURE_GPU_HEAP_SIZE=4G \
+    BENCH_RANKS="$bench_ranks" bash "$root/bench/gpu-collectives.sh"
+  grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/$coll_step.log" | head -80
 else
   record gpu-collectives SKIP 0 "COLLECTIVES=0"
 fi

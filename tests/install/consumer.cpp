@@ -1,4 +1,4 @@
-// tests/install/consumer.cpp — the public contract (DESIGN.md section 3), used from outside.
+// tests/install/consumer.cpp — the public contract (docs/CONTRACT.md), used from outside.
 //
 //   consumer PROVIDER [PROVIDER...]   run under `aperture launch -n N` (or --mpi), any N
 //   consumer --available              print available_providers(), one per line, and exit
