@@ -31,8 +31,8 @@
 //                           on a CPU thread. (Cooperative groups count a tile within its block;
 //                           here the count is over the grid, as the collectives split work.)
 //
-// All are trivially copyable: pass them by value. CUDA-only constructs are compiled only under a
-// CUDA compiler (APERTURE_HAS_CUDA_COMPILER); a host build sees CoopHost alone.
+// All are trivially copyable: pass them by value. Device-only constructs are compiled only under a
+// device compiler (APERTURE_HAS_DEVICE_COMPILER: CUDA or HIP); a host build sees CoopHost alone.
 #pragma once
 
 #include <atomic>
@@ -77,9 +77,9 @@ struct CoopHost {
   }
 };
 
-#if APERTURE_HAS_CUDA_COMPILER
+#if APERTURE_HAS_DEVICE_COMPILER
 namespace detail {
-inline constexpr std::uint32_t kWarpSize = 32;
+inline constexpr std::uint32_t kWarpSize = APERTURE_WARP_SIZE;
 // Grid-wide counts in 64 bits: gridDim.x alone may be 2^31 - 1.
 __device__ inline std::uint64_t grid_thread_rank() {
   return static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -101,17 +101,17 @@ struct CoopThread {
   }
 };
 
-// A whole warp of a block whose size is a multiple of 32 (every lane takes part).
+// A whole warp of a block whose size is a multiple of the warp size (every lane takes part).
 struct CoopWarp {
   __device__ std::uint32_t thread_rank() const { return threadIdx.x % detail::kWarpSize; }
   __device__ std::uint32_t size() const { return detail::kWarpSize; }
   __device__ std::uint32_t num_threads() const { return detail::kWarpSize; }
   __device__ std::uint64_t meta_group_rank() const { return detail::grid_thread_rank() / detail::kWarpSize; }
   __device__ std::uint64_t meta_group_size() const { return detail::grid_threads() / detail::kWarpSize; }
-  __device__ void sync() const { __syncwarp(); }
+  __device__ void sync() const { APERTURE_DEVICE_SYNCWARP(); }
   __device__ bool all(bool ok) const {
-    __syncwarp();
-    return __all_sync(0xffffffffu, ok ? 1 : 0) != 0;
+    APERTURE_DEVICE_SYNCWARP();
+    return APERTURE_DEVICE_WARP_ALL(ok ? 1 : 0) != 0;
   }
   __device__ void fence() const { __threadfence_system(); }
   __device__ bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns) const {
@@ -156,7 +156,7 @@ template <>
 struct is_coop<CoopHost> : std::true_type {};
 template <>
 struct can_sync<CoopHost> : std::true_type {};
-#if APERTURE_HAS_CUDA_COMPILER
+#if APERTURE_HAS_DEVICE_COMPILER
 template <>
 struct is_coop<CoopThread> : std::true_type {};
 template <>

@@ -42,7 +42,7 @@ namespace detail {
 
 inline constexpr std::uint64_t kVectorBytes = 16;
 
-#if APERTURE_HAS_CUDA_COMPILER
+#if APERTURE_HAS_DEVICE_COMPILER
 __device__ inline void coop_copy_bytes(std::uint64_t thread, std::uint64_t threads, unsigned char* dst,
                                        const unsigned char* src, std::uint64_t bytes) {
   const std::uint64_t misalign = reinterpret_cast<std::uintptr_t>(dst) % kVectorBytes;

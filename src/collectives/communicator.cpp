@@ -36,28 +36,28 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     : provider_(provider), team_(team), kind_(provider.memory_kind()), options_(options) {
   const bool device = kind_ == MemoryKind::device;
   if (device && !collectives::detail::device_support_compiled())
-    throw Error("Communicator: provider " + std::string(provider.name()) +
+    throw Error(ErrorCode::unavailable, "Communicator: provider " + std::string(provider.name()) +
                 " serves GPU memory, but aperture_collectives was built without CUDA; rebuild with nvcc found");
   const int world = team.size();
   if (options_.max_parts < 0 || options_.max_parts > 1024)
-    throw Error("Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
+    throw Error(ErrorCode::invalid_argument, "Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
                 " is out of range; give 0 (the default) or 1 to 1024");
   if (options_.max_parts == 0) options_.max_parts = device ? tuning::kDeviceParts : 1;
   if (!device && options_.max_parts != 1)
-    throw Error("Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
+    throw Error(ErrorCode::invalid_argument, "Communicator: Options::max_parts = " + std::to_string(options_.max_parts) +
                 " on host memory: a CPU rank runs each collective on one thread; give 0 or 1");
   if (options_.block_threads == 0) options_.block_threads = tuning::kDeviceThreads;
   // The kernels are compiled for at most tuning::kDeviceThreads threads (__launch_bounds__ in
   // device.cu): that bound is what lets the reductions keep several vectors in flight in registers.
   if (options_.block_threads < 32 || options_.block_threads > tuning::kDeviceThreads || options_.block_threads % 32 != 0 ||
       options_.block_threads < world)
-    throw Error("Communicator: Options::block_threads = " + std::to_string(options_.block_threads) +
+    throw Error(ErrorCode::invalid_argument, "Communicator: Options::block_threads = " + std::to_string(options_.block_threads) +
                 " must be a multiple of 32 from 32 to " + std::to_string(tuning::kDeviceThreads) +
                 ", and at least the team size (" + std::to_string(world) + ")");
   if (options_.half_bytes == 0) options_.half_bytes = device ? tuning::kDeviceHalfBytes : tuning::kHostHalfBytes;
   const std::size_t least = 256 * static_cast<std::size_t>(world);
   if (options_.half_bytes < least)
-    throw Error("Communicator: Options::half_bytes = " + std::to_string(options_.half_bytes) +
+    throw Error(ErrorCode::invalid_argument, "Communicator: Options::half_bytes = " + std::to_string(options_.half_bytes) +
                 " is too small for " + std::to_string(world) + " ranks: give at least 256 x ranks = " +
                 std::to_string(least) + " (or 0 for the default)");
   options_.half_bytes = round_up(options_.half_bytes, 256);
@@ -96,7 +96,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     if (!scratch_.map.all_direct()) {
       std::string peers;
       for (int p : scratch_.map.indirect_peers()) peers += (peers.empty() ? "" : ", ") + std::to_string(p);
-      throw Error("Communicator: provider " + std::string(provider.name()) + " cannot reach rank(s) " + peers +
+      throw Error(ErrorCode::unavailable, "Communicator: provider " + std::string(provider.name()) + " cannot reach rank(s) " + peers +
                   " by load/store from rank " + std::to_string(team.rank()) +
                   " (table entry 0); the collectives need every rank directly addressable (one node, peer access)");
     }
@@ -158,20 +158,20 @@ void Communicator::check_call(const char* call, std::size_t count, DataType type
   const auto who = [call] { return std::string("Communicator::") + call; };
   if (kind_ == MemoryKind::host) {
     if (!host_type(type))
-      throw Error(who() + ": " + name_of(type) + " is a GPU type; on host memory (provider " +
+      throw Error(ErrorCode::invalid_argument, who() + ": " + name_of(type) + " is a GPU type; on host memory (provider " +
                   std::string(provider_.name()) + ") the collectives take float32, float64, int32 and int64");
     if (stream != nullptr)
-      throw Error(who() + ": a stream was given, but provider " + std::string(provider_.name()) +
+      throw Error(ErrorCode::invalid_argument, who() + ": a stream was given, but provider " + std::string(provider_.name()) +
                   " serves host memory, where the call runs on this thread; pass no stream");
   } else if (type == DataType::float64 || type == DataType::int64) {
-    throw Error(who() + ": " + name_of(type) + " is not compiled for GPUs; use float32, float16, bfloat16 or int32");
+    throw Error(ErrorCode::invalid_argument, who() + ": " + name_of(type) + " is not compiled for GPUs; use float32, float16, bfloat16 or int32");
   }
   (void)reduces;
   const std::size_t world = static_cast<std::size_t>(size());
   if (count > std::numeric_limits<std::size_t>::max() / world / 8)
-    throw Error(who() + ": count = " + std::to_string(count) + " elements is too large");
+    throw Error(ErrorCode::invalid_argument, who() + ": count = " + std::to_string(count) + " elements is too large");
   if (count != 0 && ((in_elements != 0 && in == nullptr) || (out_elements != 0 && out == nullptr)))
-    throw Error(who() + ": a null buffer with count = " + std::to_string(count) + "; give buffers of " +
+    throw Error(ErrorCode::invalid_argument, who() + ": a null buffer with count = " + std::to_string(count) + "; give buffers of " +
                 std::to_string(in_elements) + " (in) and " + std::to_string(out_elements) + " (out) elements");
   if (kind_ == MemoryKind::device && count != 0) {
     collectives::detail::device_check_pointer(call, "in", in, stream);
@@ -223,7 +223,7 @@ void Communicator::barrier(Stream stream) {
 
 void Communicator::broadcast(const void* in, void* out, std::size_t count, DataType type, int root, Stream stream) {
   if (root < 0 || root >= size())
-    throw Error("Communicator::broadcast: root " + std::to_string(root) + " is not a rank of this team of " +
+    throw Error(ErrorCode::invalid_argument, "Communicator::broadcast: root " + std::to_string(root) + " is not a rank of this team of " +
                 std::to_string(size()));
   check_call("broadcast", count, type, false, stream, rank() == root ? count : 0, count, in, out);
   Call c{Kind::broadcast, in, out, count, type, ReduceOp::sum, root};
@@ -261,13 +261,13 @@ const std::int64_t* Communicator::symmetric_input(const char* call, const Symmet
                                                   std::size_t bytes) const {
   const auto who = [call] { return std::string("Communicator::") + call + " (symmetric input)"; };
   if (in_map.world_size != size() || in_map.local_rank != rank())
-    throw Error(who() + ": in_map is for rank " + std::to_string(in_map.local_rank) + " of " +
+    throw Error(ErrorCode::invalid_argument, who() + ": in_map is for rank " + std::to_string(in_map.local_rank) + " of " +
                 std::to_string(in_map.world_size) + ", this Communicator is rank " + std::to_string(rank()) + " of " +
                 std::to_string(size()) + "; give the map of an allocation made over the same team");
   if (!in_map.all_direct())
-    throw Error(who() + ": in_map cannot reach every rank by load/store; use the form without in_map");
+    throw Error(ErrorCode::invalid_argument, who() + ": in_map cannot reach every rank by load/store; use the form without in_map");
   if (bytes != 0 && in_map.allocation_bytes != 0 && !in_map.owns(in, bytes))
-    throw Error(who() + ": `in` (" + std::to_string(bytes) + " bytes) does not lie inside the allocation in_map " +
+    throw Error(ErrorCode::invalid_argument, who() + ": `in` (" + std::to_string(bytes) + " bytes) does not lie inside the allocation in_map " +
                 "describes (" + std::to_string(in_map.allocation_bytes) + " bytes)");
   return in_map.peer_bases();
 }
@@ -326,7 +326,7 @@ void Communicator::all_to_all(const void* in, void* out, std::size_t count, Data
 void Communicator::check(Stream stream) {
   if (kind_ != MemoryKind::device) return;
   if (!collectives::detail::device_status_ok(handle_, stream))
-    throw Error("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
+    throw Error(ErrorCode::timeout, "Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                 "): a collective kernel's wait gave up after APERTURE_TIMEOUT (" +
                 std::to_string(static_cast<double>(handle_.timeout_ns) / 1e9) +
                 " s): a peer rank did not make the same collective call, or failed; results since are invalid");

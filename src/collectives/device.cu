@@ -25,8 +25,9 @@ namespace {
 
 void check_cuda(cudaError_t status, const std::string& call) {
   if (status != cudaSuccess)
-    throw Error("collectives: " + call + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
-                ")");
+    throw Error(ErrorCode::system,
+                "collectives: " + call + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")",
+                call);
 }
 
 // Communicator::Options::block_threads may be anything up to this: every kernel must launch with
@@ -179,7 +180,7 @@ void launch_reduction(const Launch& l, const CollectiveHandle& h, const Call& c)
     case Kind::all_reduce_direct:
       launch(l, all_reduce_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
       break;
-    default: throw Error("collectives: internal: not a reduction");
+    default: throw Error(ErrorCode::internal, "collectives: internal: not a reduction");
   }
 }
 
@@ -228,7 +229,7 @@ int device_select(const void* ptr) {
   cudaPointerAttributes attributes{};
   check_cuda(cudaPointerGetAttributes(&attributes, ptr), "cudaPointerGetAttributes(scratch)");
   if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
-    throw Error("collectives: the provider said its memory is on the GPU, but cudaPointerGetAttributes says the "
+    throw Error(ErrorCode::internal, "collectives: the provider said its memory is on the GPU, but cudaPointerGetAttributes says the "
                 "scratch is not device memory (type " + std::to_string(static_cast<int>(attributes.type)) + ")");
   check_cuda(cudaSetDevice(attributes.device), "cudaSetDevice");
   int sms = 0;
@@ -253,7 +254,7 @@ void device_launch(const CollectiveHandle& h, const Call& c, int parts, int thre
       case DataType::int32: launch_typed<std::int32_t>(l, h, c); break;
       case DataType::float16: launch_typed<__half>(l, h, c); break;
       case DataType::bfloat16: launch_typed<__nv_bfloat16>(l, h, c); break;
-      default: throw Error(std::string("collectives: ") + name_of(c.type) + " is not compiled for GPUs");
+      default: throw Error(ErrorCode::invalid_argument, std::string("collectives: ") + name_of(c.type) + " is not compiled for GPUs");
     }
   }
   check_cuda(cudaGetLastError(), std::string("launching the ") + kind_name(c.kind) + " kernel (" +
@@ -281,13 +282,13 @@ void device_check_pointer(const char* call, const char* what, const void* ptr, v
   const cudaError_t status = cudaPointerGetAttributes(&attributes, ptr);
   if (status != cudaSuccess) {
     cudaGetLastError();  // clear it
-    throw Error(std::string("Communicator::") + call + ": cudaPointerGetAttributes(" + what + ") failed: " +
+    throw Error(ErrorCode::system, std::string("Communicator::") + call + ": cudaPointerGetAttributes(" + what + ") failed: " +
                 cudaGetErrorString(status));
   }
   const bool reachable = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged ||
                          (attributes.type == cudaMemoryTypeHost && attributes.devicePointer != nullptr);
   if (!reachable)
-    throw Error(std::string("Communicator::") + call + ": `" + what +
+    throw Error(ErrorCode::invalid_argument, std::string("Communicator::") + call + ": `" + what +
                 "` is ordinary host memory, which a GPU kernel cannot read; on GPU memory give device memory "
                 "(cudaMalloc, or an allocation of any provider) or pinned, mapped host memory");
 }

@@ -8,7 +8,7 @@ namespace aperture::collectives::detail {
 
 namespace {
 [[noreturn]] void no_cuda(const char* what) {
-  throw Error(std::string("collectives: ") + what +
+  throw Error(ErrorCode::unavailable, std::string("collectives: ") + what +
               ": aperture_collectives was built without CUDA (no nvcc found at configure time); GPU memory needs a "
               "build with CUDA");
 }

@@ -29,7 +29,7 @@ void run_reduction(const CoopHost& g, const CollectiveHandle& h, const Call& c) 
     case Kind::all_reduce_ll: all_reduce_ll<Op>(g, h, in, out, c.count); break;
     case Kind::reduce_scatter_direct: reduce_scatter_direct<Op>(g, h, in, c.in_bases, out, c.count); break;
     case Kind::all_reduce_direct: all_reduce_direct<Op>(g, h, in, c.in_bases, out, c.count); break;
-    default: throw Error("collectives: internal: not a reduction");
+    default: throw Error(ErrorCode::internal, "collectives: internal: not a reduction");
   }
 }
 
@@ -66,7 +66,7 @@ void run_on_host(const CollectiveHandle& h, const Call& c, unsigned spins) {
     case DataType::float64: run_typed<double>(g, h, c); break;
     case DataType::int32: run_typed<std::int32_t>(g, h, c); break;
     case DataType::int64: run_typed<std::int64_t>(g, h, c); break;
-    default: throw Error(std::string("collectives: ") + name_of(c.type) + " is not a host type");
+    default: throw Error(ErrorCode::invalid_argument, std::string("collectives: ") + name_of(c.type) + " is not a host type");
   }
 }
 
