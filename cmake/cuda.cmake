@@ -19,10 +19,16 @@ macro(aperture_enable_cuda)
   # expressed for nvcc).
   if(CMAKE_VERSION VERSION_LESS 3.25.2)
     add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+    # Also the default for every target: a C++ target that links aperture::internal receives
+    # the nccl table's nvcc-built objects and, under the Makefile generator, becomes a CUDA
+    # target that would otherwise demand a CUDA20 dialect CMake cannot name.
+    set(CMAKE_CUDA_STANDARD_REQUIRED OFF)
   else()
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   endif()
+  # One CUDA runtime per process, shared, as the library's CUDA providers use it.
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   find_package(CUDAToolkit REQUIRED)
 endmacro()
 
