@@ -120,7 +120,7 @@ int main() try {
   // get: what the left neighbour received (it came from left's left), read out of its segment.
   peers.get(mine->echoed, mine->received, kCount, left);
   // atomic_add into every rank's counter, this rank's amount (rank + 1).
-  for (int r = 0; r < n; ++r) peers.atomic_add(&mine->counter, std::int64_t(me + 1), r);
+  for (int r = 0; r < n; ++r) peers.atomic_add(&mine->counter, std::int64_t{me} + 1, r);
   team.barrier();  // every addition has landed
 
   long long wrong = 0;
