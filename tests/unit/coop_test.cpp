@@ -4,6 +4,8 @@
 // wrong peer or offset lands in the wrong array and shows as a wrong value.
 #include <gtest/gtest.h>
 
+#include "fake_world.h"
+
 #include <aperture/coop.h>
 #include <aperture/coop_rma.h>
 #include <aperture/detail/backoff.h>
@@ -25,20 +27,7 @@ constexpr int kRanks = 3;
 constexpr std::size_t kCount = 301;  // odd: no power-of-two coincidence hides an offset bug
 
 template <class T>
-struct FakeWorld {
-  std::array<std::vector<T>, kRanks> copies;
-  std::array<std::int64_t, kRanks> bases{};
-
-  FakeWorld() {
-    for (int r = 0; r < kRanks; ++r) {
-      copies[r].resize(kCount);
-      for (std::size_t i = 0; i < kCount; ++i) copies[r][i] = value(r, i);
-      bases[r] = reinterpret_cast<std::int64_t>(copies[r].data());
-    }
-  }
-  static T value(int rank, std::size_t i) { return static_cast<T>(1000 * (rank + 1) + static_cast<int>(i)); }
-  T* local(int rank) { return copies[rank].data(); }
-};
+using FakeWorld = test::FakeWorld<T, kRanks, kCount>;
 
 template <class T>
 class CoopHostOps : public ::testing::Test {};

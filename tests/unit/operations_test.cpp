@@ -3,6 +3,8 @@
 // peer or offset lands in the wrong array and shows as a wrong value.
 #include <gtest/gtest.h>
 
+#include "fake_world.h"
+
 #include <aperture/aperture.h>
 
 #include <array>
@@ -17,20 +19,7 @@ constexpr int kRanks = 4;
 constexpr std::size_t kCount = 257;  // odd, so no power-of-two coincidence hides an offset bug
 
 template <class T>
-struct FakeWorld {
-  std::array<std::vector<T>, kRanks> copies;
-  std::array<std::int64_t, kRanks> bases{};
-
-  FakeWorld() {
-    for (int r = 0; r < kRanks; ++r) {
-      copies[r].resize(kCount);
-      for (std::size_t i = 0; i < kCount; ++i) copies[r][i] = value(r, i);
-      bases[r] = reinterpret_cast<std::int64_t>(copies[r].data());
-    }
-  }
-  static T value(int rank, std::size_t i) { return static_cast<T>(1000 * (rank + 1) + static_cast<int>(i)); }
-  T* local(int rank) { return copies[rank].data(); }
-};
+using FakeWorld = test::FakeWorld<T, kRanks, kCount>;
 
 template <class T>
 class Operations : public ::testing::Test {};
