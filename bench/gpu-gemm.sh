@@ -11,7 +11,8 @@
 # 2. gpu_gemm_test on cuda-ipc, cuda-vmm, nvshmem and nccl at each of TEST_RANKS (default 1 2).
 #    Ranks beyond the GPU count share GPUs: cuda-ipc and cuda-vmm run so; nvshmem and nccl need one
 #    GPU per rank and are recorded as skipped there;
-# 3. `aperture bench --ops ag_gemm,gemm_rs` at BENCH_RANKS (default: the GPU count, at most 2),
+# 3. `aperture bench --ops ag_gemm,gemm_rs` at BENCH_RANKS (default: the GPU count, at most 2;
+#    --sizes 4K only keeps the buffers of the other ops small),
 #    M = GEMM_M (default 128,1024,4096,16384);
 # 4. baseline (c), torch's fused ops (bench/python/torch_fused_gemm.py), through torchrun at the
 #    same rank count, where python3 has torch.
@@ -66,7 +67,7 @@ for p in cuda-ipc cuda-vmm nvshmem nccl; do
 done
 
 timeout --kill-after=10 "${BENCH_TIMEOUT:-240}" "$aperture" bench --provider cuda-ipc -n "$bench_ranks" --ops ag_gemm,gemm_rs \
-  --gemm-m "$gemm_m" --trials 5 --trial-ms 20 --csv "$results/gemm-bench.csv" >"$results/gemm-bench.txt" 2>&1
+  --gemm-m "$gemm_m" --sizes 4K --trials 5 --trial-ms 20 --csv "$results/gemm-bench.csv" >"$results/gemm-bench.txt" 2>&1
 rc=$?
 cat "$results/gemm-bench.txt"
 if (( rc == 0 )); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
