@@ -1,6 +1,6 @@
-// src/collectives/overlapped_gemm_none.cpp — aperture::OverlappedGemm in a build without CUDA:
-// the class exists (so code that names it links everywhere) and its constructor says why it
-// cannot run.
+// src/collectives/overlapped_gemm_none.cpp — aperture::OverlappedGemm in a build without CUDA
+// or without cuBLASLt: the class exists (so code that names it links everywhere) and its
+// constructor says why it cannot run.
 #include "aperture/collectives/overlapped_gemm.h"
 
 #include "aperture/error.h"
@@ -11,8 +11,8 @@ struct OverlappedGemm::State {};
 
 OverlappedGemm::OverlappedGemm(Provider&, Team&) {
   throw Error(ErrorCode::unavailable,
-              "OverlappedGemm: aperture_collectives was built without CUDA (no nvcc found at configure time); ag_gemm "
-              "and gemm_rs need a build with CUDA and cuBLASLt");
+              "OverlappedGemm: aperture_collectives was built without CUDA or without cuBLASLt (nvcc and libcublasLt "
+              "were not both found at configure time); ag_gemm and gemm_rs need a build with both");
 }
 OverlappedGemm::~OverlappedGemm() = default;
 int OverlappedGemm::rank() const { return 0; }
