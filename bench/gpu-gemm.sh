@@ -75,7 +75,7 @@ line "bench.np$bench_ranks" "exit $rc"
 
 if python3 -c 'import torch' 2>/dev/null && command -v torchrun >/dev/null; then
   timeout --kill-after=10 "${TORCH_TIMEOUT:-180}" torchrun --standalone --nproc-per-node "$bench_ranks" \
-    "$root/bench/python/torch_fused_gemm.py" --m "$gemm_m" --csv "$results/torch-fused.csv" >"$results/torch-fused.txt" 2>&1
+    "$root/bench/python/torch_fused_gemm.py" --gemm-m "$gemm_m" --csv "$results/torch-fused.csv" >"$results/torch-fused.txt" 2>&1
   rc=$?
   grep -vE '^(W|I)[0-9]{4}' "$results/torch-fused.txt" | tail -20
   if (( rc == 0 )); then passed=$((passed + 1)); else failed=$((failed + 1)); fi

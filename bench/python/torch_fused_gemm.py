@@ -4,7 +4,7 @@ torch.distributed._symmetric_memory._fused_all_gather_matmul / _fused_matmul_red
 call) at the same Llama-3-70B MLP shapes, with torch's unfused pair (NCCL collective + torch.mm,
 one stream) beside them as a cross-check of the C++ bench's baseline (a).
 
-    torchrun --nproc-per-node 2 bench/python/torch_fused_gemm.py [--m 128,1024,4096,16384] [--csv out.csv]
+    torchrun --nproc-per-node 2 bench/python/torch_fused_gemm.py [--gemm-m 128,1024,4096,16384] [--csv out.csv]
 
 Each figure: median over --trials trials of the mean of --iters back-to-back calls (CUDA events
 on the current stream), after a barrier, the slowest rank's. NVLink multicast stays off
@@ -45,7 +45,7 @@ def timed(fn, trials, iters):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--m", default="128,1024,4096,16384")
+    parser.add_argument("--gemm-m", default="128,1024,4096,16384")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--csv", default="")
@@ -63,7 +63,7 @@ def main():
         symm_mem.enable_symm_mem_for_group(group_name)
 
     rows = []
-    for m in [int(x) for x in args.m.split(",") if x]:
+    for m in [int(x) for x in args.gemm_m.split(",") if x]:
         if m % world:
             continue
         for op in ("ag_gemm", "gemm_rs"):
