@@ -41,6 +41,8 @@ struct BenchOptions {
   int max_parts = 0;                       // GPU: Communicator::Options::max_parts (0: its default)
   std::size_t half_bytes = 0;              // GPU: Communicator::Options::half_bytes (0: its default)
   std::size_t ll_part_bytes = 0;           // GPU: Communicator::Options::ll_part_bytes (0: its default)
+  // GPU, ops ag_gemm and gemm_rs: the token counts M of the Llama-3-70B MLP shapes (--gemm-m)
+  std::vector<std::size_t> gemm_rows = {128, 1024, 4096, 16384};
 };
 
 // One measurement: aperture's time for `op` at `bytes`, and up to two baselines' in the same run.

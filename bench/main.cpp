@@ -52,7 +52,9 @@ const char* const kBenchUsage =
     "    ncclReduceScatter, ncclBroadcast, grouped ncclSend/ncclRecv) on cudaMalloc buffers and on\n"
     "    symmetric windows, every side as CUDA graphs of captured calls (when built with NCCL);\n"
     "    on request also all_reduce.ll (the push path) and all_gather.staged /\n"
-    "    reduce_scatter.staged (the barrier path where the automatic choice pushes).\n"
+    "    reduce_scatter.staged (the barrier path where the automatic choice pushes), and ag_gemm /\n"
+    "    gemm_rs (aperture::OverlappedGemm at the Llama-3-70B MLP shapes, tensor parallel over\n"
+    "    the ranks, against cuBLASLt + NCCL serial and on two streams).\n"
     "Each figure is the median of T trials, each trial the slowest rank's mean over enough\n"
     "back-to-back calls to last about --trial-ms, after a team barrier.\n"
     "\n"
@@ -69,6 +71,7 @@ const char* const kBenchUsage =
     "  --max-parts N, --half-bytes B, --ll-part-bytes B   GPU: the Communicator's blocks per\n"
     "                   call, staging half and input bytes per block on the push (LL) path\n"
     "                   (tuning; default: the Communicator's defaults)\n"
+    "  --gemm-m LIST    ag_gemm/gemm_rs: the token counts M (default 128,1024,4096,16384)\n"
     "  --from-csv FILE  measure nothing: print the table of a CSV written before, and write the\n"
     "                   --json/--png/--csv of it\n";
 
@@ -93,7 +96,7 @@ bool is_gpu_provider(const std::string& name) {
 struct Parsed {
   BenchOptions options;
   bool quiet = false;           // internal: the driver prints the table
-  std::string ranks_text, ops_text, sizes_text;
+  std::string ranks_text, ops_text, sizes_text, gemm_m_text;
   std::string from_csv;         // report rows measured before instead of measuring
 };
 
@@ -138,6 +141,11 @@ Parsed parse_bench_args(int argc, char** argv) {
       o.half_bytes = parse_bytes("--half-bytes", value);
     } else if (take_option_value(argc, argv, i, "", "--ll-part-bytes", value, "4K")) {
       o.ll_part_bytes = parse_bytes("--ll-part-bytes", value);
+    } else if (take_option_value(argc, argv, i, "", "--gemm-m", value, "128,4096")) {
+      p.gemm_m_text = value;
+      o.gemm_rows.clear();
+      for (const std::string& m : split_list(value))
+        o.gemm_rows.push_back(static_cast<std::size_t>(parse_integer("--gemm-m", m, 1, 1 << 20)));
     } else if (arg == "--no-mpi") {
       o.mpi = false;
       ++i;
@@ -268,6 +276,7 @@ int bench_main(int argc, char** argv) {
                      "--trial-ms", std::to_string(static_cast<int>(o.trial_seconds * 1e3 + 0.5))};
       if (!p.ops_text.empty()) job.args.insert(job.args.end(), {"--ops", p.ops_text});
       if (!p.sizes_text.empty()) job.args.insert(job.args.end(), {"--sizes", p.sizes_text});
+      if (!p.gemm_m_text.empty()) job.args.insert(job.args.end(), {"--gemm-m", p.gemm_m_text});
       if (o.max_parts != 0) job.args.insert(job.args.end(), {"--max-parts", std::to_string(o.max_parts)});
       if (o.half_bytes != 0) job.args.insert(job.args.end(), {"--half-bytes", std::to_string(o.half_bytes)});
       if (o.ll_part_bytes != 0)

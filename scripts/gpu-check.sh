@@ -8,6 +8,7 @@
 #   SANITIZE=0 ./scripts/gpu-check.sh      skip compute-sanitizer
 #   GPU_CHECK_BUDGET_S=300 ...             steps not begun by then are recorded as skipped
 #   COLLECTIVES=0 ./scripts/gpu-check.sh   skip step 5b (the collectives' own build, test and bench)
+#   GEMM=0 ./scripts/gpu-check.sh          skip step 5c (the overlapped GEMMs' test and bench)
 #
 # GoogleTest: the GPU machine has none and can fetch nothing, so the tree brings its sources.
 # Before sending the tree there, run scripts/vendor-gtest.sh once (it copies a googletest source
@@ -29,6 +30,8 @@
 #      5a. the GPU examples 05_kernel and 06_collectives at 1 and 2 ranks;
 #      5b. the collectives' own build and test, and `aperture bench` at 2 ranks where there are
 #      two GPUs or more, at 1 rank where there is one (NCCL refuses two ranks on one GPU);
+#      5c. ag_gemm and gemm_rs (bench/gpu-gemm.sh): the test on every GPU provider at 1 and 2
+#      ranks, `aperture bench --ops ag_gemm,gemm_rs` and torch's fused ops beside it;
 #   6. compute-sanitizer: memcheck (with leak check) on the aperture heaps' conformance runs and
 #      the kernel tests at 1 rank and on every rank of a 2-rank run, racecheck on the kernel
 #      tests, initcheck and synccheck on one each;
@@ -116,7 +119,7 @@ pass_detail() {
     skipped=$(grep -m1 -oE 'SKIPPED[^0-9]*[0-9]+ tests?, listed' "$log" | grep -oE '[0-9]+')
     printf 'gtest: %s passed, %s skipped; ' "${passed% test*}" "${skipped:-0}"
   fi
-  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*' "$log" | tail -1
+  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*|gpu-gemm: [0-9]+ passed.*' "$log" | tail -1
 }
 finish() {
   echo
@@ -237,6 +240,17 @@ if [[ ${COLLECTIVES:-1} == 1 ]]; then
   grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/$coll_step.log" | head -80
 else
   record gpu-collectives SKIP 0 "COLLECTIVES=0"
+fi
+
+# --- 5c. the overlapped GEMMs (bench/gpu-gemm.sh: its own build of tests/collectives, shared with
+# 5b; gpu_gemm_test on cuda-ipc, cuda-vmm, nvshmem and nccl at 1 and 2 ranks, nvshmem and nccl
+# skipped at 2 ranks on one GPU; `aperture bench --ops ag_gemm,gemm_rs` and torch's fused ops at
+# 2 ranks with two GPUs, at 1 rank with one) -----------------------------------------------------
+if [[ ${GEMM:-1} == 1 ]]; then
+  step gpu-gemm 420 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-gemm" bash "$root/bench/gpu-gemm.sh"
+  grep -E '^gpu-gemm:|^bench row: (ag_gemm|gemm_rs)|^(ag_gemm|gemm_rs) M=' "$work/gpu-gemm.log" | head -40
+else
+  record gpu-gemm SKIP 0 "GEMM=0"
 fi
 
 # --- 6. compute-sanitizer ---------------------------------------------------------------------

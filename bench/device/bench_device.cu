@@ -30,6 +30,7 @@
 #endif
 
 #include "bench.h"
+#include "device/bench_device.h"
 
 #include "aperture/collectives/communicator.h"
 #include "aperture/coop.h"
@@ -45,14 +46,13 @@
 
 namespace aperture::bench {
 
-namespace {
-
-// "bench: <call> failed: <status>", through the library's own error translation.
 void check_cuda(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
     detail::throw_call_failure(detail::cuda_error_code(status), call,
                                detail::call_failure_text(call, detail::cuda_error_text(status)), "bench");
 }
+
+namespace {
 
 #if APERTURE_BENCH_WITH_NCCL
 void check_nccl(ncclResult_t status, const char* call) {
@@ -131,7 +131,13 @@ const std::vector<std::string> kDeviceOps = {"barrier", "put", "get", "broadcast
 const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_reduce.two_shot", "all_reduce.ll",
                                                  "all_gather.staged", "reduce_scatter.staged", "ping_pong.table",
                                                  "all_gather.symmetric", "reduce_scatter.symmetric",
-                                                 "all_reduce.symmetric"};
+                                                 "all_reduce.symmetric", "ag_gemm", "gemm_rs"};
+
+#if APERTURE_BENCH_WITH_NCCL
+ncclDataType_t nccl_type(DataType t) { return t == DataType::bfloat16 ? ncclBfloat16 : ncclFloat32; }
+#endif
+
+}  // namespace
 
 // Times `call` as every collective side is timed: `calls` captured into one CUDA graph (chosen
 // so a graph lasts about half a millisecond, from an eager estimate), launched back to back by
@@ -163,12 +169,6 @@ Timed time_captured(Team& team, const BenchOptions& options, cudaStream_t stream
   t.iters *= calls;
   return t;
 }
-
-#if APERTURE_BENCH_WITH_NCCL
-ncclDataType_t nccl_type(DataType t) { return t == DataType::bfloat16 ? ncclBfloat16 : ncclFloat32; }
-#endif
-
-}  // namespace
 
 std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOptions& options) {
   const int me = team.rank();
@@ -237,7 +237,17 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       throw Error("bench: unknown op '" + op + "' for GPU memory; ops are barrier, put, get, ping_pong, broadcast, "
                   "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_reduce.ll, "
                   "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all, all_gather.symmetric, "
-                  "reduce_scatter.symmetric, all_reduce.symmetric");
+                  "reduce_scatter.symmetric, all_reduce.symmetric, ag_gemm, gemm_rs");
+    if (op == "ag_gemm" || op == "gemm_rs") {  // shapes of their own (options.gemm_rows), not --sizes
+#if APERTURE_BENCH_WITH_NCCL
+      void* nccl_comm = nccl;
+#else
+      void* nccl_comm = nullptr;
+#endif
+      const std::vector<BenchRow> got = bench_overlapped_gemm(team, provider, options, op, stream, nccl_comm);
+      rows.insert(rows.end(), got.begin(), got.end());
+      continue;
+    }
     const bool reduces = op.rfind("reduce_scatter", 0) == 0 || op.rfind("all_reduce", 0) == 0;
     // Reductions in both types; moving bytes does not depend on the type.
     const std::vector<DataType> types = reduces ? std::vector<DataType>{DataType::bfloat16, DataType::float32}

@@ -428,6 +428,18 @@ TEST_P(CollectivesTest, BadCallsAreRefusedWithTheReason) {
   comm_->barrier();  // still in step after the refusals
 }
 
+// ag_gemm / gemm_rs run on GPUs only: on host memory the constructor refuses before taking any
+// memory, naming the provider and what to use instead (invalid_argument in a CUDA build,
+// unavailable in one without CUDA or cuBLASLt). The GPU behaviour: gpu_gemm_test.cu.
+TEST_P(CollectivesTest, OverlappedGemmRefusesHostMemory) {
+  const test::Refusal r = test::refusal_of([&] { aperture::OverlappedGemm tp(*provider_, world()); });
+  ASSERT_TRUE(r.code.has_value()) << r.message;
+  EXPECT_TRUE(*r.code == aperture::ErrorCode::invalid_argument || *r.code == aperture::ErrorCode::unavailable) << r.message;
+  EXPECT_TRUE(test::contains(r.message, "OverlappedGemm")) << r.message;
+  EXPECT_TRUE(test::contains(r.message, "serves host memory") || test::contains(r.message, "built without CUDA")) << r.message;
+  comm_->barrier();  // still in step after the refusal
+}
+
 TEST_P(CollectivesTest, ManyCallsReuseTheScratch) {
   // Calls of every kind back to back, alternating the staging halves many times over.
   Mismatches m;

@@ -16,3 +16,4 @@
 #include "aperture/collectives/all_reduce.h"
 #include "aperture/collectives/all_to_all.h"
 #include "aperture/collectives/communicator.h"
+#include "aperture/collectives/overlapped_gemm.h"
