@@ -35,8 +35,15 @@
 #   6. compute-sanitizer: memcheck (with leak check) on the aperture heaps' conformance runs and
 #      the kernel tests at 1 rank and on every rank of a 2-rank run, racecheck on the kernel
 #      tests, initcheck and synccheck on one each;
+#      6b. memcheck (leak check) and racecheck on the nvshmem, nccl and mixed-provider tests,
+#      judged by scripts/sanitizers/filter-compute-sanitizer.awk against the narrow, commented
+#      list of accepted reports from inside NVIDIA's libraries (scripts/sanitizers/compute-sanitizer.accept);
 #   7. prints one line per run (GoogleTest's passed and skipped counts) and the totals.
-# Exit status: 0 when nothing failed (skips are not failures), 1 otherwise.
+# Skips: on a machine with a GPU, a program that skips (exit 77, e.g. a provider not available)
+# FAILS its step, and so does a `ctest -L gpu` run with any test skipped; a step the machine
+# cannot run (NVSHMEM and NCCL need one GPU per rank, so their 2-rank runs on one GPU) is
+# recorded N/A with the reason, as are steps turned off by the caller (SANITIZE=0, COLLECTIVES=0).
+# Exit status: 0 when no step failed or was left unrun by the time budget, 1 otherwise.
 # Logs: LOG_DIR holds summary.txt and logs.tar.gz (every step's output), so that a caller that
 # can take back only a few files gets all of it.
 set -uo pipefail
@@ -60,6 +67,35 @@ if [[ ${1:-} == --ranks ]]; then
   exit $status
 fi
 
+# gpu-check.sh --ctest-no-skips BUILD_DIR: `ctest -L gpu`, failing (exit 1) when any test was
+# skipped or none ran: on a GPU machine, a skipped GPU test is a test that did not run.
+if [[ ${1:-} == --ctest-no-skips ]]; then
+  out=$(ctest --test-dir "$2" -L gpu --output-on-failure 2>&1); rc=$?
+  echo "$out"
+  skipped=$(grep -c '(Skipped)' <<<"$out")
+  ran=$(grep -oE 'out of [0-9]+' <<<"$out" | tail -1 | grep -oE '[0-9]+')
+  if (( rc == 0 && (skipped > 0 || ${ran:-0} == 0) )); then
+    echo "gpu-check: ctest -L gpu: ${skipped} of ${ran:-0} tests skipped on a machine with a GPU: that is a failure"
+    exit 1
+  fi
+  exit $rc
+fi
+# gpu-check.sh --sanitized COMMAND...: runs COMMAND (a compute-sanitizer run, or `--ranks N` of
+# one), then judges its output with scripts/sanitizers/filter-compute-sanitizer.awk. Exit: the
+# program's own status when it failed or skipped; else 1 when a report is not on the accepted
+# list (or no sanitizer summary shows it ran); else 0. No --error-exitcode: the accepted reports
+# would turn into a failure status that hides the program's own.
+if [[ ${1:-} == --sanitized ]]; then
+  shift
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  log=$(mktemp /tmp/gpu-check-sanitized.XXXXXX)
+  "$@" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}
+  awk -f "$here/sanitizers/filter-compute-sanitizer.awk" "$here/sanitizers/compute-sanitizer.accept" "$log"; verdict=$?
+  rm -f "$log"
+  (( rc != 0 )) && exit $rc
+  exit $verdict
+fi
+
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-/tmp/build-gpu}"
 log_dir="${LOG_DIR:-${OUT:-$build_dir}/gpu-check}"
@@ -75,13 +111,14 @@ export APERTURE_GPU_HEAP_SIZE="${APERTURE_GPU_HEAP_SIZE:-256M}" APERTURE_TIMEOUT
 
 summary="$work/summary.txt"
 : >"$summary"
-passed=0 failed=0 skipped=0
+passed=0 failed=0 skipped=0 not_applicable=0
 note() { echo "gpu-check: $*"; }
 record() {  # record NAME STATUS SECONDS [DETAIL]
   printf '%-52s %-5s %5ss  %s\n' "$1" "$2" "$3" "${4:-}" >>"$summary"
   case "$2" in
     PASS) passed=$((passed + 1)) ;;
     SKIP) skipped=$((skipped + 1)) ;;
+    N/A) not_applicable=$((not_applicable + 1)) ;;
     *) failed=$((failed + 1)) ;;
   esac
 }
@@ -97,7 +134,9 @@ step() {
   local took=$((SECONDS - start)) status detail=""
   case $rc in
     0) status=PASS ;;
-    77) status=SKIP; detail="$(grep -m1 -o 'SKIP: .*' "$work/$name.log")" ;;
+    77) status=SKIP; detail="$(grep -m1 -o 'SKIP: .*' "$work/$name.log")"
+        # On a machine with a GPU, a program that skips did not run its tests: a failure.
+        if (( gpus > 0 )); then status=FAIL; detail="skipped on a machine with $gpus GPU(s): ${detail:-no reason given}"; fi ;;
     124|137) status=FAIL; detail="timed out after ${limit}s" ;;
     *) status=FAIL; detail="exit status $rc" ;;
   esac
@@ -119,19 +158,21 @@ pass_detail() {
     skipped=$(grep -m1 -oE 'SKIPPED[^0-9]*[0-9]+ tests?, listed' "$log" | grep -oE '[0-9]+')
     printf 'gtest: %s passed, %s skipped; ' "${passed% test*}" "${skipped:-0}"
   fi
-  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*|gpu-gemm: [0-9]+ passed.*' "$log" | tail -1
+  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*|gpu-gemm: [0-9]+ passed.*|sanitizer filter: [0-9]+ report.*' "$log" | tail -1
 }
 finish() {
   echo
   echo "=== gpu-check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $((SECONDS))s) ==="
   cat "$summary"
-  echo "gpu-check: $passed passed, $failed failed, $skipped skipped"
+  local totals="gpu-check: $passed passed, $failed failed, $skipped skipped (not run: time budget or no GPU), $not_applicable not applicable"
+  echo "$totals"
   cp "$summary" "$log_dir/summary.txt"
-  echo "gpu-check: $passed passed, $failed failed, $skipped skipped" >>"$log_dir/summary.txt"
+  echo "$totals" >>"$log_dir/summary.txt"
   tar -C "$work" -czf "$log_dir/logs.tar.gz" . 2>/dev/null
   echo "gpu-check: logs in $log_dir (summary.txt, logs.tar.gz)"
   rm -rf "$work"
-  exit $((failed == 0 ? 0 : 1))
+  # A skipped step is a step that did not run: only a machine without a GPU may pass with one.
+  exit $(( failed == 0 && (skipped == 0 || gpus == 0) ? 0 : 1 ))
 }
 
 # --- 1. the machine ---------------------------------------------------------------------------
@@ -184,13 +225,24 @@ fi
 
 # --- 4. the GPU tests -------------------------------------------------------------------------
 filter() { echo "--gtest_filter=*/${1//-/_}"; }  # cuda-ipc -> */cuda_ipc
+# NVSHMEM and NCCL take one GPU per rank: with one GPU their 2-rank runs cannot happen (they
+# would skip, which fails here), so they are recorded N/A instead.
+one_gpu_per_rank() { [[ $1 == nvshmem || $1 == nccl || $1 == mixed_providers_test ]]; }
 for p in "${providers[@]}"; do
   step "conformance.$p.np1" 150 "${self[@]}" 1 "$conformance" "$(filter "$p")"
-  step "conformance.$p.np2" 200 "${self[@]}" 2 "$conformance" "$(filter "$p")"
+  if one_gpu_per_rank "$p" && (( gpus < 2 )); then
+    record "conformance.$p.np2" N/A 0 "needs one GPU per rank; this machine has $gpus"
+  else
+    step "conformance.$p.np2" 200 "${self[@]}" 2 "$conformance" "$(filter "$p")"
+  fi
 done
 for t in "${tests[@]}" "${foreign[@]}"; do
   step "$t.np1" 120 "${self[@]}" 1 "$build_dir/$t"
-  step "$t.np2" 180 "${self[@]}" 2 "$build_dir/$t"
+  if one_gpu_per_rank "$t" && (( gpus < 2 )); then
+    record "$t.np2" N/A 0 "needs one GPU per rank; this machine has $gpus"
+  else
+    step "$t.np2" 180 "${self[@]}" 2 "$build_dir/$t"
+  fi
 done
 if (( gpus >= 2 )); then  # with one GPU the 2-rank runs above already share it
   for p in "${heaps[@]}"; do
@@ -205,7 +257,11 @@ fi
 step gpu_checked_test 120 "$build_dir/gpu_checked_test"
 
 # --- 5. the same tests as CTest registers them (gpu.<test>.np1/np2, skipped without a GPU) ---
-step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
+if (( gpus > 0 )); then
+  step ctest 200 "$BASH" "$root/scripts/gpu-check.sh" --ctest-no-skips "$build_dir"
+else
+  step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
+fi
 
 # --- 5a. the GPU examples (examples/05_kernel, 06_collectives), as a newcomer runs them -------
 # The stand-alone build holds the whole project, examples included; 2 ranks may share one GPU.
@@ -239,7 +295,7 @@ if [[ ${COLLECTIVES:-1} == 1 ]]; then
     BENCH_RANKS="$bench_ranks" bash "$root/bench/gpu-collectives.sh"
   grep -E 'gpu_collectives_test|^(put|get|all_|reduce|broadcast|barrier)' "$work/$coll_step.log" | head -80
 else
-  record gpu-collectives SKIP 0 "COLLECTIVES=0"
+  record gpu-collectives N/A 0 "COLLECTIVES=0"
 fi
 
 # --- 5c. the overlapped GEMMs (bench/gpu-gemm.sh: its own build of tests/collectives, shared with
@@ -280,8 +336,40 @@ if [[ $sanitize == 1 && -x $sanitizer ]]; then
   step initcheck.conformance.cuda-ipc.np1 150 "$sanitizer" --tool initcheck --error-exitcode 99 "$conformance" \
     "--gtest_filter=Conformance/ProviderTest.StoreLoadPutGetCopy*/cuda_ipc"
   step synccheck.gpu_signal_test.np1 120 "$sanitizer" --tool synccheck --error-exitcode 99 "$build_dir/gpu_signal_test"
+
+  # --- 6b. the foreign-library tests: NVSHMEM's and NCCL's memory, alone and mixed in one kernel.
+  # memcheck reports CUDA API errors (explicit: those the program can see) and leaks; the filter
+  # accepts only API errors of calls NVIDIA's libraries make themselves, as listed in
+  # scripts/sanitizers/compute-sanitizer.accept, and fails on anything else. racecheck does not
+  # instrument NCCL's and NVSHMEM's own kernels (--kernel-name-exclude with a regex anchored on the
+  # name, mangled or not: ours, such as fill_peer_table_kernel(ncclWindow*, ...), stay checked);
+  # it reports no API errors, so nothing of it is accepted.
+  sanitized=("$BASH" "$root/scripts/gpu-check.sh" --sanitized)
+  foreign_memcheck=("$sanitizer" --tool memcheck --leak-check full --report-api-errors explicit)
+  foreign_racecheck=("$sanitizer" --tool racecheck --kernel-name-exclude "regex=^(_Z[0-9]+)?(nccl|nvshmem)")
+  for p in nvshmem nccl; do
+    step "memcheck.conformance.$p.np1" 300 "${sanitized[@]}" "${foreign_memcheck[@]}" "$conformance" "$(filter "$p")"
+    if (( gpus >= 2 )); then
+      step "memcheck.conformance.$p.np2" 360 "${sanitized[@]}" "${self[@]}" 2 "${foreign_memcheck[@]}" "$conformance" "$(filter "$p")"
+    else
+      record "memcheck.conformance.$p.np2" N/A 0 "needs one GPU per rank; this machine has $gpus"
+    fi
+    step "racecheck.conformance.$p.np1" 300 "${sanitized[@]}" "${foreign_racecheck[@]}" "$conformance" "$(filter "$p")"
+  done
+  for t in "${foreign[@]}"; do
+    step "memcheck.$t.np1" 240 "${sanitized[@]}" "${foreign_memcheck[@]}" "$build_dir/$t"
+    if (( gpus >= 2 )); then
+      step "memcheck.$t.np2" 300 "${sanitized[@]}" "${self[@]}" 2 "${foreign_memcheck[@]}" "$build_dir/$t"
+    else
+      record "memcheck.$t.np2" N/A 0 "needs one GPU per rank; this machine has $gpus"
+    fi
+    step "racecheck.$t.np1" 240 "${sanitized[@]}" "${foreign_racecheck[@]}" "$build_dir/$t"
+  done
+  (( ${#foreign[@]} == 0 )) && record "sanitizer.mixed_providers_test" FAIL 0 "mixed_providers_test was not configured (NVSHMEM or NCCL missing)"
 elif [[ $sanitize == 1 ]]; then
-  record compute-sanitizer SKIP 0 "compute-sanitizer not found"
+  record compute-sanitizer FAIL 0 "compute-sanitizer not found"
+else
+  record compute-sanitizer N/A 0 "SANITIZE=0"
 fi
 
 finish

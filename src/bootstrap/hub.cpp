@@ -5,16 +5,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <condition_variable>
+#include <exception>
 #include <map>
+#include <new>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "aperture/error.h"
+#include "bootstrap/job_proof.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "bootstrap/wire_status.h"
@@ -30,8 +35,14 @@ constexpr auto kHelloTimeout = std::chrono::seconds(10);
 struct Connection {
   Fd fd;
   std::string input;        // bytes received, not yet parsed
-  int rank = -1;            // -1 until the hello is accepted
+  int rank = -1;            // -1 until the handshake is done
   clock::time_point accepted;
+  // Set once the hello was answered with the hub's proof: the rank's proof comes next.
+  std::optional<wire::Hello> hello;
+  Challenge hub_challenge = {};
+  // Payload bytes still to come of a request already answered with the job's failure: they pass
+  // unread instead of being buffered.
+  std::uint64_t skip = 0;
 };
 
 struct Arrival {
@@ -100,9 +111,19 @@ struct Hub::State {
   }
 
   void run();
+  void serve();
+  // Frees what the open round holds (its payloads), so a failure notice can be built after an
+  // allocation failed.
+  void arrivals_payload_release() {
+    for (auto& [rank, a] : arrivals) std::string().swap(a.payload);
+    for (auto& c : connections)
+      if (c.input.empty()) std::string().swap(c.input);  // a partial request stays, to keep the stream in step
+  }
   void accept_connection();
   void read_from(std::size_t index);
   bool parse_hello(Connection& c);
+  bool parse_rank_proof(Connection& c);
+  std::string refusal_for_rank(int rank) const;
   bool parse_requests(Connection& c);
   void on_request(int rank, Arrival arrival);
   void complete_round();
@@ -175,7 +196,58 @@ std::string Hub::failure() const { return state_->failure_text(); }
 
 std::string make_job_token() { return make_random_hex(16); }
 
+// The thread's exception boundary. Nothing may escape a std::thread (std::terminate would take
+// the launcher or rank 0 with it): an exception while serving, such as bad_alloc from a large
+// legal allgather (bytes x ranks), fails the job with its reason and the hub goes on answering
+// every rank with it. Should even that fail, every connection is closed, so each rank learns at
+// once that the hub is gone instead of waiting for its timeout.
 void Hub::State::run() {
+  for (int failures = 0;; ++failures) {
+    try {
+      serve();
+      return;
+    } catch (const std::exception& e) {
+      if (failures == 0) {
+        try {
+          const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+          arrivals_payload_release();
+          fail(memory ? ErrorCode::out_of_memory : ErrorCode::internal,
+               memory ? detail::format("the rendezvous hub ran out of memory serving Team call #{} ({}); the Team "
+                                       "carries set-up data: move bulk data through symmetric memory, or lower "
+                                       "the bytes x ranks of the call",
+                                       seq, e.what())
+                      : detail::format("the rendezvous hub failed serving Team call #{}: {}", seq, e.what()));
+          continue;
+        } catch (...) {
+        }
+      }
+    } catch (...) {
+      if (failures == 0) {
+        try {
+          fail(ErrorCode::internal, detail::format("the rendezvous hub failed serving Team call #{}", seq));
+          continue;
+        } catch (...) {
+        }
+      }
+    }
+    {
+      std::lock_guard lock(mutex);
+      if (failure.empty()) {
+        failure = "the rendezvous hub failed and stopped";
+        failure_code = ErrorCode::internal;
+      }
+    }
+    connections.clear();  // every rank sees the hub gone at once
+    listener.fd = Fd();   // and so does every rank still to come
+    for (int rank = 0; rank < options.world_size; ++rank) {
+      connection_of_rank[rank] = -1;
+      mark_gone(rank);
+    }
+    return;
+  }
+}
+
+void Hub::State::serve() {
   for (;;) {
     {
       std::lock_guard lock(mutex);
@@ -225,7 +297,9 @@ void Hub::State::accept_connection() {
   // Abstract Unix sockets have no file permissions: the uid check is what keeps other users out.
   if (!peer_is_same_user(fd.get())) return;
   set_low_latency(fd.get());
-  connections.push_back(Connection{std::move(fd), {}, -1, clock::now()});
+  Connection& c = connections.emplace_back();
+  c.fd = std::move(fd);
+  c.accepted = clock::now();
 }
 
 void Hub::State::read_from(std::size_t index) {
@@ -237,20 +311,73 @@ void Hub::State::read_from(std::size_t index) {
     drop(index, "lost its connection to the hub without leaving the team: the process exited or was killed");
     return;
   }
-  c.input.append(buffer, static_cast<std::size_t>(n));
+  std::string_view incoming(buffer, static_cast<std::size_t>(n));
+  const std::size_t skipped = static_cast<std::size_t>(std::min<std::uint64_t>(c.skip, incoming.size()));
+  c.skip -= skipped;
+  incoming.remove_prefix(skipped);
+  if (incoming.empty()) return;
+  try {
+    c.input.append(incoming);
+  } catch (const std::bad_alloc&) {
+    if (c.rank < 0 || c.input.size() < sizeof(wire::Request)) throw;
+    // The bytes are (at least at first) the payload of the request at the head of the buffer,
+    // whose header was checked. Fail the job, answer that request now, and let the rest of its
+    // payload pass unread, so the rank's stream stays in step and it hears why.
+    wire::Request request;
+    std::memcpy(&request, c.input.data(), sizeof request);
+    const std::uint64_t missing = sizeof request + request.payload_bytes - c.input.size();
+    std::string().swap(c.input);
+    fail(ErrorCode::out_of_memory,
+         detail::format("the rendezvous hub ran out of memory buffering {}'s {} (Team call #{}); the Team carries "
+                        "set-up data: move bulk data through symmetric memory, or lower the bytes x ranks of the call",
+                        rank_label[c.rank], describe(request), request.seq));
+    reply(c.rank, failure_status(), request.seq, failure_text());
+    if (incoming.size() <= missing) {
+      c.skip = missing - incoming.size();
+      return;
+    }
+    incoming.remove_prefix(static_cast<std::size_t>(missing));
+    c.input.assign(incoming);
+  }
   const bool keep = c.rank < 0 ? parse_hello(c) : parse_requests(c);
   if (!keep) drop(index, "sent a malformed request");
 }
 
+// The handshake, hub side: answer the rank's challenge with our proof of the token, then judge
+// the rank's proof of it. A refused connection is dropped and changes nothing.
 bool Hub::State::parse_hello(Connection& c) {
+  if (c.hello) return parse_rank_proof(c);
   if (c.input.size() < sizeof(wire::Hello)) return true;
   wire::Hello hello;
   std::memcpy(&hello, c.input.data(), sizeof hello);
   c.input.erase(0, sizeof hello);
-  std::string refusal = wire::validate_hello(hello, options.world_size, options.token);
-  if (refusal.empty() && connection_of_rank[hello.rank] != -1)
-    refusal = detail::format("rank {} is already connected; two processes were given the same rank", hello.rank);
-  if (refusal.empty() && left[hello.rank]) refusal = detail::format("rank {} already left this job", hello.rank);
+  // Whether the rank is free is told only to a peer that proved the token (parse_rank_proof).
+  const std::string refusal = wire::validate_hello(hello, options.world_size);
+  wire::HubHello answer;
+  if (!refusal.empty()) {
+    answer.status = 1;
+    answer.text_bytes = refusal.size();
+    write_all(c.fd.get(), &answer, sizeof answer);
+    write_all(c.fd.get(), refusal.data(), refusal.size());
+    return false;
+  }
+  c.hub_challenge = make_challenge();
+  answer.challenge = c.hub_challenge;
+  answer.proof =
+      job_proof(Prover::hub, options.token, hello.challenge, c.hub_challenge, hello.rank, hello.world_size);
+  if (!write_all(c.fd.get(), &answer, sizeof answer)) return false;
+  c.hello = hello;
+  return parse_rank_proof(c);
+}
+
+bool Hub::State::parse_rank_proof(Connection& c) {
+  if (c.input.size() < sizeof(wire::RankProof)) return true;
+  wire::RankProof proof;
+  std::memcpy(&proof, c.input.data(), sizeof proof);
+  c.input.erase(0, sizeof proof);
+  const wire::Hello& hello = *c.hello;
+  std::string refusal = wire::validate_rank_proof(proof, hello, c.hub_challenge, options.token);
+  if (refusal.empty()) refusal = refusal_for_rank(hello.rank);
   wire::HelloReply answer;
   answer.status = refusal.empty() ? 0 : 1;
   answer.text_bytes = refusal.size();
@@ -266,12 +393,26 @@ bool Hub::State::parse_hello(Connection& c) {
   return parse_requests(c);
 }
 
+std::string Hub::State::refusal_for_rank(int rank) const {
+  if (connection_of_rank[rank] != -1)
+    return detail::format("rank {} is already connected; two processes were given the same rank", rank);
+  if (left[rank]) return detail::format("rank {} already left this job", rank);
+  return {};
+}
+
 bool Hub::State::parse_requests(Connection& c) {
   while (c.input.size() >= sizeof(wire::Request)) {
     wire::Request request;
     std::memcpy(&request, c.input.data(), sizeof request);
     if (!wire::validate_request(request, options.world_size).empty()) return false;
-    if (c.input.size() < sizeof request + request.payload_bytes) return true;
+    if (c.input.size() < sizeof request + request.payload_bytes) {
+      if (failure_text().empty()) return true;
+      // The job failed: answer now, and let the payload pass unread instead of buffering it.
+      c.skip = sizeof request + request.payload_bytes - c.input.size();
+      std::string().swap(c.input);
+      reply(c.rank, failure_status(), request.seq, failure_text());
+      return true;
+    }
     Arrival arrival{request, c.input.substr(sizeof request, request.payload_bytes)};
     c.input.erase(0, sizeof request + request.payload_bytes);
     on_request(c.rank, std::move(arrival));

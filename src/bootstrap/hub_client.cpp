@@ -1,5 +1,7 @@
 #include "bootstrap/hub_client.h"
 
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -8,6 +10,7 @@
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "bootstrap/hub.h"
+#include "bootstrap/job_proof.h"
 #include "bootstrap/wire.h"
 #include "bootstrap/wire_status.h"
 #include "detail/format.h"
@@ -60,6 +63,13 @@ HubClient::HubClient(const std::string& address, int rank, int world_size, const
                      std::chrono::milliseconds timeout)
     : address_(address), rank_(rank), world_size_(world_size), timeout_(timeout) {
   fd_ = connect_to(address, std::chrono::steady_clock::now() + timeout);
+  // Writes are bounded too: a hub that stops reading makes a send fail after this long, where it
+  // would block forever once the socket buffer is full (a large allgather).
+  const auto send_limit = std::chrono::duration_cast<std::chrono::microseconds>(timeout + kHubMargin);
+  timeval send_timeout{};
+  send_timeout.tv_sec = static_cast<time_t>(send_limit.count() / 1000000);
+  send_timeout.tv_usec = static_cast<suseconds_t>(send_limit.count() % 1000000);
+  ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
   // The hub checks our uid; we check its uid too, so the job token is never handed to a process
   // of another user (abstract names cannot be squatted in advance, but this costs nothing).
   if (!peer_is_same_user(fd_.get()))
@@ -68,33 +78,58 @@ HubClient::HubClient(const std::string& address, int rank, int world_size, const
         detail::format("rank {}: the process listening at {} runs as another user; refusing to join its job (is "
                        "APERTURE_HUB from another user's job?)",
                        rank, address));
-  wire::Hello hello;
-  hello.rank = rank;
-  hello.world_size = world_size;
-  hello.pid = static_cast<std::int32_t>(::getpid());
-  wire::set_field(hello.token, token);
-  wire::set_field(hello.host, host_name());
-  wire::HelloReply answer;
-  const char* failure = nullptr;
-  if (!write_all(fd_.get(), &hello, sizeof hello)) failure = "closed the connection before this rank's hello was sent";
-  else if (!wait_readable(fd_.get(), timeout_ + kHubMargin)) failure = "did not answer this rank's hello in time";
-  else if (!read_all(fd_.get(), &answer, sizeof answer)) failure = "closed the connection without answering the hello";
-  else if (answer.magic != wire::kMagic) failure = "answered the hello with something that is not an aperture hub";
-  if (failure != nullptr)
-    throw Error(ErrorCode::peer_lost,
-                detail::format("rank {}: the rendezvous hub at {} {}: the launcher, or rank 0 that hosts the hub, "
-                               "exited or was killed (or the address is not this job's hub)",
-                               rank, address, failure));
-  if (answer.status != 0) {
-    std::string text(std::min<std::uint64_t>(answer.text_bytes, 4096), '\0');
-    read_all(fd_.get(), text.data(), text.size());
-    throw Error(ErrorCode::mismatch,
-                detail::format("rank {}: the rendezvous hub at {} refused this rank: {}", rank, address, text));
-  }
+  handshake(token);
   auto& w = watched();
   std::lock_guard lock(w.mutex);
   w.clients.push_back(this);
   job_watch.store(&job_failure, std::memory_order_release);
+}
+
+// The handshake, rank side (wire.h): the hub must prove it knows the job token before this rank
+// proves it does; a listener that cannot is refused and learns nothing it could use.
+void HubClient::handshake(const std::string& token) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_ + kHubMargin;
+  auto lost = [&](const char* what) {
+    return Error(ErrorCode::peer_lost,
+                 detail::format("rank {}: the rendezvous hub at {} {}: the launcher, or rank 0 that hosts the hub, "
+                                "exited or was killed (or the address is not this job's hub)",
+                                rank_, address_, what));
+  };
+  auto refused = [&](std::uint64_t text_bytes) {
+    std::string text(std::min<std::uint64_t>(text_bytes, 4096), '\0');
+    if (read_all_by(fd_.get(), text.data(), text.size(), deadline) != ReadEnd::complete) text = "(the reason was lost with the connection)";
+    return Error(ErrorCode::mismatch,
+                 detail::format("rank {}: the rendezvous hub at {} refused this rank: {}", rank_, address_, text));
+  };
+  wire::Hello hello;
+  hello.rank = rank_;
+  hello.world_size = world_size_;
+  hello.pid = static_cast<std::int32_t>(::getpid());
+  hello.challenge = make_challenge();
+  wire::set_field(hello.host, host_name());
+  if (!write_all(fd_.get(), &hello, sizeof hello)) throw lost("closed the connection before this rank's hello was sent");
+  wire::HubHello hub_hello;
+  if (read_all_by(fd_.get(), &hub_hello, sizeof hub_hello, deadline) != ReadEnd::complete)
+    throw lost("did not answer this rank's hello in time, or closed the connection");
+  if (hub_hello.magic != wire::kMagic) throw lost("answered the hello with something that is not an aperture hub");
+  if (hub_hello.status != 0) throw refused(hub_hello.text_bytes);
+  const Proof expected =
+      job_proof(Prover::hub, token, hello.challenge, hub_hello.challenge, hello.rank, hello.world_size);
+  if (!same_proof(hub_hello.proof, expected))
+    throw Error(ErrorCode::mismatch,
+                detail::format("rank {}: the process listening at {} does not know this job's token (its answer to "
+                               "this rank's challenge is wrong): it is not this job's hub, or it belongs to another "
+                               "job; refusing to join it. Is APERTURE_HUB (or MASTER_ADDR/MASTER_PORT) this job's "
+                               "hub, and APERTURE_JOB_TOKEN the same on every rank?",
+                               rank_, address_));
+  wire::RankProof proof;
+  proof.proof = job_proof(Prover::rank, token, hello.challenge, hub_hello.challenge, hello.rank, hello.world_size);
+  if (!write_all(fd_.get(), &proof, sizeof proof)) throw lost("closed the connection before this rank's proof was sent");
+  wire::HelloReply answer;
+  if (read_all_by(fd_.get(), &answer, sizeof answer, deadline) != ReadEnd::complete)
+    throw lost("did not answer this rank's proof in time, or closed the connection");
+  if (answer.magic != wire::kMagic) throw lost("answered the proof with something that is not an aperture hub");
+  if (answer.status != 0) throw refused(answer.text_bytes);
 }
 
 HubClient::~HubClient() {
@@ -128,7 +163,8 @@ std::string HubClient::poll_failure() {
   if (!wait_readable(fd_.get(), std::chrono::milliseconds(0))) return {};
   // Between calls the hub only speaks to say the job failed, or closes because it is gone.
   wire::Reply notice;
-  if (!read_all(fd_.get(), &notice, sizeof notice)) {
+  if (read_all_by(fd_.get(), &notice, sizeof notice, std::chrono::steady_clock::now() + kHubMargin) !=
+      ReadEnd::complete) {
     broken_code_ = ErrorCode::peer_lost;
     broken_ = detail::format("rank {}: lost the connection to the rendezvous hub at {} (the launcher, or rank 0 that "
                              "hosts it, exited or was killed)",
@@ -148,7 +184,9 @@ std::string HubClient::take_notice(const wire::Reply& notice) {
     return broken_;
   }
   std::string text(notice.payload_bytes, '\0');
-  if (!read_all(fd_.get(), text.data(), text.size())) text = "(the rest of the reason was lost with the connection)";
+  if (read_all_by(fd_.get(), text.data(), text.size(), std::chrono::steady_clock::now() + kHubMargin) !=
+      ReadEnd::complete)
+    text = "(the rest of the reason was lost with the connection, or did not come within 5 s)";
   broken_code_ = wire::code_of_status(notice.status);
   broken_ = detail::format("rank {}: the job failed: {}", rank_, text);
   return broken_;
@@ -163,6 +201,14 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
         detail::format("rank {}: Team {} of {} bytes exceeds the rendezvous limit of {} bytes per rank; the Team "
                        "carries set-up data, move bulk data through symmetric memory",
                        rank_, wire::op_name(static_cast<wire::Op>(op)), bytes, wire::kMaxPayload));
+  if (static_cast<wire::Op>(op) == wire::Op::allgather &&
+      bytes * static_cast<std::uint64_t>(world_size_) > wire::kMaxAnswer)
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("rank {}: Team allgather of {} bytes per rank x {} ranks = {} bytes exceeds the "
+                               "rendezvous limit of {} bytes per answer (every rank and the hub hold all of it); the "
+                               "Team carries set-up data, move bulk data through symmetric memory",
+                               rank_, bytes, world_size_, bytes * static_cast<std::uint64_t>(world_size_),
+                               wire::kMaxAnswer));
   wire::Request request;
   request.op = static_cast<wire::Op>(op);
   request.seq = ++seq_;
@@ -187,8 +233,24 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
                      request.seq, address_, std::chrono::duration<double>(timeout_ + kHubMargin).count());
     throw Error(broken_code_, broken_);
   }
+  // The answer has begun: the rest of it must come within the same bound, counted from now, so a
+  // hub that stops in the middle of an answer cannot hold this rank forever.
+  const auto rest_by = std::chrono::steady_clock::now() + timeout_ + kHubMargin;
+  auto read_rest = [&](void* data, std::size_t size) {
+    switch (read_all_by(fd_.get(), data, size, rest_by)) {
+      case ReadEnd::complete: return;
+      case ReadEnd::closed: throw lost("lost the connection to");
+      case ReadEnd::deadline: break;
+    }
+    broken_code_ = ErrorCode::timeout;
+    broken_ = detail::format("rank {}: {} #{}: the rendezvous hub at {} began its answer but did not finish it within "
+                             "{} s (it stopped sending mid-answer); is it this job's hub, and is it alive?",
+                             rank_, name, request.seq, address_,
+                             std::chrono::duration<double>(timeout_ + kHubMargin).count());
+    throw Error(broken_code_, broken_);
+  };
   wire::Reply reply;
-  if (!read_all(fd_.get(), &reply, sizeof reply)) throw lost("lost the connection to");
+  read_rest(&reply, sizeof reply);
   // The job failed while this rank was away; the hub told us unasked, before any answer.
   if (reply.seq == 0 && reply.magic == wire::kMagic && reply.status != 0) {
     std::string notice = take_notice(reply);
@@ -208,7 +270,7 @@ std::string HubClient::call(int op, std::uint64_t bytes, int root, const void* p
     throw Error(broken_code_, broken_);
   }
   std::string result(reply.payload_bytes, '\0');
-  if (!read_all(fd_.get(), result.data(), result.size())) throw lost("lost the connection to");
+  read_rest(result.data(), result.size());
   if (reply.status != 0) {
     broken_code_ = wire::code_of_status(reply.status);
     broken_ = detail::format("rank {}: Team {} (call #{}) failed: {}", rank_, name, request.seq, result);

@@ -33,7 +33,9 @@ class SoloTransport final : public TeamTransport {
 class Hub;
 
 // Talks to a Hub. Every call waits at most the hub's timeout plus a margin (the hub itself
-// names the missing ranks; the margin covers a hub that died).
+// names the missing ranks; the margin covers a hub that died) for the answer to begin, and as
+// long again for the rest of it once it has begun; every send gives up after that long too. The
+// handshake (wire.h) makes the hub prove it knows the job token before this rank proves it.
 class HubClient final : public TeamTransport {
  public:
   HubClient(const std::string& address, int rank, int world_size, const std::string& token,
@@ -54,6 +56,7 @@ class HubClient final : public TeamTransport {
 
  private:
   std::string call(int op, std::uint64_t bytes, int root, const void* payload, std::uint64_t payload_bytes);
+  void handshake(const std::string& token);            // mutual proof of the job token (wire.h)
   std::string take_notice(const wire::Reply& notice);  // reads a notice's text; sets broken_
 
   std::string address_;

@@ -223,6 +223,20 @@ bool read_all(int fd, void* data, std::size_t bytes) {
   return true;
 }
 
+ReadEnd read_all_by(int fd, void* data, std::size_t bytes, std::chrono::steady_clock::time_point deadline) {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !wait_readable(fd, left)) return ReadEnd::deadline;
+    const ssize_t n = ::recv(fd, p, bytes, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return ReadEnd::closed;
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return ReadEnd::complete;
+}
+
 bool wait_readable(int fd, std::chrono::milliseconds timeout) {
   pollfd p{fd, POLLIN, 0};
   for (;;) {

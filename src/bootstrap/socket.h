@@ -50,6 +50,11 @@ bool peer_is_same_user(int fd);
 // Whole-buffer I/O. Return false on end of file or a broken connection; never on EINTR.
 bool write_all(int fd, const void* data, std::size_t bytes);
 bool read_all(int fd, void* data, std::size_t bytes);
+// How a bounded read ended.
+enum class ReadEnd { complete, closed, deadline };
+// Reads exactly `bytes`, waiting for each piece at most until `deadline`: a peer that stops
+// sending in the middle of a message cannot hold the reader forever.
+ReadEnd read_all_by(int fd, void* data, std::size_t bytes, std::chrono::steady_clock::time_point deadline);
 
 // `bytes` random bytes from the kernel, as hex.
 std::string make_random_hex(std::size_t bytes);

@@ -4,7 +4,7 @@
 
 namespace aperture::detail::wire {
 
-std::string validate_hello(const Hello& hello, int world_size, const std::string& token) {
+std::string validate_hello(const Hello& hello, int world_size) {
   if (hello.magic != kMagic) return "not an aperture rank (bad magic number)";
   if (hello.version != kVersion)
     return detail::format("protocol version {} does not match the hub's {}; use one aperture build for every rank",
@@ -15,15 +15,17 @@ std::string validate_hello(const Hello& hello, int world_size, const std::string
                   hello.rank, hello.world_size, world_size);
   if (hello.rank < 0 || hello.rank >= world_size)
     return detail::format("rank {} is outside 0..{}", hello.rank, world_size - 1);
-  // A rank sends at most kTokenBytes - 1 bytes of the token (set_field truncates), so that is
-  // what the hub compares; a longer token used to refuse every rank. Compare every byte,
-  // whatever matches first, so timing reveals nothing of the token.
-  const std::string expected = token.substr(0, kTokenBytes - 1);
-  const std::string presented = get_field(hello.token);
-  unsigned char difference = presented.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    difference |= static_cast<unsigned char>(expected[i] ^ (i < presented.size() ? presented[i] : 0));
-  if (difference != 0) return "wrong job token: this rank belongs to another job";
+  return {};
+}
+
+std::string validate_rank_proof(const RankProof& proof, const Hello& hello, const Challenge& hub_challenge,
+                                const std::string& token) {
+  if (proof.magic != kMagic) return "not an aperture rank (bad magic number in its proof)";
+  // The whole token is the key on both sides, whatever its length (a rank once sent only its
+  // first 63 bytes, and a longer token refused every rank).
+  const Proof expected = job_proof(Prover::rank, token, hello.challenge, hub_challenge, hello.rank, hello.world_size);
+  if (!same_proof(proof.proof, expected))
+    return "wrong job token: this rank belongs to another job (its proof of the token does not match)";
   return {};
 }
 
@@ -38,6 +40,9 @@ std::string validate_request(const Request& request, int world_size) {
     return detail::format("{} carries {} payload bytes; it carries none", op_name(request.op), request.payload_bytes);
   if (request.op == Op::broadcast && (request.root < 0 || request.root >= world_size))
     return detail::format("broadcast root {} is outside 0..{}", request.root, world_size - 1);
+  if (request.op == Op::allgather && request.bytes * static_cast<std::uint64_t>(world_size) > kMaxAnswer)
+    return detail::format("allgather of {} bytes x {} ranks exceeds the hub's limit of {} bytes per answer",
+                          request.bytes, world_size, kMaxAnswer);
   if (request.op == Op::allgather && request.payload_bytes != request.bytes)
     return "allgather payload does not match its declared size";
   if (request.op == Op::broadcast && request.payload_bytes != 0 && request.payload_bytes != request.bytes)

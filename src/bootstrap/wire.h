@@ -3,6 +3,13 @@
 // Fixed-size headers in host byte order (a job runs on one architecture), each opened by a
 // magic number and version so a stranger or a rank of another aperture version is refused
 // instead of misread. Every length is checked against a cap before anything is allocated.
+//
+// The handshake authenticates both ends on the job token, which never crosses the wire
+// (bootstrap/job_proof.h):
+//   rank -> hub   Hello      (rank, world size, the rank's fresh challenge)
+//   hub  -> rank  HubHello   (a refusal with its text, or the hub's proof and its own challenge)
+//   rank -> hub   RankProof  (sent only once the hub's proof checked out)
+//   hub  -> rank  HelloReply (accepted, or refused with its text)
 #pragma once
 
 #include <cstdint>
@@ -10,12 +17,15 @@
 #include <string>
 #include <type_traits>
 
+#include "bootstrap/job_proof.h"
+
 namespace aperture::detail::wire {
 
 inline constexpr std::uint32_t kMagic = 0x41505452;  // "APTR"
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;  // 2: mutual challenge on the job token
 inline constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 32;  // 4 GiB per rank and call
-inline constexpr std::size_t kTokenBytes = 64;
+// The most one answer may carry (an allgather's bytes x ranks): every rank and the hub hold all of it.
+inline constexpr std::uint64_t kMaxAnswer = std::uint64_t{1} << 32;
 inline constexpr std::size_t kHostBytes = 64;
 inline constexpr int kMaxWorldSize = 1 << 16;
 
@@ -38,10 +48,28 @@ struct Hello {
   std::int32_t world_size = 0;
   std::int32_t pid = 0;
   std::int32_t reserved = 0;
-  char token[kTokenBytes] = {};
+  Challenge challenge = {};  // the hub must answer it with its proof
   char host[kHostBytes] = {};
 };
 
+// The hub's answer to a hello: a refusal (status != 0, an error text of `text_bytes` follows), or
+// its proof of the token for the rank's challenge and its own challenge for the rank.
+struct HubHello {
+  std::uint32_t magic = kMagic;
+  std::int32_t status = 0;
+  std::uint64_t text_bytes = 0;
+  Challenge challenge = {};
+  Proof proof = {};
+};
+
+// The rank's proof of the token for the hub's challenge.
+struct RankProof {
+  std::uint32_t magic = kMagic;
+  std::uint32_t reserved = 0;
+  Proof proof = {};
+};
+
+// The hub's verdict on the rank's proof.
 struct HelloReply {
   std::uint32_t magic = kMagic;
   std::int32_t status = 0;      // 0: accepted; otherwise an error text of `text_bytes` follows
@@ -66,7 +94,8 @@ struct Reply {
 };
 
 static_assert(std::is_trivially_copyable_v<Hello> && std::is_trivially_copyable_v<Request> &&
-              std::is_trivially_copyable_v<Reply> && std::is_trivially_copyable_v<HelloReply>,
+              std::is_trivially_copyable_v<Reply> && std::is_trivially_copyable_v<HelloReply> &&
+              std::is_trivially_copyable_v<HubHello> && std::is_trivially_copyable_v<RankProof>,
               "wire messages are sent as raw bytes");
 
 // Copies a string into a fixed field, always NUL-terminated (truncating if needed).
@@ -82,8 +111,12 @@ std::string get_field(const char (&field)[N]) {
   return std::string(field, ::strnlen(field, N));
 }
 
-// Checks a hello as the hub receives it; returns the reason to refuse it, or empty.
-std::string validate_hello(const Hello& hello, int world_size, const std::string& token);
+// Checks a hello as the hub receives it (magic, version, world size, rank in range); returns the
+// reason to refuse it, or empty. The token is judged later, on the rank's proof.
+std::string validate_hello(const Hello& hello, int world_size);
+// Checks a rank's proof for this connection's challenges; returns the reason to refuse it, or empty.
+std::string validate_rank_proof(const RankProof& proof, const Hello& hello, const Challenge& hub_challenge,
+                                const std::string& token);
 // Checks a request header; returns the reason to refuse it, or empty.
 std::string validate_request(const Request& request, int world_size);
 

@@ -15,7 +15,8 @@ namespace {
 // Team::from_env (bootstrap/env.cpp); the others tune the library.
 constexpr Variable kVariables[] = {
     {"APERTURE_TIMEOUT", "seconds", "60", "(0, 1e7], fractions allowed",
-     "How long every blocking call (Team calls, host waits, collectives) waits before it throws."},
+     "How long aperture's blocking calls (Team calls, host waits, host collectives) wait before they throw; not "
+     "calls inside MPI, OpenSHMEM, NCCL or NVSHMEM."},
     {"APERTURE_HEAP_SIZE", "size", "1G", "1 .. 16T, suffix K/M/G/T", "Each rank's heap of the shm provider."},
     {"APERTURE_GPU_HEAP_SIZE", "size", "1G (cuda-ipc), 256M (cuda-vmm)", "1 .. 16T, suffix K/M/G/T",
      "cuda-ipc: each rank's GPU heap; cuda-vmm: the initial heap and the least one growth adds."},
@@ -30,7 +31,8 @@ constexpr Variable kVariables[] = {
     {"APERTURE_HUB", "text", "unset", "unix:@name or tcp:host:port",
      "Set by `aperture launch`: the rendezvous hub the ranks connect to.", true},
     {"APERTURE_JOB_TOKEN", "text", "unset", "any",
-     "Set by `aperture launch`: the secret a rank shows the hub (torchrun: defaults to TORCHELASTIC_RUN_ID).", true},
+     "Set by `aperture launch`: the secret a rank and its hub prove to each other, never sent (torchrun: defaults to "
+     "TORCHELASTIC_RUN_ID).", true},
     {"APERTURE_MASTER_PORT", "integer", "MASTER_PORT+1", "1 .. 65535",
      "torchrun jobs: the port of aperture's rendezvous (MASTER_PORT is torch's own store)."},
     {"APERTURE_COLLECTIVES_INTERLEAVE", "flag", "0", "0 or 1",

@@ -91,6 +91,12 @@ class LocalJob {
     start_ranks();
     while (std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; })) wait_for_events();
     finish();
+    if (!exit_code_ && !skipped_.empty()) {
+      launch_note((skipped_.size() == 1 ? "rank " : "ranks ") + rank_list(skipped_) + " of " +
+                  std::to_string(options_.ranks) + " skipped (exit status " + std::to_string(kExitSkip) +
+                  "); the job counts as skipped");
+      return kExitSkip;
+    }
     return exit_code_.value_or(0);
   }
 
@@ -216,7 +222,14 @@ class LocalJob {
     rank.err->drain();
     const std::string description =
         "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ") " + describe_wait_status(status);
-    if (succeeded(status)) {
+    // A skip is no failure: the others go on (if they wait for this rank, the hub fails them,
+    // and that failure is the job's status), and a later failure of another rank still counts.
+    const bool skipped = !stopping_ && WIFEXITED(status) && WEXITSTATUS(status) == kExitSkip;
+    if (skipped) {
+      skipped_.push_back(rank.rank);
+      std::sort(skipped_.begin(), skipped_.end());
+    }
+    if (succeeded(status) || skipped) {
       // Normal. The hub ignores it when the rank left its Team properly; otherwise (it never
       // joined, or skipped its Team's destructor) ranks waiting for it fail now, not at the timeout.
       hub_.report_rank_exit(rank.rank, description + " without leaving the team (it never joined, or exited " +
@@ -314,6 +327,7 @@ class LocalJob {
   bool stopping_ = false;
   bool killed_ = false;
   std::optional<int> exit_code_;
+  std::vector<int> skipped_;  // ranks that exited kExitSkip
 };
 
 }  // namespace

@@ -78,16 +78,97 @@ float to_float(T v) {
   else return static_cast<float>(v);
 }
 
-// Folded in rank order; 16-bit floats in float, rounded once, as the kernels do.
+// An independent reference for the 16-bit floats, written from the IEEE 754 formats and not from
+// the library (whose Accumulate the reductions use): decoding to float is exact; rounding a
+// float to the 16-bit format is round-to-nearest-even, done on the bits.
+namespace reference {
+
+std::uint32_t bits_of(float f) {
+  std::uint32_t x = 0;
+  std::memcpy(&x, &f, sizeof x);
+  return x;
+}
+float float_of(std::uint32_t x) {
+  float f = 0;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+// binary16: 1 sign, 5 exponent (bias 15), 10 fraction bits.
+float from_half(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff;
+  if (exponent == 0x1f) return float_of(sign | 0x7f800000 | (fraction << 13));  // inf, NaN
+  if (exponent != 0) return float_of(sign | ((exponent + 112) << 23) | (fraction << 13));
+  const float magnitude = static_cast<float>(fraction) * 0x1p-24f;  // subnormal (or zero): exact
+  return sign != 0 ? -magnitude : magnitude;
+}
+std::uint16_t to_half(float f) {
+  const std::uint32_t x = bits_of(f);
+  const std::uint32_t sign = (x >> 16) & 0x8000, magnitude = x & 0x7fffffff;
+  if (magnitude > 0x7f800000) return static_cast<std::uint16_t>(sign | 0x7e00);  // NaN
+  if (magnitude >= 0x477ff000) return static_cast<std::uint16_t>(sign | 0x7c00);  // rounds to 65520 or more: inf
+  if (magnitude < 0x38800000) {  // below 2^-14: a subnormal half (or zero), in units of 2^-24
+    if (magnitude < 0x33000000) return static_cast<std::uint16_t>(sign);  // below 2^-25: rounds to zero
+    const std::uint32_t mantissa = (magnitude & 0x7fffff) | 0x800000;
+    const int shift = 126 - static_cast<int>(magnitude >> 23);  // 14..24
+    std::uint32_t q = mantissa >> shift;
+    const std::uint32_t rest = mantissa & ((1u << shift) - 1), tie = 1u << (shift - 1);
+    if (rest > tie || (rest == tie && (q & 1) != 0)) ++q;
+    return static_cast<std::uint16_t>(sign | q);
+  }
+  std::uint32_t h = (magnitude >> 13) - (112u << 10);  // rebias the exponent, keep 10 fraction bits
+  const std::uint32_t rest = magnitude & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1) != 0)) ++h;  // a carry moves into the exponent, as it should
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+// bfloat16: the upper half of a float.
+float from_bfloat16(std::uint16_t b) { return float_of(static_cast<std::uint32_t>(b) << 16); }
+std::uint16_t to_bfloat16(float f) {
+  const std::uint32_t x = bits_of(f);
+  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<std::uint16_t>((x >> 16) | 0x40);  // NaN stays NaN
+  return static_cast<std::uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
+template <class T>
+std::uint16_t raw16(T v) {
+  std::uint16_t r = 0;
+  std::memcpy(&r, &v, sizeof r);
+  return r;
+}
+template <class T>
+T from_raw16(std::uint16_t r) {
+  T v;
+  std::memcpy(&v, &r, sizeof r);
+  return v;
+}
+
+}  // namespace reference
+
+// Folded in rank order, as the kernels do; 16-bit floats summed in float and rounded once, by
+// the reference above.
 template <class T>
 T folded(ReduceOp op, std::uint64_t salt, std::uint64_t i) {
-  using A = aperture::collectives::detail::Accumulate<T>;
-  auto acc = A::in(value<T>(0, salt, i));
-  for (int r = 1; r < g_world; ++r) {
-    const auto x = A::in(value<T>(r, salt, i));
-    acc = op == ReduceOp::sum ? acc + x : op == ReduceOp::min ? (x < acc ? x : acc) : (acc < x ? x : acc);
+  constexpr bool is_half = std::is_same_v<T, __half>, is_bf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (is_half || is_bf16) {
+    const auto decode = [](T v) {
+      return is_half ? reference::from_half(reference::raw16(v)) : reference::from_bfloat16(reference::raw16(v));
+    };
+    float acc = decode(value<T>(0, salt, i));
+    for (int r = 1; r < g_world; ++r) {
+      const float x = decode(value<T>(r, salt, i));
+      acc = op == ReduceOp::sum ? acc + x : op == ReduceOp::min ? (x < acc ? x : acc) : (acc < x ? x : acc);
+    }
+    return reference::from_raw16<T>(is_half ? reference::to_half(acc) : reference::to_bfloat16(acc));
+  } else {
+    T acc = value<T>(0, salt, i);
+    for (int r = 1; r < g_world; ++r) {
+      const T x = value<T>(r, salt, i);
+      acc = op == ReduceOp::sum ? static_cast<T>(acc + x) : op == ReduceOp::min ? (x < acc ? x : acc) : (acc < x ? x : acc);
+    }
+    return acc;
   }
-  return A::out(acc);
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 // worker per thread. Kernels are launched on the default stream, in order; finish() waits.
 #include <cuda_runtime.h>
 
+#include "../common/gpu_reach.h"
 #include "memory_accessor.h"
 #include "peer_operations.h"
 #include "common/cuda_check.h"  // APERTURE_CUDA_CHECK: the library's CUDA error translation
@@ -112,6 +113,9 @@ class DeviceMemoryAccessor final : public MemoryAccessor {
     int count = 0;
     APERTURE_CUDA_CHECK(cudaGetDeviceCount(&count), "conformance");
     return count;
+  }
+  std::vector<std::uint8_t> expected_reach(aperture::Team& team) const override {
+    return test::expected_gpu_reach(team);
   }
   int current_device() const override {
     int device = -1;

@@ -75,6 +75,13 @@ class MemoryAccessor {
   // GPUs this process sees and the current one (host: 0 and -1).
   virtual int device_count() const = 0;
   virtual int current_device() const = 0;
+  // For every rank of `team`, whether this rank's memory of this kind should reach that rank's
+  // directly, judged from the hardware alone (collective). Empty: this kind cannot tell (host
+  // memory, where some providers are legitimately indirect on one machine).
+  virtual std::vector<std::uint8_t> expected_reach(aperture::Team& team) const {
+    (void)team;
+    return {};
+  }
 
   template <class T>
   std::vector<T> read(const T* src, std::size_t count) const {

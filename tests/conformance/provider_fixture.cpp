@@ -2,11 +2,13 @@
 // providers the tests share.
 #include "provider_fixture.h"
 
+#include <cstdlib>
 #include <map>
 #include <optional>
 
 #include "../common/env_override.h"
 #include "../common/provider_status.h"
+#include "../common/reach_mismatch.h"
 
 namespace conformance {
 
@@ -39,7 +41,19 @@ void ProviderTest::SetUp() {
   traits_ = &traits_of(GetParam());
   const auto status = test::provider_status(GetParam());
   ASSERT_TRUE(status) << GetParam() << " is not a provider aperture knows";
-  if (!status->available) GTEST_SKIP() << GetParam() << " is not available here: " << status->reason;
+  if (!status->available) {
+    // A GPU provider that cannot run on a machine with a GPU is a failure, not a skip: on the GPU
+    // machine "built without NVSHMEM" must not pass for a green run. Without a GPU (the CPU CI),
+    // or with APERTURE_TEST_ALLOW_UNAVAILABLE=1 (a GPU machine lacking a library on purpose), it
+    // stays a skip.
+    std::string no_gpu;
+    const bool gpu_here = on_device() && make_device_accessor(no_gpu) != nullptr;
+    const char* allow = std::getenv("APERTURE_TEST_ALLOW_UNAVAILABLE");
+    if (gpu_here && !(allow != nullptr && std::string(allow) == "1"))
+      GTEST_FAIL() << GetParam() << " is not available on a machine with a GPU: " << status->reason
+                   << " (APERTURE_TEST_ALLOW_UNAVAILABLE=1 would skip)";
+    GTEST_SKIP() << GetParam() << " is not available here: " << status->reason;
+  }
   if (on_device()) {
     std::string why;
     accessor_ = make_device_accessor(why);
@@ -85,6 +99,12 @@ void ProviderTest::sync() {
 void ProviderTest::learn_direct(const aperture::SymmetricAddressMap& map) {
   std::vector<std::uint8_t> mine(n_);
   for (int p = 0; p < n_; ++p) mine[p] = map.is_direct(p) ? 1 : 0;
+  // GPU memory: the provider's direct peers must be the hardware's, so that a table of zeros
+  // fails instead of making every check below check nothing.
+  if (const auto hardware = accessor_->expected_reach(world()); !hardware.empty()) {
+    const std::string differs = test::reach_mismatch(mine, hardware);
+    EXPECT_TRUE(differs.empty()) << GetParam() << ": the provider's direct peers are not the hardware's:" << differs;
+  }
   std::vector<std::uint8_t> all(static_cast<std::size_t>(n_) * n_);
   world().allgather(mine.data(), all.data(), n_);
   direct_.assign(n_, std::vector<std::uint8_t>(n_));

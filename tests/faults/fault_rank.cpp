@@ -18,6 +18,11 @@
 // caught by the driver's time limit (tests/faults/kill_rank.sh). MARKER is ignored: the driver
 // puts it on the command line to find leftover processes.
 //
+// The team must have APERTURE_TEST_EXPECTED_RANKS ranks (kill_rank.sh sets it): a team of one
+// cannot pass. With APERTURE_FAULT_START_DIR set, every rank first creates START_DIR/started.R,
+// and the victim arms its killer only once all of them exist (at most 10 s): every survivor has
+// started, so every survivor must report (kill_rank.sh fails one that did not).
+//
 // SIGTERM is blocked: `aperture launch` stops the survivors with SIGTERM as soon as a rank dies,
 // and a survivor must still be able to report what it saw (the launcher's SIGKILL after its
 // grace period would fail the check).
@@ -136,7 +141,30 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const int victim = std::atoi(argv[2]);
   const int me = rank_from_env();
+  const char* expected_text = std::getenv("APERTURE_TEST_EXPECTED_RANKS");
+  const int expected = expected_text != nullptr ? std::atoi(expected_text) : 0;
+  if (expected < 2) {
+    std::fprintf(stderr, "fault_rank: set APERTURE_TEST_EXPECTED_RANKS to the job's rank count (2 or more)\n");
+    return 2;
+  }
   if (const char* hub = std::getenv("APERTURE_HUB")) std::printf("fault-hub %s\n", hub);
+  if (const char* dir = std::getenv("APERTURE_FAULT_START_DIR")) {
+    const std::string mine = std::string(dir) + "/started." + std::to_string(me);
+    if (std::FILE* f = std::fopen(mine.c_str(), "w")) std::fclose(f);
+    if (me == victim) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      for (int r = 0; r < expected; ++r) {
+        const std::string theirs = std::string(dir) + "/started." + std::to_string(r);
+        while (::access(theirs.c_str(), F_OK) != 0) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            std::printf("fault-check FAILED (%s, rank %d): rank %d did not start within 10 s\n", mode.c_str(), me, r);
+            return 1;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      }
+    }
+  }
   if (mode == "rendezvous" && me == victim) start_killer(3);  // forming a team takes milliseconds
 
   std::optional<aperture::Team> team;
@@ -159,6 +187,11 @@ int main(int argc, char** argv) {
   }
   if (me == victim) {
     std::printf("fault-check FAILED (%s, rank %d): the victim is still alive: %s\n", mode.c_str(), me, message.c_str());
+    return 1;
+  }
+  if (team && team->size() != expected) {
+    std::printf("fault-check FAILED (%s, rank %d): a team of %d rank(s), expected %d\n", mode.c_str(), me, team->size(),
+                expected);
     return 1;
   }
   if (!names_rank(message, victim) || message.find("aperture:") == std::string::npos) {

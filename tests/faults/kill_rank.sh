@@ -22,6 +22,7 @@ failures=0
 runs=0
 unstarted=0
 export APERTURE_HEAP_SIZE=${APERTURE_HEAP_SIZE:-64M}
+export APERTURE_TEST_EXPECTED_RANKS=$ranks  # fault_rank fails a team of any other size
 
 fail() { echo "FAIL - $*"; failures=$((failures + 1)); }
 leftovers() { pgrep -f "$marker" | grep -v "^$$\$" || true; }
@@ -53,17 +54,20 @@ run_launch() {  # run_launch MODE VICTIM
   local mode=$1 victim=$2 before after out rc start elapsed hub
   before=$(shm_listing)
   start=$(date +%s%N)
-  out=$(APERTURE_TIMEOUT=$(timeout_for "$mode") timeout 60 "$aperture" launch -n "$ranks" -- "$fault_rank" "$mode" "$victim" "$marker" 2>&1)
+  local started
+  started=$(mktemp -d)  # every rank marks its start there; the victim waits for all of them
+  out=$(APERTURE_FAULT_START_DIR=$started APERTURE_TIMEOUT=$(timeout_for "$mode") timeout 60 "$aperture" launch -n "$ranks" -- "$fault_rank" "$mode" "$victim" "$marker" 2>&1)
   rc=$?
+  rm -rf "$started"
   elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
   local what="launch $mode, $ranks ranks, victim $victim"
   [[ $rc -ne 0 && $rc -ne 124 ]] || fail "$what: launcher exit $rc (expected non-zero, not a hang); output:"$'\n'"$out"
   echo "$out" | grep -Eq "rank $victim \(pid [0-9]+\).*(SIGKILL|signal 9)" || fail "$what: the launcher did not name rank $victim and SIGKILL:"$'\n'"$out"
   for ((r = 0; r < ranks; r++)); do
     [[ $r == "$victim" ]] && continue
-    # A rank the launcher stopped before its main() ran (the victim died first) cannot report:
-    # every rank that started (it prints its hub address first thing) must.
-    echo "$out" | grep -q "^\[rank $r\] fault-hub" || { unstarted=$((unstarted + 1)); continue; }
+    # The victim died only once every rank had started (APERTURE_FAULT_START_DIR): a survivor
+    # that never started (it prints its hub address first thing) is a failure, not a pass.
+    echo "$out" | grep -q "^\[rank $r\] fault-hub" || { unstarted=$((unstarted + 1)); fail "$what: rank $r never started:"$'\n'"$out"; continue; }
     echo "$out" | grep -q "fault-check ok ($mode, rank $r)" || fail "$what: rank $r did not report the death:"$'\n'"$out"
   done
   echo "$out" | grep -q "fault-check FAILED" && fail "$what: a survivor saw the wrong error:"$'\n'"$out"
@@ -86,13 +90,14 @@ run_torchrun() {  # run_torchrun MODE VICTIM
   before=$(shm_listing)
   port=$(free_tcp_port_pair) || { fail "$what: no free TCP port"; return; }
   dir=$(mktemp -d)
+  mkdir "$dir/started"
   local pids=()
   start=$(date +%s%N)
   # Each rank in a subshell that exits with the rank's status: the job bash watches then ends
   # normally, and bash prints no "Killed" notice of its own for the victim.
   for ((r = 0; r < ranks; r++)); do
     (
-      RANK=$r WORLD_SIZE=$ranks LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      RANK=$r WORLD_SIZE=$ranks LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port APERTURE_FAULT_START_DIR=$dir/started \
         APERTURE_TIMEOUT=$(timeout_for "$mode") timeout 60 "$fault_rank" "$mode" "$victim" "$marker" >"$dir/$r" 2>&1
       status=$?
       exit $status
@@ -110,8 +115,8 @@ run_torchrun() {  # run_torchrun MODE VICTIM
   done
   elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
   (( elapsed < $(limit_ms "$mode") )) || fail "$what: took ${elapsed} ms"
-  grep -El "ERROR: (Leak|Address|Thread)Sanitizer|runtime error:|WARNING: ThreadSanitizer" "$dir"/* >/dev/null &&
-    fail "$what: a sanitizer reported: $(grep -Eh -A5 "Sanitizer|runtime error" "$dir"/* | head -20)"
+  grep -El "ERROR: (Leak|Address|Thread)Sanitizer|runtime error:|WARNING: ThreadSanitizer" "$dir"/[0-9]* >/dev/null &&
+    fail "$what: a sanitizer reported: $(grep -Eh -A5 "Sanitizer|runtime error" "$dir"/[0-9]* | head -20)"
   [[ -z "$(leftovers)" ]] || fail "$what: processes left behind: $(leftovers)"
   if tcp_listening $((port + 1)); then fail "$what: the hub's port $((port + 1)) is still listening"; fi
   after=$(shm_listing)
@@ -130,6 +135,6 @@ for ((i = 1; i <= iterations; i++)); do
   if (( failures > 0 )); then break; fi
 done
 echo "kill_rank ($flavor, $modes, $ranks ranks): $runs runs in $(( $(date +%s) - start_all )) s, $failures failure(s)" \
-     "($unstarted survivor(s) stopped by the launcher before their main() ran)"
+     "($unstarted survivor(s) never started)"
 if (( failures > 0 )); then exit 1; fi
 exit 0

@@ -4,7 +4,9 @@
 // one int64 per entry, the allocation size (uint64), then operations of 18 bytes each: a kind,
 // the offset from the local base, a count, and a target rank (int8). Nothing is dereferenced:
 // the properties are about which requests are refused and what the accepted ones compute.
-//   - from_table accepts a table only when the local rank is in it and its entry is non-zero;
+//   - from_table accepts a table exactly when the local rank is in it, its entry is non-zero, and
+//     every entry is 0 or an address whose copy of the allocation ends within the signed 64-bit
+//     address space (both directions: a valid table refused fails too);
 //   - checked_translate accepts only a direct rank in range and a range inside the allocation
 //     (the element count times the element size, computed without wrapping), and its result is
 //     peer_bases[to] + offset;
@@ -12,6 +14,7 @@
 //   - owns(p, n) is exactly "p + n lies inside the allocation".
 // UndefinedBehaviorSanitizer watches the pointer arithmetic on the way.
 #include <cstdint>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -89,12 +92,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (auto& entry : table) entry = in.take<std::int64_t>();
   const std::uint64_t allocation_bytes = in.take<std::uint64_t>();
 
+  // The contract's rule for a table, written here from it rather than taken from the code.
+  constexpr auto kTop = static_cast<std::uint64_t>(INT64_MAX);
+  bool valid = local_rank >= 0 && local_rank < world_size && table[static_cast<std::size_t>(local_rank)] != 0;
+  for (std::int64_t entry : table)
+    valid = valid && entry >= 0 && (entry == 0 || allocation_bytes <= kTop - static_cast<std::uint64_t>(entry));
   aperture::SymmetricAddressMap map;
   try {
     map = aperture::SymmetricAddressMap::from_table("fuzz", local_rank, table, allocation_bytes);
-  } catch (const aperture::Error&) {
+  } catch (const aperture::Error& e) {
+    FUZZ_CHECK(!valid, "refused a valid table (local rank %d of %d, %llu bytes): %s", local_rank, world_size,
+               static_cast<unsigned long long>(allocation_bytes), e.what());
     return 0;
   }
+  FUZZ_CHECK(valid, "accepted an invalid table (local rank %d of %d)", local_rank, world_size);
   FUZZ_CHECK(local_rank >= 0 && local_rank < world_size, "accepted local rank %d of %d", local_rank, world_size);
   FUZZ_CHECK(table[local_rank] != 0, "accepted a zero local entry");
   FUZZ_CHECK(map.allocation_base == static_cast<std::uintptr_t>(table[local_rank]), "allocation_base is not the entry");

@@ -4,6 +4,9 @@
 // Every reader either returns a shape that is valid (0 <= rank < world size <= the cap, a hub
 // address, a port in 1..65535, ...) or throws aperture::Error; anything else (another
 // exception, a crash, a sanitizer report) is a bug. Also APERTURE_TIMEOUT's parser.
+// The other direction too: an environment as each launcher writes it (decimal rank and size in
+// range, a hub address, a port that leaves room for the hub's) is always accepted, and read back
+// exactly; so is a decimal integer inside the parser's bounds.
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -89,6 +92,45 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(value >= min && value <= max, "%d outside %ld..%ld", value, min, max);
       FUZZ_CHECK(std::strtol(it->second.c_str(), nullptr, 10) == value, "parsed '%s' as %d", it->second.c_str(), value);
     });
+  }
+  // The valid direction: a rank and a world size from the input, written as the launchers write them.
+  {
+    const int world = 1 + static_cast<int>((size > 0 ? data[0] : 0) | (size > 1 ? data[1] << 8 : 0)) % wire::kMaxWorldSize;
+    const int rank = static_cast<int>((size > 2 ? data[2] : 0) | (size > 3 ? data[3] << 8 : 0)) % world;
+    const int port = 1 + static_cast<int>((size > 4 ? data[4] : 0) | (size > 5 ? data[5] << 8 : 0)) % 65534;
+    const std::map<std::string, std::string> launched = {{"APERTURE_RANK", std::to_string(rank)},
+                                                         {"APERTURE_WORLD_SIZE", std::to_string(world)},
+                                                         {"APERTURE_HUB", "unix:@aperture-fuzz"}};
+    const std::map<std::string, std::string> torchrun = {{"RANK", std::to_string(rank)},
+                                                         {"WORLD_SIZE", std::to_string(world)},
+                                                         {"LOCAL_RANK", std::to_string(rank)},
+                                                         {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", std::to_string(port)}};
+    const std::map<std::string, std::string> mpi = {{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+                                                    {"OMPI_COMM_WORLD_SIZE", std::to_string(world)}};
+    auto lookup = [](const std::map<std::string, std::string>& vars) {
+      return EnvLookup([&vars](const char* name) -> const char* {
+        const auto it = vars.find(name);
+        return it == vars.end() ? nullptr : it->second.c_str();
+      });
+    };
+    try {
+      const auto l = read_launch_env(lookup(launched));
+      FUZZ_CHECK(l && l->rank == rank && l->world_size == world, "misread a launcher environment of rank %d of %d",
+                 rank, world);
+      const auto t = read_torchrun_env(lookup(torchrun));
+      FUZZ_CHECK(t && t->rank == rank && t->world_size == world && t->master_port == port,
+                 "misread a torchrun environment of rank %d of %d, port %d", rank, world, port);
+      const auto m = read_mpi_env(lookup(mpi));
+      FUZZ_CHECK(m && m->rank == rank && m->world_size == world, "misread an mpirun environment of rank %d of %d",
+                 rank, world);
+      const long min = -1000, max = 1000;
+      const long value = static_cast<long>((size > 6 ? data[6] : 0) | (size > 7 ? data[7] << 8 : 0)) % 2001 - 1000;
+      FUZZ_CHECK(parse_int_variable("RANK", std::to_string(value).c_str(), min, max) == value,
+                 "misread %ld inside %ld..%ld", value, min, max);
+    } catch (const aperture::Error& e) {
+      FUZZ_CHECK(false, "refused a valid environment (rank %d of %d, port %d): %s", rank, world, port, e.what());
+    }
   }
   // APERTURE_TIMEOUT: the process environment is the only way in (single-threaded here).
   if (const auto it = vars.find("APERTURE_TIMEOUT"); it != vars.end()) {

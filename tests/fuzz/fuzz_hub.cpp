@@ -2,15 +2,17 @@
 //
 // Each input starts a real Hub (abstract Unix socket, a small world, token "fuzz-token"), opens
 // one connection per rank and writes the input's bytes into them, reading whatever the hub
-// answers. Input: byte 0 the world size (1..3); byte 1 which connections open with a valid
-// hello for their rank (bit i; the others send only what the records give); then records:
+// answers. Input: byte 0 the world size (1..3); byte 1 which connections first go through the
+// handshake for their rank, as a rank does (bit i: hello, the hub's proof checked, the rank's
+// proof, accepted; the others send only what the records give); then records:
 //   tag, with connection = tag % world size and kind = tag / 4 % 4:
 //     0  raw bytes: a length byte, then that many bytes
 //     1  a well-formed request: op, seq, root (int8) and a 16-bit size; its payload follows
 //     2  a request header whose fields after the magic come from the next 36 bytes
 //     3  the connection ends (end of file to the hub)
-// Then every connection ends. Properties: no crash or sanitizer report, and the hub closes
-// every connection within 5 s of its end of file (a hub that stops serving hangs a job).
+// Then every connection ends. Properties: no crash or sanitizer report; a handshake made as a
+// rank makes it is accepted, and the hub's proof in it checks out (the valid direction); the hub
+// closes every connection within 5 s of its end of file (a hub that stops serving hangs a job).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "bootstrap/hub.h"
+#include "bootstrap/job_proof.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "fuzz_check.h"
@@ -77,16 +80,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (int r = 0; r < options.world_size; ++r) {
     Peer& peer = peers[static_cast<std::size_t>(r)];
     peer.fd = connect_to(hub.address(), deadline);
-    ::fcntl(peer.fd.get(), F_SETFL, O_NONBLOCK);
     if (hellos & (1u << r)) {
       wire::Hello hello;
       hello.rank = r;
       hello.world_size = options.world_size;
       hello.pid = 1;
-      wire::set_field(hello.token, options.token);
+      hello.challenge = make_challenge();
       wire::set_field(hello.host, "fuzz");
-      peer.outgoing += raw(hello);
+      wire::HubHello hub_hello;
+      FUZZ_CHECK(write_all(peer.fd.get(), &hello, sizeof hello) &&
+                     read_all_by(peer.fd.get(), &hub_hello, sizeof hub_hello, deadline) == ReadEnd::complete,
+                 "the hub did not answer a well-formed hello for rank %d", r);
+      FUZZ_CHECK(hub_hello.status == 0, "the hub refused a well-formed hello for rank %d", r);
+      FUZZ_CHECK(same_proof(hub_hello.proof, job_proof(Prover::hub, options.token, hello.challenge,
+                                                       hub_hello.challenge, r, options.world_size)),
+                 "the hub's proof of the token does not check out");
+      wire::RankProof proof;
+      proof.proof = job_proof(Prover::rank, options.token, hello.challenge, hub_hello.challenge, r, options.world_size);
+      wire::HelloReply verdict;
+      FUZZ_CHECK(write_all(peer.fd.get(), &proof, sizeof proof) &&
+                     read_all_by(peer.fd.get(), &verdict, sizeof verdict, deadline) == ReadEnd::complete,
+                 "the hub did not answer rank %d's proof", r);
+      FUZZ_CHECK(verdict.status == 0, "the hub refused rank %d's proof of the job's token", r);
     }
+    ::fcntl(peer.fd.get(), F_SETFL, O_NONBLOCK);
   }
   while (in.size > 0) {
     const std::uint8_t tag = in.byte();

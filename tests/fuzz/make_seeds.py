@@ -4,16 +4,28 @@
 The layouts follow src/bootstrap/wire.h (host byte order, x86-64/aarch64 little-endian) and
 each target's input format described at the top of its .cpp file.
 """
+import hashlib
+import hmac
 import os
 import struct
 
 here = os.path.dirname(os.path.abspath(__file__))
-MAGIC, VERSION = 0x41505452, 1
+MAGIC, VERSION = 0x41505452, 2
 BARRIER, ALLGATHER, BROADCAST, GOODBYE = 1, 2, 3, 4
 
 
-def hello(rank, world, token=b"fuzz-token", magic=MAGIC, version=VERSION):
-    return struct.pack("<IIiiii", magic, version, rank, world, 1234, 0) + token.ljust(64, b"\0")[:64] + b"host".ljust(64, b"\0")
+CHALLENGE = bytes(range(32))
+HUB_CHALLENGE = bytes(range(100, 132))
+
+
+def hello(rank, world, magic=MAGIC, version=VERSION, challenge=CHALLENGE):
+    return struct.pack("<IIiiii", magic, version, rank, world, 1234, 0) + challenge + b"host".ljust(64, b"\0")
+
+
+def rank_proof(token, rank, world, challenge=CHALLENGE, hub_challenge=HUB_CHALLENGE):
+    """bootstrap/job_proof.cpp's job_proof(Prover::rank, ...), as a RankProof."""
+    message = b"aperture rank proof v2\0" + challenge + hub_challenge + struct.pack("<ii", rank, world)
+    return struct.pack("<II", MAGIC, 0) + hmac.new(token, message, hashlib.sha256).digest()
 
 
 def request(op, seq, root=-1, size=0, payload=None):
@@ -28,11 +40,19 @@ def write(target, name, data):
         f.write(data)
 
 
-# fuzz_wire: [world-1][kind: 0 hello, 1 request][message][token for a hello]
-write("fuzz_wire", "hello-ok", bytes([3, 0]) + hello(1, 4) + b"fuzz-token")
-write("fuzz_wire", "hello-wrong-token", bytes([3, 0]) + hello(1, 4, b"other") + b"fuzz-token")
-write("fuzz_wire", "hello-long-token", bytes([1, 0]) + hello(0, 2, b"t" * 63) + b"t" * 80)
-write("fuzz_wire", "hello-bad-rank", bytes([3, 0]) + hello(9, 4) + b"fuzz-token")
+# fuzz_wire: [world-1][kind: 0 hello, 1 request, 2 proof][message]; a proof is a hello, the hub's
+# challenge, a RankProof and the job's token
+def proof_input(world, rank, token, proven_with=None):
+    return (bytes([world - 1, 2]) + hello(rank, world) + HUB_CHALLENGE
+            + rank_proof(proven_with if proven_with is not None else token, rank, world) + token)
+
+
+write("fuzz_wire", "hello-ok", bytes([3, 0]) + hello(1, 4))
+write("fuzz_wire", "hello-bad-version", bytes([3, 0]) + hello(1, 4, version=1))
+write("fuzz_wire", "hello-bad-rank", bytes([3, 0]) + hello(9, 4))
+write("fuzz_wire", "proof-ok", proof_input(4, 1, b"fuzz-token"))
+write("fuzz_wire", "proof-wrong-token", proof_input(4, 1, b"fuzz-token", proven_with=b"other"))
+write("fuzz_wire", "proof-long-token", proof_input(2, 0, b"t" * 80))
 write("fuzz_wire", "request-barrier", bytes([3, 1]) + request(BARRIER, 1))
 write("fuzz_wire", "request-allgather", bytes([3, 1]) + request(ALLGATHER, 2, size=64))
 write("fuzz_wire", "request-broadcast", bytes([3, 1]) + request(BROADCAST, 3, root=2, size=16))
@@ -59,9 +79,10 @@ write("fuzz_hub", "two-ranks-round", bytes([1, 3]) + wellformed(0, ALLGATHER, 1,
 write("fuzz_hub", "two-ranks-mismatch", bytes([1, 3]) + wellformed(0, ALLGATHER, 1, 0, 8) + wellformed(1, ALLGATHER, 1, 0, 16))
 write("fuzz_hub", "three-ranks-one-leaves", bytes([2, 7]) + wellformed(0, BARRIER, 1, 0, 0) + bytes([1 + 3 * 4])
       + wellformed(2, BARRIER, 1, 0, 0))
-write("fuzz_hub", "raw-hello-wrong-token", bytes([0, 0]) + raw(0, hello(0, 1, b"nope")))
-write("fuzz_hub", "raw-hello-then-requests", bytes([1, 2]) + raw(0, hello(0, 2) + request(BROADCAST, 1, root=1, size=4, payload=0))
-      + wellformed(1, BROADCAST, 1, 1, 4))
+write("fuzz_hub", "raw-hello-wrong-proof", bytes([0, 0]) + raw(0, hello(0, 1) + rank_proof(b"nope", 0, 1)))
+# A proof made for another hub challenge (a replay): the hub draws a fresh one, so it is refused.
+write("fuzz_hub", "raw-hello-replayed-proof", bytes([1, 2]) + raw(0, hello(0, 2) + rank_proof(b"fuzz-token", 0, 2)
+      + request(BROADCAST, 1, root=1, size=4, payload=0)) + wellformed(1, BROADCAST, 1, 1, 4))
 write("fuzz_hub", "split-header", bytes([0, 1]) + raw(0, request(BARRIER, 1)[:13]) + raw(0, request(BARRIER, 1)[13:]))
 write("fuzz_hub", "fields-header", bytes([0, 1]) + bytes([0 + 2 * 4]) + struct.pack("<IQiIQQ", ALLGATHER, 1, -1, 0, 3, 3) + raw(0, b"abc"))
 

@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../common/gpu_reach.h"
 #include "../common/provider_status.h"
 #include "common/cuda_check.h"  // APERTURE_CUDA_CHECK: the library's own CUDA error translation
 
@@ -77,10 +78,14 @@ struct Job {
     team.barrier();
   }
 
-  // Learns, for every pair, whether the first reaches the second (collective).
+  // Learns, for every pair, whether the first reaches the second (collective), after checking
+  // that this rank's view is the hardware's (test::expected_gpu_reach), not only the provider's:
+  // a table of zeros would otherwise make every test check nothing and pass.
   void learn_direct(const aperture::SymmetricAddressMap& map) {
     std::vector<std::uint8_t> mine(n);
     for (int p = 0; p < n; ++p) mine[p] = map.is_direct(p) ? 1 : 0;
+    const std::string differs = test::reach_mismatch(mine, test::expected_gpu_reach(team));
+    if (!differs.empty()) ADD_FAILURE() << "rank " << me << ": the provider's direct peers are not the hardware's:" << differs;
     std::vector<std::uint8_t> all(static_cast<std::size_t>(n) * n);
     team.allgather(mine.data(), all.data(), n);
     direct.assign(n, std::vector<std::uint8_t>(n));
@@ -95,8 +100,11 @@ struct Job {
   std::exit(kSkipStatus);
 }
 
-// Skips (77) unless there is a GPU and every provider named is available here. Every rank of a
-// machine makes the same decision.
+// Skips (77) when there is no GPU. With a GPU, a provider named that is not available here is a
+// failure (exit 1), not a skip: on a GPU machine "NVSHMEM not found" must not pass for a green
+// run. APERTURE_TEST_ALLOW_UNAVAILABLE=1 makes it a skip again, for a GPU machine that lacks a
+// library on purpose (scripts/gpu-check.sh never sets it). Every rank of a machine makes the
+// same decision.
 inline void require(const char* program, std::initializer_list<const char*> providers) {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
@@ -107,7 +115,13 @@ inline void require(const char* program, std::initializer_list<const char*> prov
   for (const char* name : providers) {
     const auto status = test::provider_status(name);
     if (!status) skip(std::string(program) + ": aperture does not know provider " + name);
-    if (!status->available) skip(std::string(program) + ": provider " + name + " is not available: " + status->reason);
+    if (!status->available) {
+      const std::string why = std::string(program) + ": provider " + name + " is not available: " + status->reason;
+      const char* allow = std::getenv("APERTURE_TEST_ALLOW_UNAVAILABLE");
+      if (allow != nullptr && std::string(allow) == "1") skip(why);
+      std::fprintf(stderr, "FAIL %s (there is a GPU here; APERTURE_TEST_ALLOW_UNAVAILABLE=1 would skip)\n", why.c_str());
+      std::exit(1);
+    }
   }
 }
 

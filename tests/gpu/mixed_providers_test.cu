@@ -69,8 +69,18 @@ TEST(MixedProviders, NvshmemAndNcclMemoryInOneKernel) {
   auto* nccl_base = window.as<std::int64_t>() + kHeader;
   const aperture::SymmetricAddressMap nccl_map = nccl->symmetric_address_map(nccl_base, nv_bytes);
 
-  std::vector<std::uint8_t> mine(n);
-  for (int p = 0; p < n; ++p) mine[p] = nv_map.is_direct(p) && nccl_map.is_direct(p);
+  std::vector<std::uint8_t> mine(n), nv_direct(n), nccl_direct(n);
+  for (int p = 0; p < n; ++p) {
+    nv_direct[p] = nv_map.is_direct(p) ? 1 : 0;
+    nccl_direct[p] = nccl_map.is_direct(p) ? 1 : 0;
+    mine[p] = nv_direct[p] && nccl_direct[p];
+  }
+  // Which peers are direct is the hardware's say, not the providers' (a table of zeros fails).
+  const std::vector<std::uint8_t> hardware = test::expected_gpu_reach(job.team);
+  const std::string nv_differs = test::reach_mismatch(nv_direct, hardware);
+  const std::string nccl_differs = test::reach_mismatch(nccl_direct, hardware);
+  CHECK_MSG(nv_differs.empty(), "nvshmem's direct peers are the hardware's:" + nv_differs);
+  CHECK_MSG(nccl_differs.empty(), "nccl's direct peers are the hardware's:" + nccl_differs);
   std::vector<std::uint8_t> all(static_cast<std::size_t>(n) * n);
   job.team.allgather(mine.data(), all.data(), n);
   const auto reaches = [&](int s, int t) { return all[static_cast<std::size_t>(s) * n + t] != 0; };

@@ -101,19 +101,26 @@ else
   [[ $memfd0 -ge 0 ]] && ok "rank 0's heap is a memfd (/proc/$pid0/fd/$memfd0); nothing in /dev/shm" ||
     bad "rank 0 has no memfd heap"
   ls /dev/shm 2>/dev/null | grep -qi aperture && bad "/dev/shm has aperture files: $(ls /dev/shm)"
+  # A connection that says nothing is dropped after the hub's 10 s limit (observed, not assumed),
+  # while the job goes on: this runs beside the checks below.
+  "$stranger" idle "$hub" 9.5 14 >"$work/idle-unix.out" 2>&1 &
+  idle_unix=$!
 
   # Another user.
   cross_user "another user cannot join the hub with a guessed token" "$stranger" hello "$hub" 1 2 guessed
   cross_user "another user cannot join the hub even with the job's token" "$stranger" hello "$hub" 1 2 "$token"
   cross_user "another user cannot send the hub garbage" "$stranger" garbage "$hub"
-  cross_user "another user cannot open rank 0's heap" "$stranger" open "/proc/$pid0/fd/$memfd0"
-  cross_user "another user cannot open rank 1's heap" "$stranger" open "/proc/$pid1/fd/$memfd1"
-  cross_user "another user cannot read rank 0's memory" "$stranger" open "/proc/$pid0/mem"
-  cross_user "another user cannot read the job token from the environment" "$stranger" open "/proc/$pid0/environ"
+  # Each "cannot open" counts only with EACCES/EPERM, and beside a control: the owner (the job's
+  # user) opens the very same path, so the path is right and the refusal is the kernel's.
   heap_map=$(ls -l "/proc/$pid0/map_files/" 2>/dev/null | awk '/aperture-shm-heap/ {print $9; exit}')
-  if [[ -n $heap_map ]]; then
-    cross_user "another user cannot open rank 0's heap mapping" "$stranger" open "/proc/$pid0/map_files/$heap_map"
-  fi
+  opened=("rank 0's heap:/proc/$pid0/fd/$memfd0" "rank 1's heap:/proc/$pid1/fd/$memfd1"
+          "rank 0's memory:/proc/$pid0/mem" "the job token in rank 0's environment:/proc/$pid0/environ")
+  [[ -n $heap_map ]] && opened+=("rank 0's heap mapping:/proc/$pid0/map_files/$heap_map")
+  for entry in "${opened[@]}"; do
+    what=${entry%%:*} path=${entry#*:}
+    check "control: the job's own user opens $what ($path)" "$stranger" owner-open "$path"
+    cross_user "another user cannot open $what (EACCES/EPERM)" "$stranger" open "$path"
+  done
   # Another job of the same user (or a stale environment): wrong token, garbage, a taken rank.
   check "the same user with another job's token is refused" "$stranger" hello "$hub" 1 2 not-this-jobs-token
   out=$("$stranger" hello "$hub" 1 2 not-this-jobs-token 2>&1)
@@ -122,6 +129,8 @@ else
   check "the same user cannot take a rank already connected, even with the token" "$stranger" hello "$hub" 1 2 "$token"
   check "the same user claiming a rank outside the world is refused" "$stranger" hello "$hub" 7 2 "$token"
   check "the same user claiming another world size is refused" "$stranger" hello "$hub" 0 3 "$token"
+  if wait "$idle_unix"; then ok "an idle connection was dropped by the hub: $(cat "$work/idle-unix.out")"
+  else bad "the hub's 10 s idle drop was not observed: $(cat "$work/idle-unix.out")"; fi
 fi
 touch "$work/job/release"
 wait "$job"; rc=$?
@@ -149,9 +158,35 @@ else
   skip "a rank refuses a hub of another user (not root)"
 fi
 
+# --- a rank refuses a hub of its own user that does not know the job's token ---------------------
+# The hub must prove the token first (a challenge on it, both ways): an impostor that cannot is
+# refused, gets no proof and never sees the token. Over an abstract socket and over TCP (a
+# process that took the port before rank 0).
+source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
+impostor_port=$(free_tcp_port_pair) || exit 1
+for impostor in "unix:@aperture-impostor-$$" "tcp:127.0.0.1:$((impostor_port + 1))"; do
+  "$stranger" fake-hub "$impostor" 8 guessed-token real-secret-token >"$work/impostor.out" 2>&1 &
+  fake=$!
+  for _ in $(seq 200); do grep -q "^listening" "$work/impostor.out" 2>/dev/null && break; sleep 0.02; done
+  if [[ $impostor == unix:* ]]; then
+    rank_env=(env -u RANK -u WORLD_SIZE APERTURE_RANK=1 APERTURE_WORLD_SIZE=2 APERTURE_HUB="$impostor")
+  else
+    rank_env=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB RANK=1 LOCAL_RANK=1 WORLD_SIZE=2
+              MASTER_ADDR=127.0.0.1 MASTER_PORT=$impostor_port)
+  fi
+  start=$SECONDS
+  out=$("${rank_env[@]}" APERTURE_JOB_TOKEN=real-secret-token APERTURE_TIMEOUT=20 "$job_probe" "$work" 2>&1)
+  took=$((SECONDS - start))
+  wait "$fake"; rc=$?
+  if grep -q "does not know this job's token" <<<"$out" && [[ $rc == 0 && $took -lt 10 ]]; then
+    ok "a rank refuses an impostor hub at $impostor in ${took} s: $(tail -1 "$work/impostor.out")"
+  else
+    bad "a rank did not refuse an impostor hub at $impostor (${took} s): rank said: $out; impostor: $(cat "$work/impostor.out")"
+  fi
+done
+
 # --- a torchrun-style job: TCP hub in rank 0, strangers refused by the token --------------------
 mkdir -p "$work/tcp"
-source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
 port=$(free_tcp_port_pair) || exit 1
 tcp_token="tcp-secret-$RANDOM$RANDOM"
 tcp_env=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB WORLD_SIZE=2 MASTER_ADDR=127.0.0.1

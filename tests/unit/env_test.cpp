@@ -9,6 +9,7 @@
 #include <aperture/error.h>
 #include <aperture/team.h>
 
+#include <array>
 #include <fstream>
 #include <map>
 #include <set>
@@ -106,18 +107,68 @@ TEST(Wire, HelloValidation) {
   wire::Hello hello;
   hello.rank = 1;
   hello.world_size = 4;
-  wire::set_field(hello.token, "secret");
-  EXPECT_EQ(wire::validate_hello(hello, 4, "secret"), "");
-  EXPECT_NE(wire::validate_hello(hello, 4, "other").find("wrong job token"), std::string::npos);
-  EXPECT_NE(wire::validate_hello(hello, 2, "secret").find("believes the world has 4"), std::string::npos);
+  EXPECT_EQ(wire::validate_hello(hello, 4), "");
+  EXPECT_NE(wire::validate_hello(hello, 2).find("believes the world has 4"), std::string::npos);
   hello.rank = 7;
-  EXPECT_NE(wire::validate_hello(hello, 4, "secret").find("outside"), std::string::npos);
+  EXPECT_NE(wire::validate_hello(hello, 4).find("outside"), std::string::npos);
   hello.rank = 1;
   hello.magic = 0;
-  EXPECT_NE(wire::validate_hello(hello, 4, "secret").find("magic"), std::string::npos);
+  EXPECT_NE(wire::validate_hello(hello, 4).find("magic"), std::string::npos);
   hello.magic = wire::kMagic;
   hello.version = 99;
-  EXPECT_NE(wire::validate_hello(hello, 4, "secret").find("version"), std::string::npos);
+  EXPECT_NE(wire::validate_hello(hello, 4).find("version"), std::string::npos);
+}
+
+// The rank's proof: accepted with the job's token, refused with any other, or for other
+// challenges, or for another rank.
+TEST(Wire, RankProofValidation) {
+  using aperture::detail::Prover;
+  wire::Hello hello;
+  hello.rank = 1;
+  hello.world_size = 4;
+  hello.challenge = aperture::detail::make_challenge();
+  const auto hub_challenge = aperture::detail::make_challenge();
+  wire::RankProof proof;
+  proof.proof = job_proof(Prover::rank, "secret", hello.challenge, hub_challenge, 1, 4);
+  EXPECT_EQ(wire::validate_rank_proof(proof, hello, hub_challenge, "secret"), "");
+  EXPECT_NE(wire::validate_rank_proof(proof, hello, hub_challenge, "other").find("wrong job token"), std::string::npos);
+  EXPECT_NE(wire::validate_rank_proof(proof, hello, aperture::detail::make_challenge(), "secret"), "");
+  wire::Hello other_rank = hello;
+  other_rank.rank = 2;
+  EXPECT_NE(wire::validate_rank_proof(proof, other_rank, hub_challenge, "secret"), "");
+  // The hub's answer to the same challenges is not a rank's: the directions cannot be swapped.
+  proof.proof = job_proof(Prover::hub, "secret", hello.challenge, hub_challenge, 1, 4);
+  EXPECT_NE(wire::validate_rank_proof(proof, hello, hub_challenge, "secret"), "");
+  proof.proof = job_proof(Prover::rank, "secret", hello.challenge, hub_challenge, 1, 4);
+  proof.magic = 0;
+  EXPECT_NE(wire::validate_rank_proof(proof, hello, hub_challenge, "secret").find("magic"), std::string::npos);
+}
+
+std::string hex(const std::array<std::uint8_t, 32>& digest) {
+  constexpr char kDigits[] = "0123456789abcdef";
+  std::string text;
+  for (std::uint8_t b : digest) {
+    text += kDigits[b >> 4];
+    text += kDigits[b & 15];
+  }
+  return text;
+}
+
+// The published test vectors: FIPS 180-4's examples for SHA-256, RFC 4231's for HMAC-SHA-256
+// (cases 1, 2 and 6: a short key, a key shorter than the data, a key longer than a block).
+TEST(JobProof, Sha256AndHmacMatchThePublishedVectors) {
+  using aperture::detail::hmac_sha256;
+  using aperture::detail::sha256;
+  EXPECT_EQ(hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex(sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
 TEST(Wire, RequestValidation) {

@@ -15,6 +15,12 @@
 // launcher got signal N (SIGINT, SIGTERM, SIGHUP); kExitUsage for bad arguments (including a
 // program that is missing or not executable); kExitLauncherFailed when the launcher itself failed
 // (fork, pipes, the hub).
+//
+// A rank exiting kExitSkip (77, CTest's and automake's "skipped") is not a failure and does not
+// stop the others; nor can it hide one: any other failure of any rank, before or after it, is
+// the job's status. When no rank failed, the job is skipped (77) if any rank skipped, also
+// when the others succeeded (a test some ranks did not run has not passed), and the launcher
+// names the ranks that skipped. (Local launch; under mpirun, mpirun decides.)
 #pragma once
 
 #include <optional>
@@ -26,6 +32,7 @@ namespace aperture::launcher {
 inline constexpr int kMaxRanks = 1024;
 inline constexpr int kExitTimeout = 124;         // the job's timeout expired
 inline constexpr int kExitLauncherFailed = 125;  // the launcher itself failed (fork, hub, pipes)
+inline constexpr int kExitSkip = 77;             // a rank skipped (CTest's SKIP_RETURN_CODE)
 
 struct LaunchOptions {
   int ranks = 0;
