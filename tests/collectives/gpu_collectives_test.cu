@@ -6,8 +6,9 @@
 // many times without the host in between) and replayed from a CUDA graph; a CUDA graph
 // replaying a captured all-reduce; the zero-copy forms on symmetric inputs; blocks taking
 // contiguous slices (the default) and interleaved pieces; aperture::put by a CoopBlock and by CoopWarps
-// at odd offsets. Every
-// element is checked on the host against values computed there from one seed drawn by rank 0.
+// at odd offsets; every element type NCCL has with every reduction (sum, prod, min, max, avg),
+// against element_reference.h. Every element is checked on the host against values computed
+// there from one seed drawn by rank 0. Ranks may share one GPU (gpu-check runs 1, 2 and 3).
 //
 // A plain program (the GPU machine may lack GoogleTest), run as ranks of a job:
 //     aperture launch -n 2 -- gpu_collectives_test
@@ -29,6 +30,8 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "element_reference.h"
 
 namespace {
 
@@ -78,16 +81,18 @@ float to_float(T v) {
   else return static_cast<float>(v);
 }
 
-// Folded in rank order; 16-bit floats in float, rounded once, as the kernels do.
+// Folded in rank order at the type's width, by the independent reference (element_reference.h).
 template <class T>
 T folded(ReduceOp op, std::uint64_t salt, std::uint64_t i) {
-  using A = aperture::collectives::detail::Accumulate<T>;
-  auto acc = A::in(value<T>(0, salt, i));
-  for (int r = 1; r < g_world; ++r) {
-    const auto x = A::in(value<T>(r, salt, i));
-    acc = op == ReduceOp::sum ? acc + x : op == ReduceOp::min ? (x < acc ? x : acc) : (acc < x ? x : acc);
+  std::vector<std::uint64_t> inputs(static_cast<std::size_t>(g_world));
+  for (int r = 0; r < g_world; ++r) {
+    const T v = value<T>(r, salt, i);
+    std::memcpy(&inputs[static_cast<std::size_t>(r)], &v, sizeof v);
   }
-  return A::out(acc);
+  const std::uint64_t bits = reference::fold(aperture::data_type_of_v<T>, op, inputs);
+  T out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
 }
 
 template <class T>
@@ -286,6 +291,130 @@ void symmetric_cases(aperture::Provider& provider, Communicator& comm, cudaStrea
   provider.free(a);
 }
 
+// Every element type with every reduction, as raw bits against the independent reference:
+// all-reduce (one-shot, two-shot, automatic), reduce-scatter, the zero-copy all-reduce and
+// reduce-scatter on a symmetric input, and broadcast / all-gather / all-to-all of any bits.
+std::uint64_t bits_of(aperture::DataType t, ReduceOp op, int rank, std::uint64_t salt, std::uint64_t i) {
+  return reference::element(t, op, mix(g_seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull))));
+}
+
+void every_type_cases(aperture::Provider& provider, Communicator& comm, cudaStream_t stream,
+                      const std::vector<std::uint64_t>& counts) {
+  using aperture::DataType;
+  const int me = g_rank, n = g_world;
+  std::uint64_t most = 1;
+  for (std::uint64_t c : counts) most = c > most ? c : most;
+  aperture::Allocation sym = provider.allocate(most * static_cast<std::uint64_t>(n) * 8);
+  DeviceBuffer<unsigned char> in(most * n * 8), out(most * n * 8);
+  const auto upload = [&](void* at, const std::vector<std::uint64_t>& bits, std::size_t size) {
+    std::vector<unsigned char> raw(bits.size() * size);
+    for (std::size_t i = 0; i < bits.size(); ++i) std::memcpy(&raw[i * size], &bits[i], size);
+    CUDA(cudaMemcpy(at, raw.data(), raw.size(), cudaMemcpyHostToDevice));
+    CUDA(cudaDeviceSynchronize());
+  };
+  const auto check = [&](const void* at, std::uint64_t count, std::size_t size, const std::string& what, auto want) {
+    std::vector<unsigned char> raw(count * size);
+    CUDA(cudaMemcpy(raw.data(), at, raw.size(), cudaMemcpyDeviceToHost));
+    std::vector<std::uint64_t> got(count), expected(count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::memcpy(&got[i], &raw[i * size], size);
+      expected[i] = want(i);
+    }
+    expect_all(got, count, [&](std::uint64_t i) { return expected[i]; }, what);
+  };
+  for (DataType t : aperture::kAllDataTypes) {
+    const std::size_t size = aperture::size_of(t);
+    for (std::uint64_t count : counts) {
+      const std::string suffix = std::string(" <") + aperture::name_of(t) + "> count " + std::to_string(count);
+      for (ReduceOp op : aperture::kAllReduceOps) {
+        const auto inputs = [&](std::uint64_t salt, std::uint64_t elements) {
+          std::vector<std::uint64_t> v(elements);
+          for (std::uint64_t i = 0; i < elements; ++i) v[i] = bits_of(t, op, me, salt, i);
+          return v;
+        };
+        const auto expected = [&](std::uint64_t salt, std::uint64_t at) {
+          std::vector<std::uint64_t> each(static_cast<std::size_t>(n));
+          for (int r = 0; r < n; ++r) each[static_cast<std::size_t>(r)] = bits_of(t, op, r, salt, at);
+          return reference::fold(t, op, each);
+        };
+        const std::string what = std::string(" ") + aperture::name_of(op) + suffix;
+        for (AllReduceAlgorithm algo : {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::two_shot, AllReduceAlgorithm::automatic}) {
+          const std::uint64_t salt = next_salt();
+          upload(in.ptr, inputs(salt, count), size);
+          out.poison();
+          comm.all_reduce(in.ptr, out.ptr, count, t, op, algo, stream);
+          comm.check(stream);
+          check(out.ptr, count, size, std::string("all_reduce ") + aperture::name_of(algo) + what,
+                [&](std::uint64_t i) { return expected(salt, i); });
+        }
+        {
+          const std::uint64_t salt = next_salt();
+          upload(in.ptr, inputs(salt, count * n), size);
+          out.poison();
+          comm.reduce_scatter(in.ptr, out.ptr, count, t, op, stream);
+          comm.check(stream);
+          check(out.ptr, count, size, "reduce_scatter" + what, [&](std::uint64_t i) { return expected(salt, me * count + i); });
+        }
+        {
+          const std::uint64_t salt = next_salt();
+          upload(sym.ptr, inputs(salt, count), size);
+          out.poison();
+          comm.all_reduce(sym.ptr, sym.map, out.ptr, count, t, op, AllReduceAlgorithm::one_shot, stream);
+          comm.check(stream);
+          check(out.ptr, count, size, "all_reduce symmetric" + what, [&](std::uint64_t i) { return expected(salt, i); });
+        }
+        {
+          const std::uint64_t salt = next_salt();
+          upload(sym.ptr, inputs(salt, count * n), size);
+          out.poison();
+          comm.reduce_scatter(sym.ptr, sym.map, out.ptr, count, t, op, stream);
+          comm.check(stream);
+          check(out.ptr, count, size, "reduce_scatter symmetric" + what,
+                [&](std::uint64_t i) { return expected(salt, me * count + i); });
+        }
+      }
+      const auto raw = [&](int rank, std::uint64_t salt, std::uint64_t i) {
+        return mix(g_seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull))) & reference::mask(t);
+      };
+      const auto raw_inputs = [&](std::uint64_t salt, std::uint64_t elements) {
+        std::vector<std::uint64_t> v(elements);
+        for (std::uint64_t i = 0; i < elements; ++i) v[i] = raw(me, salt, i);
+        return v;
+      };
+      const std::uint64_t c = count ? count : 1;
+      {
+        const std::uint64_t salt = next_salt();
+        upload(in.ptr, raw_inputs(salt, count), size);
+        out.poison();
+        comm.broadcast(in.ptr, out.ptr, count, t, n - 1, stream);
+        comm.check(stream);
+        check(out.ptr, count, size, "broadcast" + suffix, [&](std::uint64_t i) { return raw(n - 1, salt, i); });
+      }
+      {
+        const std::uint64_t salt = next_salt();
+        upload(in.ptr, raw_inputs(salt, count), size);
+        out.poison();
+        comm.all_gather(in.ptr, out.ptr, count, t, stream);
+        comm.check(stream);
+        check(out.ptr, count * n, size, "all_gather" + suffix,
+              [&](std::uint64_t i) { return raw(static_cast<int>(i / c), salt, i % c); });
+      }
+      {
+        const std::uint64_t salt = next_salt();
+        upload(in.ptr, raw_inputs(salt, count * n), size);
+        out.poison();
+        comm.all_to_all(in.ptr, out.ptr, count, t, stream);
+        comm.check(stream);
+        check(out.ptr, count * n, size, "all_to_all" + suffix,
+              [&](std::uint64_t i) { return raw(static_cast<int>(i / c), salt, me * count + i % c); });
+      }
+    }
+  }
+  comm.barrier(stream);
+  comm.check(stream);
+  provider.free(sym);
+}
+
 // A captured all-reduce replayed with new input each time: the epochs live on the GPU.
 void graph_replay(Communicator& comm, cudaStream_t stream) {
   constexpr std::uint64_t kCount = 100003;
@@ -310,6 +439,39 @@ void graph_replay(Communicator& comm, cudaStream_t stream) {
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+// Two LL all-reduces in a row in one kernel of ours, many rounds, each round on new data: the
+// handle from Communicator::handle() makes each call fence after its last piece (detail/ll.h),
+// so no round's lines land in a half a peer has not cleared yet.
+__global__ void two_ll_per_kernel(aperture::collectives::CollectiveHandle h, const float* a, float* out_a,
+                                  const float* b, float* out_b, std::uint64_t count, int rounds) {
+  for (int r = 0; r < rounds; ++r) {
+    const std::uint64_t at = static_cast<std::uint64_t>(r) * count;
+    aperture::collectives::all_reduce_ll<ReduceOp::sum>(aperture::CoopBlock{}, h, a + at, out_a + at, count);
+    aperture::collectives::all_reduce_ll<ReduceOp::max>(aperture::CoopBlock{}, h, b + at, out_b + at, count);
+  }
+}
+
+void two_ll_in_one_kernel(Communicator& comm, cudaStream_t stream) {
+  constexpr int kRounds = 50;
+  for (std::uint64_t count : {std::uint64_t{3}, std::uint64_t{1000}, std::uint64_t{20000}}) {
+    const std::uint64_t sa = next_salt(), sb = next_salt();
+    DeviceBuffer<float> a(count * kRounds), b(count * kRounds), out_a(count * kRounds), out_b(count * kRounds);
+    a.upload(input<float>(sa, count * kRounds));
+    b.upload(input<float>(sb, count * kRounds));
+    out_a.poison();
+    out_b.poison();
+    const int blocks = count > 1000 ? 4 : 1;
+    two_ll_per_kernel<<<blocks, 256, 0, stream>>>(comm.handle(), a.ptr, out_a.ptr, b.ptr, out_b.ptr, count, kRounds);
+    CUDA(cudaGetLastError());
+    comm.check(stream);
+    const std::string what = " two LL all-reduces per kernel, count " + std::to_string(count);
+    expect_all(out_a.download(count * kRounds), count * kRounds,
+               [&](std::uint64_t i) { return folded<float>(ReduceOp::sum, sa, i); }, "sum" + what);
+    expect_all(out_b.download(count * kRounds), count * kRounds,
+               [&](std::uint64_t i) { return folded<float>(ReduceOp::max, sb, i); }, "max" + what);
+  }
 }
 
 // Push (LL) calls of changing sizes, all launched back to back on the stream before any is
@@ -516,11 +678,15 @@ int main() {
       run_type<float>(tiny_ll, stream, small_counts);
       run_type<__half>(tiny_ll, stream, small_counts);
       run_type<float>(interleaved, stream, small_counts);
+      every_type_cases(*provider, comm, stream, {1, 3, 17, 1000, 70001});
+      every_type_cases(*provider, ll, stream, {1, 17, 4099});
+      every_type_cases(*provider, tiny, stream, {5, 20000});
       symmetric_cases<float>(*provider, comm, stream, counts);
       symmetric_cases<__nv_bfloat16>(*provider, comm, stream, counts);
       symmetric_cases<float>(*provider, tiny, stream, small_counts);
       symmetric_cases<__half>(*provider, interleaved, stream, small_counts);
       ll_back_to_back(comm, stream);
+      two_ll_in_one_kernel(comm, stream);
       ll_back_to_back(tiny_ll, stream);
       graph_replay(comm, stream);
       coop_put_cases(*provider, comm, stream);
