@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu-collectives.sh — on the GPU machine: build and run the GPU collectives test at 1, 2
-# and 3 ranks (TEST_RANKS; ranks share GPUs where there are fewer)
+# and 3 ranks (TEST_RANKS; ranks share GPUs where there are fewer), its tuning-table cases at 4 to 8
+# ranks (PATH_RANKS)
 # and `aperture bench` on GPU memory (cuda-ipc) at 2 ranks (BENCH_RANKS), aperture against NCCL (when found:
 # cmake/nccl.cmake takes it from the CUDA toolkit or the nvidia-nccl-cu13 wheel); about 4
 # minutes on 2x H200 before every element type was compiled in (longer now: not yet timed there).
@@ -48,6 +49,15 @@ for n in ${TEST_RANKS:-1 2 3}; do
   rc=$?
   echo "gpu_collectives_test np$n: exit $rc: $(grep -m1 -E '^(\[rank 0\] )?(PASS|FAIL|SKIP)' "$logs/gpu-collectives-test.np$n.log")"
   (( rc != 0 && rc != 77 )) && { status=1; tail -20 "$logs/gpu-collectives-test.np$n.log"; }
+done
+# The tuning table's choices at every other rank count up to 8, ranks sharing GPUs (the test's
+# path cases only: APERTURE_TEST_PATHS_ONLY=1).
+for n in ${PATH_RANKS:-4 5 6 7 8}; do
+  APERTURE_TEST_PATHS_ONLY=1 timeout --kill-after=10 120 "$aperture" launch -n "$n" --timeout 110 -- "$build/gpu_collectives_test" \
+    >"$logs/gpu-collectives-paths.np$n.log" 2>&1
+  rc=$?
+  echo "gpu_collectives_test paths np$n: exit $rc: $(grep -m1 -E '^(\[rank 0\] )?(PASS|FAIL|SKIP)' "$logs/gpu-collectives-paths.np$n.log")"
+  (( rc != 0 && rc != 77 )) && { status=1; tail -20 "$logs/gpu-collectives-paths.np$n.log"; }
 done
 echo "tested after ${SECONDS}s"
 

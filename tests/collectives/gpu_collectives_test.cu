@@ -18,7 +18,9 @@
 
 #include <aperture/aperture.h>
 #include <aperture/collectives/collectives.h>
+#include <aperture/collectives/detail/tuning.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -415,6 +417,72 @@ void every_type_cases(aperture::Provider& provider, Communicator& comm, cudaStre
   provider.free(sym);
 }
 
+// The tuning table's automatic choices at this rank count (detail/tuning.h): sizes on both sides
+// of its LL and one-shot thresholds, the choice compared with the table, each result checked.
+// With APERTURE_TEST_PATHS_ONLY=1 this is all the program runs (gpu-check: 4 to 8 ranks sharing
+// GPUs, where the whole test would take too long).
+void path_cases(Communicator& comm, cudaStream_t stream) {
+  namespace tuning = aperture::collectives::tuning;
+  const int n = g_world, me = g_rank;
+  const std::size_t ll = *comm.options().ll_max_bytes, one_shot = comm.one_shot_max_bytes();
+  const auto expect = [&](bool ok, const std::string& what) {
+    ++g_checks;
+    if (!ok) {
+      ++g_failures;
+      std::fprintf(stderr, "rank %d: %s\n", me, what.c_str());
+    }
+  };
+  // The LL path's blocks hold 64 x 8 KiB in one piece at the defaults: the table's entry or that.
+  expect(ll == std::min(tuning::ll_max_bytes(true, n), std::size_t{64} * 8192),
+         "ll_max_bytes " + std::to_string(ll) + " is not the table's for " + std::to_string(n) + " ranks");
+  expect(one_shot == tuning::one_shot_max_bytes(true, n),
+         "one_shot_max_bytes " + std::to_string(one_shot) + " is not the table's for " + std::to_string(n) + " ranks");
+  std::vector<std::size_t> sizes = {4096, ll, ll + 4096, std::size_t{1} << 20, std::size_t{4} << 20};
+  if (one_shot != SIZE_MAX) sizes.insert(sizes.end(), {one_shot, one_shot + 4096});
+  for (std::size_t bytes : sizes) {
+    const std::uint64_t count = bytes / sizeof(float);
+    const AllReduceAlgorithm chosen = comm.choose_all_reduce(bytes);
+    const AllReduceAlgorithm wanted = comm.uses_ll(bytes)                 ? AllReduceAlgorithm::ll
+                                      : n == 1 || bytes <= one_shot       ? AllReduceAlgorithm::one_shot
+                                                                          : AllReduceAlgorithm::two_shot;
+    const std::string what = " automatic at " + std::to_string(n) + " ranks, " + std::to_string(bytes) + " B (" +
+                             aperture::name_of(chosen) + ")";
+    expect(chosen == wanted, "choose_all_reduce" + what + ": expected " + aperture::name_of(wanted));
+    {
+      const std::uint64_t salt = next_salt();
+      DeviceBuffer<float> in(count), out(count);
+      in.upload(input<float>(salt, count));
+      out.poison();
+      comm.all_reduce(in.ptr, out.ptr, count, ReduceOp::sum, AllReduceAlgorithm::automatic, stream);
+      comm.check(stream);
+      expect_all(out.download(count), count, [&](std::uint64_t i) { return folded<float>(ReduceOp::sum, salt, i); },
+                 "all_reduce" + what);
+    }
+    {
+      const std::uint64_t salt = next_salt(), each = count / static_cast<std::uint64_t>(n);
+      DeviceBuffer<float> in(each), out(each * n);
+      in.upload(input<float>(salt, each));
+      out.poison();
+      comm.all_gather(in.ptr, out.ptr, each, stream);
+      comm.check(stream);
+      const std::uint64_t c = each ? each : 1;
+      expect_all(out.download(each * n), each * n,
+                 [&](std::uint64_t i) { return value<float>(static_cast<int>(i / c), salt, i % c); }, "all_gather" + what);
+    }
+    {
+      const std::uint64_t salt = next_salt(), each = bytes / sizeof(__nv_bfloat16) / static_cast<std::uint64_t>(n);
+      DeviceBuffer<__nv_bfloat16> in(each * n), out(each);
+      in.upload(input<__nv_bfloat16>(salt, each * n));
+      out.poison();
+      comm.reduce_scatter(in.ptr, out.ptr, each, ReduceOp::sum, stream);
+      comm.check(stream);
+      expect_all(out.download(each), each,
+                 [&](std::uint64_t i) { return folded<__nv_bfloat16>(ReduceOp::sum, salt, me * each + i); },
+                 "reduce_scatter bf16" + what);
+    }
+  }
+}
+
 // A captured all-reduce replayed with new input each time: the epochs live on the GPU.
 void graph_replay(Communicator& comm, cudaStream_t stream) {
   constexpr std::uint64_t kCount = 100003;
@@ -663,33 +731,37 @@ int main() {
       const std::vector<std::uint64_t> counts = {0, 1, 3, 17, 1000, 70001, (1u << 20) + 5};
       const std::vector<std::uint64_t> small_counts = {0, 5, 1000, 20000};
       for (int round = 0; round < 3; ++round) comm.barrier(stream);
-      run_type<float>(comm, stream, counts);
-      run_type<__half>(comm, stream, counts);
-      run_type<__nv_bfloat16>(comm, stream, counts);
-      run_type<std::int32_t>(comm, stream, counts);
-      run_type<float>(tiny, stream, small_counts);
-      run_type<__half>(tiny, stream, small_counts);
-      run_type<float>(ll, stream, counts);
-      run_type<__nv_bfloat16>(ll, stream, counts);
-      run_type<__half>(ll, stream, small_counts);
-      run_type<std::int32_t>(ll, stream, small_counts);
-      run_type<float>(staged, stream, small_counts);
-      run_type<__nv_bfloat16>(staged, stream, small_counts);
-      run_type<float>(tiny_ll, stream, small_counts);
-      run_type<__half>(tiny_ll, stream, small_counts);
-      run_type<float>(interleaved, stream, small_counts);
-      every_type_cases(*provider, comm, stream, {1, 3, 17, 1000, 70001});
-      every_type_cases(*provider, ll, stream, {1, 17, 4099});
-      every_type_cases(*provider, tiny, stream, {5, 20000});
-      symmetric_cases<float>(*provider, comm, stream, counts);
-      symmetric_cases<__nv_bfloat16>(*provider, comm, stream, counts);
-      symmetric_cases<float>(*provider, tiny, stream, small_counts);
-      symmetric_cases<__half>(*provider, interleaved, stream, small_counts);
-      ll_back_to_back(comm, stream);
-      two_ll_in_one_kernel(comm, stream);
-      ll_back_to_back(tiny_ll, stream);
-      graph_replay(comm, stream);
-      coop_put_cases(*provider, comm, stream);
+      path_cases(comm, stream);
+      const char* paths_only = std::getenv("APERTURE_TEST_PATHS_ONLY");
+      if (paths_only == nullptr || std::string(paths_only) != "1") {
+        run_type<float>(comm, stream, counts);
+        run_type<__half>(comm, stream, counts);
+        run_type<__nv_bfloat16>(comm, stream, counts);
+        run_type<std::int32_t>(comm, stream, counts);
+        run_type<float>(tiny, stream, small_counts);
+        run_type<__half>(tiny, stream, small_counts);
+        run_type<float>(ll, stream, counts);
+        run_type<__nv_bfloat16>(ll, stream, counts);
+        run_type<__half>(ll, stream, small_counts);
+        run_type<std::int32_t>(ll, stream, small_counts);
+        run_type<float>(staged, stream, small_counts);
+        run_type<__nv_bfloat16>(staged, stream, small_counts);
+        run_type<float>(tiny_ll, stream, small_counts);
+        run_type<__half>(tiny_ll, stream, small_counts);
+        run_type<float>(interleaved, stream, small_counts);
+        every_type_cases(*provider, comm, stream, {1, 3, 17, 1000, 70001});
+        every_type_cases(*provider, ll, stream, {1, 17, 4099});
+        every_type_cases(*provider, tiny, stream, {5, 20000});
+        symmetric_cases<float>(*provider, comm, stream, counts);
+        symmetric_cases<__nv_bfloat16>(*provider, comm, stream, counts);
+        symmetric_cases<float>(*provider, tiny, stream, small_counts);
+        symmetric_cases<__half>(*provider, interleaved, stream, small_counts);
+        ll_back_to_back(comm, stream);
+        two_ll_in_one_kernel(comm, stream);
+        ll_back_to_back(tiny_ll, stream);
+        graph_replay(comm, stream);
+        coop_put_cases(*provider, comm, stream);
+      }
       comm.check(stream);
       CUDA(cudaStreamDestroy(stream));
     }
