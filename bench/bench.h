@@ -84,7 +84,8 @@ void print_table(const std::vector<BenchRow>& rows);
 void write_csv(const std::string& path, const std::vector<BenchRow>& rows);
 std::vector<BenchRow> read_csv(const std::string& path);
 void write_json(const std::string& path, const std::vector<BenchRow>& rows);
-// Bandwidth against size, one panel per op, through gnuplot (or python3 + matplotlib).
+// Two panels per op, through gnuplot: bandwidth against size (each library its own colour and
+// marker) and the time ratio to the faster baseline, with the 1.0 line and the target line.
 void write_png(const std::string& path, const std::vector<BenchRow>& rows);
 
 int bench_main(int argc, char** argv);

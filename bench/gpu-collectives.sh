@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# bench/gpu-collectives.sh — on the GPU machine: build and run the GPU collectives test at 2 ranks
+# bench/gpu-collectives.sh — on the GPU machine: build and run the GPU collectives test at 1, 2
+# and 3 ranks (TEST_RANKS; ranks share GPUs where there are fewer), its tuning-table cases at 4 to 8
+# ranks (PATH_RANKS)
 # and `aperture bench` on GPU memory (cuda-ipc) at 2 ranks (BENCH_RANKS), aperture against NCCL (when found:
 # cmake/nccl.cmake takes it from the CUDA toolkit or the nvidia-nccl-cu13 wheel); about 4
-# minutes on 2x H200.
+# minutes on 2x H200 before every element type was compiled in (longer now: not yet timed there).
 #
 #   bench/gpu-collectives.sh                 build in /tmp/build-gpu-coll, results in $OUT or the build dir
 #   BUILD_DIR=... RESULTS=... PROVIDER=cuda-vmm SIZES=4K,...,1G SWEEP=1 bench/gpu-collectives.sh
 #   OPS=all_reduce,all_reduce.one_shot,... bench/gpu-collectives.sh   only these ops (default: all)
-#   BENCH_RANKS=1 bench/gpu-collectives.sh   the bench at 1 rank (one GPU: NCCL refuses 2 ranks on it)
+#   BENCH_RANKS=1 bench/gpu-collectives.sh   the bench at 1 rank (ranks sharing a GPU: the bench skips
+#                                            NCCL, which refuses that, saying so, and runs aperture's rows)
 #
 # It configures tests/collectives on its own (the library, the `aperture` command, the bench
 # program `aperture bench` runs and the GPU test; no GoogleTest or MPI needed). Results, at most six files: gpu-bench.{txt,csv,png},
@@ -35,17 +38,26 @@ pack() { tar -czf "$results/logs.tar.gz" -C "$logs" . 2>/dev/null; }
 timeout 120 cmake -S "$root/tests/collectives" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DAPERTURE_MPI=OFF -DAPERTURE_OPENSHMEM=OFF >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log"; pack; exit 1; }
 grep -m1 "nccl provider" "$logs/configure.log"
-timeout 200 cmake --build "$build" --parallel "$(nproc)" --target gpu_collectives_test aperture-cli aperture-bench \
+timeout 420 cmake --build "$build" --parallel "$(nproc)" --target gpu_collectives_test aperture-cli aperture-bench \
   >"$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; pack; exit 1; }
 echo "built after ${SECONDS}s"
 aperture="$build/aperture/tools/aperture"
 
-for n in ${TEST_RANKS:-1 2}; do
-  timeout --kill-after=10 90 "$aperture" launch -n "$n" --timeout 80 -- "$build/gpu_collectives_test" \
+for n in ${TEST_RANKS:-1 2 3}; do
+  timeout --kill-after=10 150 "$aperture" launch -n "$n" --timeout 140 -- "$build/gpu_collectives_test" \
     >"$logs/gpu-collectives-test.np$n.log" 2>&1
   rc=$?
   echo "gpu_collectives_test np$n: exit $rc: $(grep -m1 -E '^(\[rank 0\] )?(PASS|FAIL|SKIP)' "$logs/gpu-collectives-test.np$n.log")"
   (( rc != 0 && rc != 77 )) && { status=1; tail -20 "$logs/gpu-collectives-test.np$n.log"; }
+done
+# The tuning table's choices at every other rank count up to 8, ranks sharing GPUs (the test's
+# path cases only: APERTURE_TEST_PATHS_ONLY=1).
+for n in ${PATH_RANKS:-4 5 6 7 8}; do
+  APERTURE_TEST_PATHS_ONLY=1 timeout --kill-after=10 120 "$aperture" launch -n "$n" --timeout 110 -- "$build/gpu_collectives_test" \
+    >"$logs/gpu-collectives-paths.np$n.log" 2>&1
+  rc=$?
+  echo "gpu_collectives_test paths np$n: exit $rc: $(grep -m1 -E '^(\[rank 0\] )?(PASS|FAIL|SKIP)' "$logs/gpu-collectives-paths.np$n.log")"
+  (( rc != 0 && rc != 77 )) && { status=1; tail -20 "$logs/gpu-collectives-paths.np$n.log"; }
 done
 echo "tested after ${SECONDS}s"
 

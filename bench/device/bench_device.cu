@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -134,6 +135,25 @@ const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_red
                                                  "all_reduce.symmetric", "ag_gemm", "gemm_rs"};
 
 #if APERTURE_BENCH_WITH_NCCL
+// Why NCCL cannot run over these ranks, or "" when it can: NCCL refuses two ranks on one GPU
+// (ncclCommInitRank: "invalid usage"), so where ranks share a GPU its baselines are skipped and
+// aperture's rows still run. Every rank gets the same answer (the devices' UUIDs are gathered).
+std::string nccl_unusable_reason(Team& team) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp properties{};
+  check_cuda(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+  std::vector<cudaUUID_t> uuids(static_cast<std::size_t>(team.size()));
+  team.allgather(&properties.uuid, uuids.data(), sizeof(cudaUUID_t));
+  for (int a = 0; a < team.size(); ++a)
+    for (int b = a + 1; b < team.size(); ++b)
+      if (std::memcmp(&uuids[a], &uuids[b], sizeof(cudaUUID_t)) == 0)
+        return "ranks " + std::to_string(a) + " and " + std::to_string(b) +
+               " share one GPU, and NCCL refuses two ranks on one GPU (ncclCommInitRank: invalid usage); "
+               "aperture's rows still run";
+  return "";
+}
+
 ncclDataType_t nccl_type(DataType t) { return t == DataType::bfloat16 ? ncclBfloat16 : ncclFloat32; }
 #endif
 
@@ -205,7 +225,12 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
   if (me == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
   team.broadcast(&id, sizeof id, 0);
   ncclComm_t nccl = nullptr;
-  check_nccl(ncclCommInitRank(&nccl, world, id, me), "ncclCommInitRank");
+  const std::string nccl_skipped = nccl_unusable_reason(team);
+  if (nccl_skipped.empty()) {
+    check_nccl(ncclCommInitRank(&nccl, world, id, me), "ncclCommInitRank");
+  } else if (me == 0) {
+    std::fprintf(stderr, "aperture bench: NCCL baselines skipped: %s\n", nccl_skipped.c_str());
+  }
   // Symmetric windows big enough for every op's input and output at the largest size. Without
   // them (an NCCL without CUMEM, say) the symmetric column stays '-' and the rest still runs.
   const std::size_t sym_in_bytes = std::max<std::size_t>(max_bytes, 4096);
@@ -213,19 +238,21 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
   void* sym_in = nullptr;
   void* sym_out = nullptr;
   ncclWindow_t win_in = nullptr, win_out = nullptr;
-  bool symmetric = true;
-  try {
-    check_nccl(ncclMemAlloc(&sym_in, sym_in_bytes), "ncclMemAlloc(in)");
-    check_nccl(ncclMemAlloc(&sym_out, sym_out_bytes), "ncclMemAlloc(out)");
-    check_nccl(ncclCommWindowRegister(nccl, sym_in, sym_in_bytes, &win_in, NCCL_WIN_COLL_SYMMETRIC),
-               "ncclCommWindowRegister(in, NCCL_WIN_COLL_SYMMETRIC)");
-    check_nccl(ncclCommWindowRegister(nccl, sym_out, sym_out_bytes, &win_out, NCCL_WIN_COLL_SYMMETRIC),
-               "ncclCommWindowRegister(out, NCCL_WIN_COLL_SYMMETRIC)");
-    check_cuda(cudaMemset(sym_in, 0, sym_in_bytes), "cudaMemset(symmetric in)");
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  } catch (const Error& e) {
-    symmetric = false;
-    std::fprintf(stderr, "[rank %d] aperture bench: no NCCL symmetric column: %s\n", me, e.what());
+  bool symmetric = nccl != nullptr;
+  if (symmetric) {
+    try {
+      check_nccl(ncclMemAlloc(&sym_in, sym_in_bytes), "ncclMemAlloc(in)");
+      check_nccl(ncclMemAlloc(&sym_out, sym_out_bytes), "ncclMemAlloc(out)");
+      check_nccl(ncclCommWindowRegister(nccl, sym_in, sym_in_bytes, &win_in, NCCL_WIN_COLL_SYMMETRIC),
+                 "ncclCommWindowRegister(in, NCCL_WIN_COLL_SYMMETRIC)");
+      check_nccl(ncclCommWindowRegister(nccl, sym_out, sym_out_bytes, &win_out, NCCL_WIN_COLL_SYMMETRIC),
+                 "ncclCommWindowRegister(out, NCCL_WIN_COLL_SYMMETRIC)");
+      check_cuda(cudaMemset(sym_in, 0, sym_in_bytes), "cudaMemset(symmetric in)");
+      check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    } catch (const Error& e) {
+      symmetric = false;
+      std::fprintf(stderr, "[rank %d] aperture bench: no NCCL symmetric column: %s\n", me, e.what());
+    }
   }
 #endif
 
@@ -381,7 +408,10 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
 #endif
       }
 #if APERTURE_BENCH_WITH_NCCL
-      if (theirs && row.baseline == "-") {
+      if (theirs && row.baseline == "-" && nccl == nullptr) {  // NCCL skipped (nccl_skipped says why)
+        theirs = nullptr;
+        theirs2 = nullptr;
+      } else if (theirs && row.baseline == "-") {
         row.baseline = "NCCL";
         row.baseline2 = "NCCL symmetric";
         if (!symmetric) theirs2 = nullptr;
@@ -423,7 +453,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
   if (win_out != nullptr) ncclCommWindowDeregister(nccl, win_out);
   if (sym_in != nullptr) ncclMemFree(sym_in);
   if (sym_out != nullptr) ncclMemFree(sym_out);
-  ncclCommDestroy(nccl);
+  if (nccl != nullptr) ncclCommDestroy(nccl);
 #endif
   check_cuda(cudaStreamDestroy(stream), "cudaStreamDestroy");
   provider.free(flags);

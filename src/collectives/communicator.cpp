@@ -26,8 +26,13 @@ namespace tuning = collectives::tuning;
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-bool host_type(DataType t) {
-  return t == DataType::float32 || t == DataType::float64 || t == DataType::int32 || t == DataType::int64;
+bool known_type(DataType t) {
+  return static_cast<unsigned>(t) <= static_cast<unsigned>(DataType::float8_e5m2);
+}
+void check_op(const char* call, ReduceOp op) {
+  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::avg))
+    throw Error(ErrorCode::invalid_argument, std::string("Communicator::") + call + ": ReduceOp " +
+                std::to_string(static_cast<int>(op)) + " is not one of aperture::ReduceOp's values (sum, min, max, prod, avg)");
 }
 
 }  // namespace
@@ -61,18 +66,14 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                 " is too small for " + std::to_string(world) + " ranks: give at least 256 x ranks = " +
                 std::to_string(least) + " (or 0 for the default)");
   options_.half_bytes = round_up(options_.half_bytes, 256);
-  if (options_.one_shot_max_bytes == 0) {
-    // Two ranks: one-shot reads 2x the data like two-shot, with one barrier fewer.
-    options_.one_shot_max_bytes = world <= 2 ? std::numeric_limits<std::size_t>::max()
-                                  : device   ? tuning::kDeviceOneShotMax
-                                             : tuning::kHostOneShotTotal / static_cast<std::size_t>(world);
-  }
+  // The table's choice for this rank count (tuning.h: measured, or reasoned where no machine was).
+  if (options_.one_shot_max_bytes == 0) options_.one_shot_max_bytes = tuning::one_shot_max_bytes(device, world);
 
   if (options_.ll_part_bytes == 0) options_.ll_part_bytes = tuning::kDeviceLLBytesPerPart;
   // By default the LL path is chosen only where every block's share fits one piece.
   ll_parts_ = device ? std::min(options_.max_parts, tuning::kDeviceLLParts) : options_.max_parts;
   const std::size_t ll_one_piece = static_cast<std::size_t>(ll_parts_) * (tuning::kLLSlotBytes / 2);
-  ll_max_bytes_ = options_.ll_max_bytes.value_or(device ? std::min(tuning::kDeviceLLMax, ll_one_piece) : 0);
+  ll_max_bytes_ = options_.ll_max_bytes.value_or(std::min(tuning::ll_max_bytes(device, world), ll_one_piece));
   options_.ll_max_bytes = ll_max_bytes_;
 
   // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
@@ -125,6 +126,8 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                                                                  : tuning::kHostSpins;
     if (const char* spins = std::getenv("APERTURE_COLLECTIVES_SPINS"); spins != nullptr && *spins != '\0')
       host_spins_ = static_cast<unsigned>(std::strtoul(spins, nullptr, 10));
+    call_handle_ = handle_;
+    call_handle_.ll_ends_kernel = true;  // one collective per kernel (or host call): the boundary orders it
     team.barrier();  // every rank's flags are zero before anyone signals
   } catch (...) {
     provider.free(scratch_);
@@ -156,15 +159,13 @@ void Communicator::check_call(const char* call, std::size_t count, DataType type
                               const void* out) const {
   // Messages are built only on the way out: this runs on every call.
   const auto who = [call] { return std::string("Communicator::") + call; };
+  if (!known_type(type))
+    throw Error(ErrorCode::invalid_argument, who() + ": DataType " + std::to_string(static_cast<int>(type)) +
+                " is not one of aperture::DataType's values (int8 .. float8_e5m2)");
   if (kind_ == MemoryKind::host) {
-    if (!host_type(type))
-      throw Error(ErrorCode::invalid_argument, who() + ": " + name_of(type) + " is a GPU type; on host memory (provider " +
-                  std::string(provider_.name()) + ") the collectives take float32, float64, int32 and int64");
     if (stream != nullptr)
       throw Error(ErrorCode::invalid_argument, who() + ": a stream was given, but provider " + std::string(provider_.name()) +
                   " serves host memory, where the call runs on this thread; pass no stream");
-  } else if (type == DataType::float64 || type == DataType::int64) {
-    throw Error(ErrorCode::invalid_argument, who() + ": " + name_of(type) + " is not compiled for GPUs; use float32, float16, bfloat16 or int32");
   }
   (void)reduces;
   const std::size_t world = static_cast<std::size_t>(size());
@@ -201,9 +202,9 @@ bool is_ll(Kind k) { return k == Kind::all_gather_ll || k == Kind::reduce_scatte
 #define APERTURE_COLLECTIVE_RUN(call_struct, payload_bytes, input_bytes)                                            \
   do {                                                                                                              \
     if (kind_ == MemoryKind::host) {                                                                                \
-      collectives::detail::run_on_host(handle_, call_struct, host_spins_);                                          \
+      collectives::detail::run_on_host(call_handle_, call_struct, host_spins_);                                          \
     } else {                                                                                                        \
-      collectives::detail::device_launch(handle_, call_struct,                                                      \
+      collectives::detail::device_launch(call_handle_, call_struct,                                                      \
                                          is_ll((call_struct).kind) ? ll_parts_for(input_bytes, ll_parts_, options_.ll_part_bytes)  \
                                                                    : parts_for(payload_bytes, options_.max_parts),  \
                                          options_.block_threads, stream);                                           \
@@ -215,9 +216,9 @@ void Communicator::barrier(Stream stream) {
   Call c;
   c.kind = Kind::barrier;
   if (kind_ == MemoryKind::host) {
-    collectives::detail::run_on_host(handle_, c, host_spins_);
+    collectives::detail::run_on_host(call_handle_, c, host_spins_);
   } else {
-    collectives::detail::device_launch(handle_, c, 1, options_.block_threads, stream);
+    collectives::detail::device_launch(call_handle_, c, 1, options_.block_threads, stream);
   }
 }
 
@@ -239,6 +240,7 @@ void Communicator::all_gather(const void* in, void* out, std::size_t count, Data
 
 void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, DataType type, ReduceOp op,
                                   Stream stream) {
+  check_op("reduce_scatter", op);
   check_call("reduce_scatter", count, type, true, stream, count * size(), count, in, out);
   const std::size_t bytes = count * size_of(type) * size();
   Call c{uses_ll(bytes) ? Kind::reduce_scatter_ll : Kind::reduce_scatter, in, out, count, type, op, 0};
@@ -247,6 +249,7 @@ void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, 
 
 void Communicator::all_reduce(const void* in, void* out, std::size_t count, DataType type, ReduceOp op,
                               AllReduceAlgorithm algorithm, Stream stream) {
+  check_op("all_reduce", op);
   check_call("all_reduce", count, type, true, stream, count, count, in, out);
   const std::size_t bytes = count * size_of(type);
   if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
@@ -297,6 +300,7 @@ void Communicator::reduce_scatter(const void* in, const SymmetricAddressMap& in_
   const std::size_t bytes = count * size_of(type) * size();
   if (uses_ll(bytes) || overlaps(in, bytes, out, count * size_of(type)))
     return reduce_scatter(in, out, count, type, op, stream);
+  check_op("reduce_scatter", op);
   check_call("reduce_scatter", count, type, true, stream, count * size(), count, in, out);
   Call c{Kind::reduce_scatter_direct, in, out, count, type, op, 0};
   c.in_bases = symmetric_input("reduce_scatter", in_map, in, bytes);
@@ -309,6 +313,7 @@ void Communicator::all_reduce(const void* in, const SymmetricAddressMap& in_map,
   if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
   if (algorithm != AllReduceAlgorithm::one_shot || overlaps(in, bytes, out, bytes))
     return all_reduce(in, out, count, type, op, algorithm, stream);
+  check_op("all_reduce", op);
   check_call("all_reduce", count, type, true, stream, count, count, in, out);
   Call c{Kind::all_reduce_direct, in, out, count, type, op, 0};
   c.in_bases = symmetric_input("all_reduce", in_map, in, bytes);

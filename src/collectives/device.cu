@@ -1,191 +1,27 @@
 // src/collectives/device.cu — the collectives as CUDA kernels: the same templates the CPU runs,
 // with one CUDA block (aperture::CoopBlock) as the Coop and a grid of blocks splitting the data.
 // Every kernel takes only the handle and the call's arguments by value; epochs live in device
-// memory, so a launch may be captured in a CUDA graph and replayed.
+// memory, so a launch may be captured in a CUDA graph and replayed. The kernels and the launch
+// are device_kernels.cuh; the reductions are instantiated in device_reduce_*.cu.
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
-#include "aperture/collectives/all_gather.h"
-#include "aperture/collectives/all_reduce.h"
-#include "aperture/collectives/all_to_all.h"
-#include "aperture/collectives/barrier.h"
-#include "aperture/collectives/broadcast.h"
-#include "aperture/collectives/detail/tuning.h"
-#include "aperture/collectives/reduce_scatter.h"
-#include "aperture/coop.h"
-#include "aperture/error.h"
-#include "dispatch.h"
+#include "device_kernels.cuh"
 
 namespace aperture::collectives::detail {
 
 namespace {
-
-void check_cuda(cudaError_t status, const std::string& call) {
-  if (status != cudaSuccess)
-    throw Error(ErrorCode::system,
-                "collectives: " + call + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")",
-                call);
-}
-
-// Communicator::Options::block_threads may be anything up to this: every kernel must launch with
-// that many threads, so the compiler keeps each within the registers the bound leaves.
-constexpr int kMaxThreads = tuning::kDeviceThreads;
-
-// Kernels are launched as programmatic dependents of whatever ran before them on the stream
-// (launch() below): the next kernel may be scheduled while this one still runs, so a collective's
-// launch latency hides behind the previous call instead of adding to it. Each kernel lets the
-// next one launch at once, and waits for the previous grid to complete (and its memory to be
-// visible, here and to peers) before it touches any memory: to the collectives it is as if the
-// launches were ordinary, stream-ordered ones (the LL clears of detail/ll.h rely on that ordering).
-__device__ inline void follow_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 __global__ void __launch_bounds__(kMaxThreads) barrier_kernel(CollectiveHandle h) {
   follow_previous_grid();
   barrier(CoopBlock{}, h);
 }
 
+// Moving data depends on the element's size only: one instantiation per size.
 template <class T>
-__global__ void __launch_bounds__(kMaxThreads) broadcast_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count, int root) {
-  follow_previous_grid();
-  broadcast(CoopBlock{}, h, in, out, count, root);
-}
-template <class T>
-__global__ void __launch_bounds__(kMaxThreads) all_gather_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  all_gather(CoopBlock{}, h, in, out, count);
-}
-template <class T>
-__global__ void __launch_bounds__(kMaxThreads) all_to_all_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  all_to_all(CoopBlock{}, h, in, out, count);
-}
-template <ReduceOp Op, class T>
-__global__ void __launch_bounds__(kMaxThreads) reduce_scatter_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  reduce_scatter<Op>(CoopBlock{}, h, in, out, count);
-}
-template <class T>
-__global__ void __launch_bounds__(kMaxThreads) all_gather_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  all_gather_ll(CoopBlock{}, h, in, out, count);
-}
-template <ReduceOp Op, class T>
-__global__ void __launch_bounds__(kMaxThreads) reduce_scatter_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  reduce_scatter_ll<Op>(CoopBlock{}, h, in, out, count);
-}
-template <ReduceOp Op, class T>
-__global__ void __launch_bounds__(kMaxThreads) all_reduce_ll_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  all_reduce_ll<Op>(CoopBlock{}, h, in, out, count);
-}
-template <class T>
-__global__ void __launch_bounds__(kMaxThreads) all_gather_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  all_gather_direct(CoopBlock{}, h, in, in_bases, out, count);
-}
-template <ReduceOp Op, class T>
-__global__ void __launch_bounds__(kMaxThreads) reduce_scatter_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  reduce_scatter_direct<Op>(CoopBlock{}, h, in, in_bases, out, count);
-}
-template <ReduceOp Op, class T>
-__global__ void __launch_bounds__(kMaxThreads) all_reduce_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  all_reduce_direct<Op>(CoopBlock{}, h, in, in_bases, out, count);
-}
-template <ReduceOp Op, class T>
-__global__ void __launch_bounds__(kMaxThreads) all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  all_reduce_one_shot<Op>(CoopBlock{}, h, in, out, count);
-}
-template <ReduceOp Op, class T>
-__global__ void __launch_bounds__(kMaxThreads) all_reduce_two_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
-  follow_previous_grid();
-  all_reduce_two_shot<Op>(CoopBlock{}, h, in, out, count);
-}
-
-struct Launch {
-  dim3 grid;
-  dim3 block;
-  cudaStream_t stream;
-};
-
-// Programmatic dependent launch needs compute capability 9.0; APERTURE_COLLECTIVES_PDL=0 turns it
-// off (ordinary launches; for comparing).
-bool overlap_launches() {
-  static const bool on = [] {
-    const char* env = std::getenv("APERTURE_COLLECTIVES_PDL");
-    if (env != nullptr && std::string(env) == "0") return false;
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major >= 9;
-  }();
-  return on;
-}
-
-template <class... Params, class... Args>
-void launch(const Launch& l, void (*kernel)(Params...), Args... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = l.grid;
-  config.blockDim = l.block;
-  config.dynamicSmemBytes = 0;
-  config.stream = l.stream;
-  config.attrs = &attribute;
-  // Not on the legacy default stream, whose implicit synchronisation with other streams is the
-  // reason a caller uses it: there every launch stays an ordinary one.
-  config.numAttrs = overlap_launches() && l.stream != nullptr && l.stream != cudaStreamLegacy ? 1 : 0;
-  check_cuda(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...),
-             "cudaLaunchKernelEx (" + std::to_string(l.grid.x) + " blocks of " + std::to_string(l.block.x) + " threads)");
-}
-
-template <ReduceOp Op, class T>
-void launch_reduction(const Launch& l, const CollectiveHandle& h, const Call& c) {
-  const auto* in = static_cast<const T*>(c.in);
-  auto* out = static_cast<T*>(c.out);
-  switch (c.kind) {
-    case Kind::reduce_scatter:
-      launch(l, reduce_scatter_kernel<Op, T>, h, in, out, c.count);
-      break;
-    case Kind::all_reduce_one_shot:
-      launch(l, all_reduce_one_shot_kernel<Op, T>, h, in, out, c.count);
-      break;
-    case Kind::all_reduce_two_shot:
-      launch(l, all_reduce_two_shot_kernel<Op, T>, h, in, out, c.count);
-      break;
-    case Kind::reduce_scatter_ll:
-      launch(l, reduce_scatter_ll_kernel<Op, T>, h, in, out, c.count);
-      break;
-    case Kind::all_reduce_ll:
-      launch(l, all_reduce_ll_kernel<Op, T>, h, in, out, c.count);
-      break;
-    case Kind::reduce_scatter_direct:
-      launch(l, reduce_scatter_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
-      break;
-    case Kind::all_reduce_direct:
-      launch(l, all_reduce_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
-      break;
-    default: throw Error(ErrorCode::internal, "collectives: internal: not a reduction");
-  }
-}
-
-template <class T>
-void launch_typed(const Launch& l, const CollectiveHandle& h, const Call& c) {
+void launch_movement(const Launch& l, const CollectiveHandle& h, const Call& c) {
   const auto* in = static_cast<const T*>(c.in);
   auto* out = static_cast<T*>(c.out);
   switch (c.kind) {
@@ -194,13 +30,13 @@ void launch_typed(const Launch& l, const CollectiveHandle& h, const Call& c) {
     case Kind::all_gather_ll: launch(l, all_gather_ll_kernel<T>, h, in, out, c.count); return;
     case Kind::all_gather_direct: launch(l, all_gather_direct_kernel<T>, h, in, c.in_bases, out, c.count); return;
     case Kind::all_to_all: launch(l, all_to_all_kernel<T>, h, in, out, c.count); return;
-    default: break;
+    default: throw Error(ErrorCode::internal, "collectives: internal: not a data movement");
   }
-  switch (c.op) {
-    case ReduceOp::sum: launch_reduction<ReduceOp::sum, T>(l, h, c); break;
-    case ReduceOp::min: launch_reduction<ReduceOp::min, T>(l, h, c); break;
-    case ReduceOp::max: launch_reduction<ReduceOp::max, T>(l, h, c); break;
-  }
+}
+
+bool moves_data(Kind k) {
+  return k == Kind::broadcast || k == Kind::all_gather || k == Kind::all_gather_ll || k == Kind::all_gather_direct ||
+         k == Kind::all_to_all;
 }
 
 const char* kind_name(Kind k) {
@@ -249,12 +85,28 @@ void device_launch(const CollectiveHandle& h, const Call& c, int parts, int thre
   if (c.kind == Kind::barrier) {
     launch(l, barrier_kernel, h);
   } else {
-    switch (c.type) {
-      case DataType::float32: launch_typed<float>(l, h, c); break;
-      case DataType::int32: launch_typed<std::int32_t>(l, h, c); break;
-      case DataType::float16: launch_typed<__half>(l, h, c); break;
-      case DataType::bfloat16: launch_typed<__nv_bfloat16>(l, h, c); break;
-      default: throw Error(ErrorCode::invalid_argument, std::string("collectives: ") + name_of(c.type) + " is not compiled for GPUs");
+    if (moves_data(c.kind)) {
+      switch (size_of(c.type)) {
+        case 1: launch_movement<std::uint8_t>(l, h, c); break;
+        case 2: launch_movement<std::uint16_t>(l, h, c); break;
+        case 4: launch_movement<std::uint32_t>(l, h, c); break;
+        default: launch_movement<std::uint64_t>(l, h, c); break;
+      }
+    } else {
+      switch (c.type) {
+        case DataType::int8: launch_reduction<std::int8_t>(l, h, c); break;
+        case DataType::uint8: launch_reduction<std::uint8_t>(l, h, c); break;
+        case DataType::int32: launch_reduction<std::int32_t>(l, h, c); break;
+        case DataType::uint32: launch_reduction<std::uint32_t>(l, h, c); break;
+        case DataType::int64: launch_reduction<std::int64_t>(l, h, c); break;
+        case DataType::uint64: launch_reduction<std::uint64_t>(l, h, c); break;
+        case DataType::float16: launch_reduction<__half>(l, h, c); break;
+        case DataType::bfloat16: launch_reduction<__nv_bfloat16>(l, h, c); break;
+        case DataType::float32: launch_reduction<float>(l, h, c); break;
+        case DataType::float64: launch_reduction<double>(l, h, c); break;
+        case DataType::float8_e4m3: launch_reduction<__nv_fp8_e4m3>(l, h, c); break;
+        case DataType::float8_e5m2: launch_reduction<__nv_fp8_e5m2>(l, h, c); break;
+      }
     }
   }
   check_cuda(cudaGetLastError(), std::string("launching the ") + kind_name(c.kind) + " kernel (" +

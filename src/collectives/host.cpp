@@ -1,5 +1,6 @@
 // src/collectives/host.cpp — the collectives on a CPU thread: the same templates the GPU
-// kernels run, instantiated with aperture::CoopHost for the host element types.
+// kernels run, instantiated with aperture::CoopHost for every element type (the narrow floats
+// as their bits, detail/float_formats.h).
 #include <cstdint>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "aperture/collectives/all_to_all.h"
 #include "aperture/collectives/barrier.h"
 #include "aperture/collectives/broadcast.h"
+#include "aperture/collectives/detail/float_formats.h"
 #include "aperture/collectives/reduce_scatter.h"
 #include "aperture/coop.h"
 #include "aperture/error.h"
@@ -33,8 +35,9 @@ void run_reduction(const CoopHost& g, const CollectiveHandle& h, const Call& c) 
   }
 }
 
+// Moving data depends on the element's size only: one instantiation per size.
 template <class T>
-void run_typed(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
+void run_movement(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
   const auto* in = static_cast<const T*>(c.in);
   auto* out = static_cast<T*>(c.out);
   switch (c.kind) {
@@ -43,13 +46,24 @@ void run_typed(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
     case Kind::all_gather_ll: all_gather_ll(g, h, in, out, c.count); return;
     case Kind::all_gather_direct: all_gather_direct(g, h, in, c.in_bases, out, c.count); return;
     case Kind::all_to_all: all_to_all(g, h, in, out, c.count); return;
-    default: break;
+    default: throw Error(ErrorCode::internal, "collectives: internal: not a data movement");
   }
+}
+
+template <class T>
+void run_reduction(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
   switch (c.op) {
     case ReduceOp::sum: run_reduction<ReduceOp::sum, T>(g, h, c); break;
+    case ReduceOp::prod: run_reduction<ReduceOp::prod, T>(g, h, c); break;
     case ReduceOp::min: run_reduction<ReduceOp::min, T>(g, h, c); break;
     case ReduceOp::max: run_reduction<ReduceOp::max, T>(g, h, c); break;
+    case ReduceOp::avg: run_reduction<ReduceOp::avg, T>(g, h, c); break;
   }
+}
+
+bool moves_data(Kind k) {
+  return k == Kind::broadcast || k == Kind::all_gather || k == Kind::all_gather_ll || k == Kind::all_gather_direct ||
+         k == Kind::all_to_all;
 }
 
 }  // namespace
@@ -61,12 +75,27 @@ void run_on_host(const CollectiveHandle& h, const Call& c, unsigned spins) {
     barrier(g, h);
     return;
   }
+  if (moves_data(c.kind)) {
+    switch (size_of(c.type)) {
+      case 1: run_movement<std::uint8_t>(g, h, c); return;
+      case 2: run_movement<std::uint16_t>(g, h, c); return;
+      case 4: run_movement<std::uint32_t>(g, h, c); return;
+      default: run_movement<std::uint64_t>(g, h, c); return;
+    }
+  }
   switch (c.type) {
-    case DataType::float32: run_typed<float>(g, h, c); break;
-    case DataType::float64: run_typed<double>(g, h, c); break;
-    case DataType::int32: run_typed<std::int32_t>(g, h, c); break;
-    case DataType::int64: run_typed<std::int64_t>(g, h, c); break;
-    default: throw Error(ErrorCode::invalid_argument, std::string("collectives: ") + name_of(c.type) + " is not a host type");
+    case DataType::int8: run_reduction<std::int8_t>(g, h, c); break;
+    case DataType::uint8: run_reduction<std::uint8_t>(g, h, c); break;
+    case DataType::int32: run_reduction<std::int32_t>(g, h, c); break;
+    case DataType::uint32: run_reduction<std::uint32_t>(g, h, c); break;
+    case DataType::int64: run_reduction<std::int64_t>(g, h, c); break;
+    case DataType::uint64: run_reduction<std::uint64_t>(g, h, c); break;
+    case DataType::float16: run_reduction<Float16Bits>(g, h, c); break;
+    case DataType::bfloat16: run_reduction<BFloat16Bits>(g, h, c); break;
+    case DataType::float32: run_reduction<float>(g, h, c); break;
+    case DataType::float64: run_reduction<double>(g, h, c); break;
+    case DataType::float8_e4m3: run_reduction<Float8E4M3Bits>(g, h, c); break;
+    case DataType::float8_e5m2: run_reduction<Float8E5M2Bits>(g, h, c); break;
   }
 }
 

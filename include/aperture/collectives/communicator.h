@@ -6,7 +6,7 @@
 //     aperture::Team team = aperture::Team::from_env();
 //     auto provider = aperture::make_provider("shm", team);
 //     aperture::Communicator comm(*provider, team);                 // collective
-//     comm.all_reduce(in, out, count, aperture::ReduceOp::sum);     // float*, double*, int32_t*, int64_t*
+//     comm.all_reduce(in, out, count, aperture::ReduceOp::sum);     // any element type of types.h
 //
 // Where the provider's memory is on the host, each call runs the algorithm on the calling
 // thread and returns when this rank's result is complete. Where it is on a GPU, each call
@@ -61,14 +61,16 @@ class APERTURE_API Communicator {
     // path takes at most 64 of them).
     int max_parts = 0;
     // all_reduce's automatic choice: one-shot up to this many bytes, two-shot above; 0: the
-    // default: every size at 2 ranks; at more, 128 KiB / ranks on the host and 256 KiB on GPUs.
+    // tuning table's for this rank count (tuning::one_shot_max_bytes: every size at 2 ranks; at
+    // more, 128 KiB / ranks on the host, 1 MiB (3 GPUs) down to 128 KiB (7-8 GPUs) on GPUs).
     // (The LL path, below, comes first.)
     std::size_t one_shot_max_bytes = 0;
     // Threads per CUDA block (GPU only), 32 to 512 (the kernels' launch bound); 0: 512.
     int block_threads = 0;
     // all_gather, reduce_scatter and all_reduce(automatic) take the push path (LL, see
     // aperture/collectives/detail/ll.h) up to this many bytes of each rank's input. Unset: on a GPU
-    // 512 KiB, or less where the LL path's blocks cannot move it in one piece (8 KiB a block);
+    // the tuning table's for this rank count (tuning::ll_max_bytes: 512 KiB at 1-3 GPUs, 256 KiB
+    // at 4-5, 128 KiB at 6-8), or less where the LL path's blocks cannot move it in one piece (8 KiB a block);
     // 0 on the host (where the barrier of the staged path already costs about what a round of
     // context switches does, see docs/PERFORMANCE.md). 0: never (the staged algorithms only);
     // SIZE_MAX: always.
@@ -124,7 +126,8 @@ class APERTURE_API Communicator {
   void all_reduce(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
                   ReduceOp op, AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic, Stream stream = nullptr);
 
-  // Typed forms: T is float, double, int32_t, int64_t (and __half, __nv_bfloat16 under nvcc).
+  // Typed forms: T is float, double, [u]int8_t, [u]int32_t, [u]int64_t (and __half, __nv_bfloat16,
+  // __nv_fp8_e4m3, __nv_fp8_e5m2 under nvcc); the untyped forms take every DataType on any memory.
   template <class T>
   void broadcast(const T* in, T* out, std::size_t count, int root, Stream stream = nullptr) {
     broadcast(static_cast<const void*>(in), static_cast<void*>(out), count, data_type_of_v<T>, root, stream);
@@ -173,6 +176,7 @@ class APERTURE_API Communicator {
   Options options_;
   Allocation scratch_;
   collectives::CollectiveHandle handle_;
+  collectives::CollectiveHandle call_handle_;  // handle_ with ll_ends_kernel: what the library's own calls run on
   unsigned host_spins_ = 0;       // CoopHost::spins: fewer when this machine runs more ranks than cores
   int ll_parts_ = 1;              // the LL path's blocks at the most
   std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved

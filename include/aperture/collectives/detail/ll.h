@@ -21,8 +21,9 @@
 //   - The flag is 1 + (e mod (2^32 - 1)): never 0, so a cleared line never matches; and since no
 //     line outlives its epoch, the flag's wrap-around cannot make an old line match.
 // After a wait gave up (status set), lines may be left behind: the scratch is then as broken as
-// after any timeout. A kernel of yours that runs two LL collectives in a row must fence in
-// between (one thread g.fence(), then g.sync()); the Communicator launches one call per kernel.
+// after any timeout. Two LL collectives in a row in one kernel are safe: unless the handle says
+// the kernel ends with this call (CollectiveHandle::ll_ends_kernel, set only for the
+// Communicator's own one-call kernels), the last piece fences like the pieces before it.
 //
 // Every helper here works on a CPU thread too (8-byte atomic words, release stores and acquire
 // loads), so the same templates run on host memory; the automatic choice uses them on GPUs.
@@ -49,7 +50,7 @@ struct alignas(16) LLLine {
 };
 inline constexpr std::uint64_t kLLLineBytes = sizeof(LLLine);
 inline constexpr std::uint64_t kLLPayloadBytes = 8;
-// Elements of T one line carries (T of 2, 4 or 8 bytes: an element never straddles two lines).
+// Elements of T one line carries (T of 1, 2, 4 or 8 bytes: an element never straddles two lines).
 template <class T>
 inline constexpr std::uint64_t kLLElements = kLLPayloadBytes / sizeof(T);
 
@@ -239,7 +240,8 @@ APERTURE_HD bool ll_pieces(const Coop& g, const CollectiveHandle& h, std::uint64
       piece.push(to, source(to) + at, n);
     }
     for (std::uint64_t j = g.thread_rank(); j < ll_lines<T>(n); j += g.size()) take(piece, at, j, ll_valid<T>(n, j));
-    return piece.done(more);
+    // After the last piece too, unless the kernel ends here: another LL call may follow in it.
+    return piece.done(more || !h.ll_ends_kernel);
   });
   return s.finish();
 }
@@ -249,8 +251,9 @@ APERTURE_HD bool ll_pieces(const Coop& g, const CollectiveHandle& h, std::uint64
 // block r of `in`).
 template <ReduceOp Op, class T, class Coop, class Block>
 APERTURE_HD bool ll_reduce(const Coop& g, const CollectiveHandle& h, Block block, T* out, std::uint64_t count) {
-  using A = Accumulate<T>;
-  using Acc = typename A::type;
+  using F = Fold<Op, T>;
+  using Acc = typename F::Acc;
+  const F f(h.world_size);
   constexpr std::uint64_t E = kLLElements<T>;
   const T* own = block(h.rank);
   const bool own_aligned = ll_aligned(own);
@@ -262,10 +265,10 @@ APERTURE_HD bool ll_reduce(const Coop& g, const CollectiveHandle& h, Block block
       const std::uint64_t payload = r == h.rank ? ll_pack(own + at + j * E, valid, own_aligned) : piece.receive(r, j);
       T x[E];
       memcpy(static_cast<void*>(x), &payload, sizeof payload);
-      for (std::uint64_t k = 0; k < E; ++k) acc[k] = r == 0 ? A::in(x[k]) : Combine<Op>::apply(acc[k], A::in(x[k]));
+      for (std::uint64_t k = 0; k < E; ++k) acc[k] = r == 0 ? f.first(x[k]) : f.next(acc[k], x[k]);
     }
     T result[E];
-    for (std::uint64_t k = 0; k < E; ++k) result[k] = A::out(acc[k]);
+    for (std::uint64_t k = 0; k < E; ++k) result[k] = f.last(acc[k]);
     std::uint64_t packed = 0;
     memcpy(&packed, static_cast<const void*>(result), sizeof packed);
     ll_unpack(out + at + j * E, packed, valid, out_aligned);

@@ -24,8 +24,9 @@ namespace aperture::collectives::tuning {
 // Staging half per part (Options::half_bytes): the largest piece one barrier moves; within a
 // core's L2. Not swept: [cpu-all] ran with it.
 inline constexpr std::size_t kHostHalfBytes = std::size_t{256} * 1024;
-// all_reduce one-shot up to this / ranks, two-shot above (Options::one_shot_max_bytes): one-shot
-// reads world x the data, two-shot 2x with one more barrier; they cross near 32 KiB at 4 ranks. [cpu]
+// all_reduce one-shot up to this / ranks, two-shot above (Options::one_shot_max_bytes; per rank
+// count: one_shot_max_bytes() below): one-shot reads world x the data, two-shot 2x with one more
+// barrier; they cross near 32 KiB at 4 ranks. [cpu]
 inline constexpr std::size_t kHostOneShotTotal = std::size_t{128} * 1024;
 // Polls of a wait before it yields (detail/backoff.h), when every rank has a core: a signal is
 // seen within nanoseconds. Not swept: [cpu] ran with it.
@@ -50,9 +51,6 @@ inline constexpr std::size_t kDeviceBytesPerPart = std::size_t{64} * 1024;
 inline constexpr int kDeviceThreads = 512;
 // Staging half per block (Options::half_bytes): 2 MiB halves (fewer barriers) were slower. [large]
 inline constexpr std::size_t kDeviceHalfBytes = std::size_t{512} * 1024;
-// all_reduce one-shot up to this at more than 2 ranks (at 2 ranks one-shot wins at every
-// size: it moves the bytes of two-shot with one barrier and one local pass fewer). [gpu]
-inline constexpr std::size_t kDeviceOneShotMax = std::size_t{256} * 1024;
 // 16-byte vectors a thread keeps in flight per rank in the reduction: 4 for 16-bit types, 2
 // for wider ones (more spills at the launch bound's 128 registers). [large]
 template <class T>
@@ -66,7 +64,8 @@ inline constexpr int kBarrierSpins = 4096;
 // --- GPU, the push (LL) path ---
 
 // all_gather, reduce_scatter and all_reduce(automatic) push up to this many bytes of each
-// rank's input (Options::ll_max_bytes): LL beat the staged one-shot up to 512 KiB. [ll]
+// rank's input at the most (Options::ll_max_bytes; per rank count: ll_max_bytes() below): LL
+// beat the staged one-shot up to 512 KiB at 2 ranks. [ll]
 inline constexpr std::size_t kDeviceLLMax = std::size_t{512} * 1024;
 // One block per this many bytes of each rank's input (Options::ll_part_bytes): a line or two
 // per thread; 8 KiB a block was slower. [targets]
@@ -80,5 +79,51 @@ inline constexpr std::size_t kLLSlotBytes = std::size_t{16} * 1024;
 // sleep: a peer's line usually lands within microseconds. [ll]
 inline constexpr unsigned kLLSpins = 4096;
 inline constexpr unsigned kLLSleepNs = 128;
+
+// --- Which algorithm, at which size, for which rank count ---
+//
+// The choices the Communicator makes by default (Options override them), as functions of the
+// rank count so that every count has one; tests/collectives check that each of 1..8 ranks
+// picks a path that runs and gives the right result (CPU in CI; GPU ranks sharing a GPU in
+// scripts/gpu-check.sh). Measured: host memory at 2, 4 and 8 ranks [cpu] [cpu-all]; GPUs at 1
+// and 2 [gpu] [ll]. 3 to 8 GPUs have never been lent: those entries are reasoned from the 2-GPU
+// figures, as follows.
+//
+// On a GPU the cost that separates the algorithms is one barrier against bytes on NVLink: a
+// barrier kernel takes 2.8-3.1 us [targets], and SM loads and stores move 320-350 GB/s per GPU
+// [targets], so one barrier costs about what 1 MB on the link does (kDeviceBarrierBytes). With
+// NVSwitch each GPU keeps its link rate whatever the number of peers, so at `world` ranks:
+//   - LL against staged one-shot: LL puts every byte on the link twice (a flag word per data
+//     word), (world - 1) x B more than one-shot per rank, and saves one barrier: LL while
+//     (world - 1) x B < kDeviceBarrierBytes. At 2 ranks that gives 1 MB, beyond the 512 KiB
+//     the LL slots hold in one piece, which is what was measured (LL won to 512 KiB [ll]).
+//   - one-shot against two-shot: one-shot reads (world - 1) x B, two-shot 2 (world - 1) / world
+//     x B with one barrier more: one-shot while (world - 1)(world - 2) / world x B is below
+//     kDeviceBarrierBytes; at 2 ranks always (measured [gpu]).
+// Rounded down to a power of two, so a reader sees the crossover's order, not false precision.
+inline constexpr std::size_t kDeviceBarrierBytes = std::size_t{1} << 20;
+
+constexpr std::size_t floor_power_of_two(std::size_t v) {
+  std::size_t p = 1;
+  while (p <= v / 2) p *= 2;
+  return p;
+}
+
+// all_reduce(automatic): one-shot up to this many bytes per rank, two-shot above.
+constexpr std::size_t one_shot_max_bytes(bool device, int world) {
+  if (world <= 2) return SIZE_MAX;
+  if (!device) return kHostOneShotTotal / static_cast<std::size_t>(world);  // [cpu]
+  const auto w = static_cast<std::size_t>(world);
+  return floor_power_of_two(kDeviceBarrierBytes * w / ((w - 1) * (w - 2)));
+}
+
+// all_gather, reduce_scatter, all_reduce(automatic) take the LL path up to this many bytes of
+// each rank's input (before the cap of what the LL slots hold in one piece); 0 on the host.
+constexpr std::size_t ll_max_bytes(bool device, int world) {
+  if (!device) return 0;  // [cpu]: the staged barrier already costs what a round of context switches does
+  if (world <= 1) return kDeviceLLMax;
+  const std::size_t crossover = floor_power_of_two(kDeviceBarrierBytes / static_cast<std::size_t>(world - 1));
+  return crossover < kDeviceLLMax ? crossover : kDeviceLLMax;
+}
 
 }  // namespace aperture::collectives::tuning
