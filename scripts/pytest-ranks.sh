@@ -37,4 +37,4 @@ args=("$@")
 export APERTURE_TIMEOUT=${APERTURE_TIMEOUT:-60} APERTURE_HEAP_SIZE=${APERTURE_HEAP_SIZE:-256M}
 # -p no:cacheprovider: N ranks would write one .pytest_cache at once.
 exec "$launcher" launch "${mode[@]}" -n "$ranks" --timeout "${PYTEST_RANKS_TIMEOUT:-900}" -- \
-  "$python" -m pytest -q -p no:cacheprovider -o console_output_style=classic "${args[@]}"
+  "$python" -m pytest -q -p no:cacheprovider --color=no -o console_output_style=classic "${args[@]}"

@@ -142,8 +142,10 @@ def test_gpu_bad_input(team, gpu_provider):
             comm.all_reduce(torch.zeros(8))
         with pytest.raises(aperture.Error, match="not compiled for GPUs"):
             comm.all_reduce(torch.zeros(8, dtype=torch.float64, device="cuda"))
-        with pytest.raises(aperture.Error, match="on one device"):
+        with pytest.raises(aperture.Error, match="inp is a torch.Tensor float32 .8,. on cpu"):
             comm.all_gather(torch.zeros(8 * team.size, device="cuda"), torch.zeros(8))
+        with pytest.raises(aperture.Error, match="out needs"):
+            comm.all_gather(torch.zeros(8 * team.size + 1, device="cuda"), torch.zeros(8, device="cuda"))
 
 
 @pytest.mark.skipif("MASTER_PORT" not in os.environ, reason="needs torch.distributed's env:// (aperture launch)")
