@@ -78,19 +78,21 @@ class Communicator:
             return _arrays.torch.cuda.current_stream(x.device).cuda_stream
         return 0
 
-    @staticmethod
-    def _symmetric_map(call, x):
-        """The C++ map of x when it lies in a live aperture allocation (zero-copy), else None
-        (staged); aperture.Error when it lies in a freed one."""
+    def _symmetric_map(self, call, x):
+        """The C++ map of the allocation x lies in when peers can read x where it lies (zero-copy),
+        else None (staged); aperture.Error when x lies in a freed allocation. The allocation's own
+        map serves any part of it (the C++ zero-copy forms take `in` anywhere in the allocation
+        at the same offset on every rank), so nothing is allocated per call, which also keeps the
+        calls capturable in a CUDA graph."""
         state, record = _registry.lookup(x)
         if state is None:
             return None
         if state == "freed":
             _registry.find(f"Communicator.{call}", x)  # raises, naming the freed allocation
-        start, nbytes = _arrays.extent(x)
-        if nbytes == 0:
-            return None  # nothing to read: the staged form takes it
-        return record.provider._core.symmetric_address_map(start, nbytes)
+        m = record.map
+        if _arrays.numel(x) == 0 or m.world_size != self.size or m.local_rank != self.rank or not m.all_direct:
+            return None  # nothing to read, another team's memory, or peers out of reach: staged
+        return m
 
     # --- collectives ------------------------------------------------------------------------------
     def barrier(self):

@@ -14,11 +14,12 @@ from ._error import ErrorCode, fail
 
 
 class Record:
-    __slots__ = ("provider", "allocation", "root", "__weakref__")
+    __slots__ = ("provider", "allocation", "map", "root", "__weakref__")
 
     def __init__(self, provider, allocation, root):
         self.provider = provider  # the Python Provider
         self.allocation = allocation  # its _core.Allocation (which keeps the C++ provider alive)
+        self.map = allocation.map  # the allocation's C++ map, for the zero-copy collectives
         self.root = weakref.ref(root, lambda _ref, key=id(root): _forget(key))
 
 

@@ -149,3 +149,16 @@ def test_two_providers_at_once(team, host_provider):
     assert aperture.address_map(b).allocation_base == b.data_ptr()
     other.free(b)
     host_provider.free(a)
+
+
+def test_default_provider_and_unavailable_ones(team):
+    prov = aperture.make_provider("default", team)
+    assert prov.name == aperture.default_provider_name()
+    t = prov.zeros(8, torch.int64)
+    assert aperture.address_map(t).allocation_base == t.data_ptr()
+    prov.free(t)
+    for name, compiled, available, why in aperture.provider_statuses():
+        if not available:  # known, but not here: refused saying why, with the code to branch on
+            with pytest.raises(aperture.Error) as e:
+                aperture.make_provider(name, team)
+            assert e.value.code == aperture.ErrorCode.unavailable and name in str(e.value)
