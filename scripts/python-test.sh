@@ -6,6 +6,9 @@
 #   APERTURE_PYTHON_INSTALL=0 ...           no pip downloads (a machine where all is preinstalled
 #                                           and no registry is reached: the GPU machine)
 #   PYTHON=python3.12 ...                   another interpreter (default python3)
+#   APERTURE_PYTHON_CMAKE_ARGS=-DAPERTURE_CUDA=OFF ...   CMake options for the package's build
+#                                           (.ci/run: no CUDA, which the CPU tests do not use and
+#                                           the GPU machine builds; it halves the build there)
 #
 # 1. PyPI: torch 2.11.0 and triton 3.6.0 (the Triton tests run under TRITON_INTERPRET=1 on CPUs),
 #    numpy, pytest, nanobind and scikit-build-core, into $PYTHON's environment, each only when
@@ -70,7 +73,7 @@ install_requirements() {
 }
 
 install_package() {
-  # The C++ objects are those of scripts/build.sh (same flags): ccache serves them the second time.
+  # ccache, where installed, serves a rebuild in a fresh build folder (CI's next run).
   if command -v ccache >/dev/null 2>&1 && [[ "${APERTURE_CCACHE:-1}" != 0 ]]; then
     export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
   fi
@@ -78,12 +81,13 @@ install_package() {
     export PATH="/usr/local/cuda/bin:$PATH"
   fi
   export CMAKE_BUILD_PARALLEL_LEVEL=${BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}
+  export CMAKE_ARGS="${CMAKE_ARGS:-} ${APERTURE_PYTHON_CMAKE_ARGS:-}"
   "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps . &&
     (cd / && "$PYTHON" -c 'import aperture, sys; print("python-test: aperture", aperture.available_providers(), "from", aperture.__file__)')
 }
 
-mpi_providers() {
-  (cd / && "$PYTHON" -c 'import aperture; print(" ".join(p for p in ("mpi-window", "openshmem") if p in aperture.available_providers()))')
+mpi_providers() {  # compiled in (they are available only in ranks that mpirun started)
+  (cd / && "$PYTHON" -c 'import aperture; print(" ".join(s[0] for s in aperture.provider_statuses() if s[1] and s[0] in ("mpi-window", "openshmem")))')
 }
 
 if [[ "${APERTURE_PYTHON_INSTALL:-1}" != 0 ]]; then
