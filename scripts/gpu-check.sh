@@ -9,6 +9,8 @@
 #   GPU_CHECK_BUDGET_S=300 ...             steps not begun by then are recorded as skipped
 #   COLLECTIVES=0 ./scripts/gpu-check.sh   skip step 5b (the collectives' own build, test and bench)
 #   GEMM=0 ./scripts/gpu-check.sh          skip step 5c (the overlapped GEMMs' test and bench)
+#   PYTHON_CHECK=0 ./scripts/gpu-check.sh  skip step 5d (the Python package); PYTHON_TESTS=FILES picks
+#                                          its tests (default: python/tests, every Python test)
 #
 # GoogleTest: the GPU machine has none and can fetch nothing, so the tree brings its sources.
 # Before sending the tree there, run scripts/vendor-gtest.sh once (it copies a googletest source
@@ -32,6 +34,10 @@
 #      two GPUs or more, at 1 rank where there is one (NCCL refuses two ranks on one GPU);
 #      5c. ag_gemm and gemm_rs (bench/gpu-gemm.sh): the test on every GPU provider at 1 and 2
 #      ranks, `aperture bench --ops ag_gemm,gemm_rs` and torch's fused ops beside it;
+#      5d. the Python package: `pip install --no-build-isolation --no-deps .` (its Python has
+#      torch, triton, nanobind and scikit-build-core and reaches no registry), pytest at 1 rank and
+#      at 2 ranks on one GPU (cuda-ipc, cuda-vmm; torch symmetric memory imported), and
+#      bench/python/all_reduce.py (2 ranks with 2 GPUs, else 1 rank: a function check);
 #   6. compute-sanitizer: memcheck (with leak check) on the aperture heaps' conformance runs and
 #      the kernel tests at 1 rank and on every rank of a 2-rank run, racecheck on the kernel
 #      tests, initcheck and synccheck on one each;
@@ -158,7 +164,8 @@ pass_detail() {
     skipped=$(grep -m1 -oE 'SKIPPED[^0-9]*[0-9]+ tests?, listed' "$log" | grep -oE '[0-9]+')
     printf 'gtest: %s passed, %s skipped; ' "${passed% test*}" "${skipped:-0}"
   fi
-  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*|gpu-gemm: [0-9]+ passed.*|sanitizer filter: [0-9]+ report.*' "$log" | tail -1
+  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*|gpu-gemm: [0-9]+ passed.*|sanitizer filter: [0-9]+ report.*|[0-9]+ passed.* in [0-9.]+s' \
+    "$log" | tail -1
 }
 finish() {
   echo
@@ -311,7 +318,25 @@ if [[ ${GEMM:-1} == 1 ]]; then
   step gpu-gemm 420 env BUILD_DIR="$build_dir-collectives" RESULTS="$work/gpu-gemm" bash "$root/bench/gpu-gemm.sh"
   grep -E '^gpu-gemm:|^bench row: (ag_gemm|gemm_rs)|^(ag_gemm|gemm_rs) M=' "$work/gpu-gemm.log" | head -40
 else
-  record gpu-gemm SKIP 0 "GEMM=0"
+  record gpu-gemm N/A 0 "GEMM=0"
+fi
+
+# --- 5d. the Python package (docs/PYTHON.md): built here from the tree, tests, bench ------------
+if [[ ${PYTHON_CHECK:-1} == 1 ]]; then
+  python=${PYTHON:-python3}
+  step python-install 300 env CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$python" -m pip install --no-build-isolation \
+    --no-deps --no-index "$root"
+  py_tests=(${PYTHON_TESTS:-python/tests})
+  step python.np1 240 env PYTHON="$python" bash "$root/scripts/pytest-ranks.sh" 1 "${py_tests[@]}"
+  step python.np2-one-gpu 300 env PYTHON="$python" CUDA_VISIBLE_DEVICES=0 APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" \
+    bash "$root/scripts/pytest-ranks.sh" 2 "${py_tests[@]}"
+  py_bench_ranks=1
+  (( gpus >= 2 )) && py_bench_ranks=2
+  step "python-bench.np$py_bench_ranks" 120 "$("$python" -c 'import aperture; print(aperture.program)' 2>/dev/null || echo aperture)" \
+    launch -n "$py_bench_ranks" --timeout 110 -- "$python" "$root/bench/python/all_reduce.py"
+  cat "$work/python-bench.np$py_bench_ranks.log" 2>/dev/null | grep -v '^\[rank [1-9]' | tail -8
+else
+  record python N/A 0 "PYTHON_CHECK=0"
 fi
 
 # --- 6. compute-sanitizer ---------------------------------------------------------------------

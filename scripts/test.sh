@@ -7,6 +7,9 @@
 #   CTEST_TIMEOUT=600 ./scripts/test.sh   per-test timeout in seconds (default 300) for tests that
 #                                     set none themselves
 #   CTEST_JOBS=1 ./scripts/test.sh    tests run two at a time by default
+#   APERTURE_PYTHON_TESTS=0 ./scripts/test.sh   without the Python package's tests (scripts/python-test.sh:
+#                                     it installs torch and the package, then runs pytest at 1, 2, 4
+#                                     ranks); they run by default when no ctest arguments are given
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/prepare.sh"  # $root, $build_dir; Open MPI as root
@@ -25,5 +28,17 @@ if [[ $status == 0 ]]; then
   echo "test: PASSED (results: $build_dir/ctest-results.xml)"
 else
   echo "test: FAILED, ctest exit status $status (results: $build_dir/ctest-results.xml)"
+fi
+
+# The Python package: installed from this tree and tested multi-rank (docs/PYTHON.md).
+if [[ "${APERTURE_PYTHON_TESTS:-$(($# == 0))}" != 0 ]]; then
+  echo
+  echo "test: the Python package (scripts/python-test.sh)"
+  py_status=0
+  bash "$root/scripts/python-test.sh" || py_status=$?
+  if [[ $py_status != 0 ]]; then
+    echo "test: FAILED: the Python tests (scripts/python-test.sh exit status $py_status)"
+    [[ $status != 0 ]] || status=$py_status
+  fi
 fi
 exit "$status"
