@@ -229,7 +229,11 @@ def signal(flag_ptr, value, from_rank, to_rank, peer_bases):
     everything this program stored before is visible to a peer whose ``wait_until_ge`` sees it.
 
     Triton has no release store, so this is a release exchange (an atomic that returns the old
-    value and discards it); for a flag nobody else writes the effect is the store's."""
+    value and discards it); for a flag nobody else writes the effect is the store's. The
+    barrier first makes every thread's earlier stores (a block store is spread over the
+    program's threads) precede the one thread's release, as __syncthreads() does before a
+    CUDA thread signals for its block."""
+    tl.debug_barrier()
     tl.atomic_xchg(translate(flag_ptr, from_rank, to_rank, peer_bases), value, sem="release", scope="sys")
 
 
@@ -245,4 +249,6 @@ def wait_until_ge(flag_ptr, value):
     seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")
     while seen < value:
         seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")
+    # Every thread of the program, not only the one that polled, reads after the acquire.
+    tl.debug_barrier()
     return seen
