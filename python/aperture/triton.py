@@ -66,17 +66,7 @@ __all__ = [
 ]
 
 # Bytes a vector access moves at most; alignment beyond this buys nothing.
-_VECTOR_BYTES = 16
-
-
-@triton.jit
-def _element_bytes(ptr):
-    # int1 (bool) tensors are stored one byte per element.
-    bits: tl.constexpr = ptr.dtype.element_ty.primitive_bitwidth
-    if bits < 8:
-        return 1
-    else:
-        return bits // 8
+_VECTOR_BYTES = tl.constexpr(16)
 
 
 @triton.jit
@@ -93,15 +83,16 @@ def _delta_bytes(from_rank, to_rank, peer_bases):
 
 @triton.jit
 def _shift(ptr, delta_bytes):
-    ELEM: tl.constexpr = _element_bytes(ptr)
+    # Bytes per element; int1 (bool) tensors are stored one byte per element.
+    ELEM: tl.constexpr = (ptr.dtype.element_ty.primitive_bitwidth + 7) // 8
     return ptr + delta_bytes // ELEM
 
 
 @triton.jit
 def _shift_vector_aligned(ptr, delta_bytes):
     # Only called when delta_bytes % 16 == 0: the translated block is exactly as aligned as ptr.
-    ELEM: tl.constexpr = _element_bytes(ptr)
-    VEC: tl.constexpr = 16 // ELEM if ELEM < 16 else 1
+    ELEM: tl.constexpr = (ptr.dtype.element_ty.primitive_bitwidth + 7) // 8
+    VEC: tl.constexpr = _VECTOR_BYTES // ELEM
     return ptr + tl.multiple_of(delta_bytes // ELEM, VEC)
 
 
@@ -115,25 +106,29 @@ def translate(ptr, from_rank, to_rank, peer_bases):
 
 
 @triton.jit
-def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None):
+def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None, cache_modifier: tl.constexpr = tl.constexpr(""),
+         volatile: tl.constexpr = False):
     """Reads to_rank's copy of ``ptr`` (relaxed). Masked-out lanes read nothing and yield
-    ``other`` (undefined when ``other`` is None, as in ``tl.load``)."""
+    ``other`` (undefined when ``other`` is None, as in ``tl.load``). ``cache_modifier`` and
+    ``volatile`` are ``tl.load``'s."""
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
-    if delta % 16 == 0:
-        value = tl.load(_shift_vector_aligned(ptr, delta), mask=mask, other=other)
+    if delta % _VECTOR_BYTES == 0:
+        value = tl.load(_shift_vector_aligned(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier,
+                        volatile=volatile)
     else:
-        value = tl.load(_shift(ptr, delta), mask=mask, other=other)
+        value = tl.load(_shift(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier, volatile=volatile)
     return value
 
 
 @triton.jit
-def store(ptr, value, from_rank, to_rank, peer_bases, mask=None):
-    """Writes ``value`` into to_rank's copy of ``ptr`` (relaxed). Masked-out lanes write nothing."""
+def store(ptr, value, from_rank, to_rank, peer_bases, mask=None, cache_modifier: tl.constexpr = tl.constexpr("")):
+    """Writes ``value`` into to_rank's copy of ``ptr`` (relaxed). Masked-out lanes write nothing.
+    ``cache_modifier`` is ``tl.store``'s."""
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
-    if delta % 16 == 0:
-        tl.store(_shift_vector_aligned(ptr, delta), value, mask=mask)
+    if delta % _VECTOR_BYTES == 0:
+        tl.store(_shift_vector_aligned(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
     else:
-        tl.store(_shift(ptr, delta), value, mask=mask)
+        tl.store(_shift(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
 
 
 @triton.jit
@@ -159,64 +154,64 @@ def copy(dst_ptr, src_ptr, src_rank, dst_rank, cur_rank, peer_bases, mask=None):
 
 
 @triton.jit
-def atomic_add(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_add(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
     """Adds ``value`` to to_rank's copy of ``ptr``; returns the old values."""
     return tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_sub(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_sub(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
     """Subtracts ``value`` from to_rank's copy of ``ptr``; returns the old values."""
     return tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), -value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_and(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_and(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
     """Bitwise-ands ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
     return tl.atomic_and(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_or(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = "acq_rel",
-              scope: tl.constexpr = "sys"):
+def atomic_or(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+              scope: tl.constexpr = tl.constexpr("sys")):
     """Bitwise-ors ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
     return tl.atomic_or(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_xor(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_xor(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
     """Bitwise-xors ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
     return tl.atomic_xor(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_min(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_min(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
     """Stores min(old, ``value``) into to_rank's copy of ``ptr``; returns the old values."""
     return tl.atomic_min(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_max(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_max(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
     """Stores max(old, ``value``) into to_rank's copy of ``ptr``; returns the old values."""
     return tl.atomic_max(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_xchg(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = "acq_rel",
-                scope: tl.constexpr = "sys"):
+def atomic_xchg(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+                scope: tl.constexpr = tl.constexpr("sys")):
     """Replaces to_rank's copy of ``ptr`` with ``value``; returns the old values."""
     return tl.atomic_xchg(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_cas(ptr, cmp, value, from_rank, to_rank, peer_bases, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_cas(ptr, cmp, value, from_rank, to_rank, peer_bases, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
     """Replaces to_rank's copy of ``ptr`` with ``value`` where it equals ``cmp``; returns the
     values found, so a lane swapped exactly when its result equals ``cmp``. (Triton's
     compare-and-swap takes no mask.)"""
@@ -242,8 +237,9 @@ def wait_until_ge(flag_ptr, value):
     """Waits until the caller's own flag is >= ``value`` (acquire, system scope) and returns the
     value seen. The flag is local: peers raise it with ``signal``.
 
-    Each poll is an acquire read-modify-write that adds 0 (Triton has no acquire load), so once
-    the loop ends, everything the signaller wrote before its signal is visible here. Like the
+    Each poll is an acquire add of 0 (Triton has no acquire load in its language; on NVIDIA it
+    compiles the add of 0 to ``ld.global.sys.acquire``, the C++ wait's instruction), so once the
+    loop ends, everything the signaller wrote before its signal is visible here. Like the
     C++ device wait it waits as long as it takes: a kernel waits only for signals its peers are
     sure to send."""
     seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")

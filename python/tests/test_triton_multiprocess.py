@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_world import DTYPES, pattern
+from triton_world import DTYPES, only_in_one_rank_jobs, pattern
 
 import aperture.triton as apt
 
@@ -291,3 +291,6 @@ def test_kernels_across_processes_on_shared_memory(world):
     """Every scenario (stores of every dtype with counted signals, ring rounds with signal and
     wait on views, atomics from every rank into every rank, a one-shot all-reduce)."""
     run_world(world)
+
+
+only_in_one_rank_jobs(globals())

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_world import ATOMIC_DTYPES, DEVICE, DTYPES, pattern, table
+from triton_world import ATOMIC_DTYPES, DEVICE, DTYPES, only_in_one_rank_jobs, pattern, table
 
 import aperture.triton as apt
 
@@ -330,3 +330,6 @@ def test_signal_sets_the_target_flag_and_wait_returns_the_value_seen():
     assert seen.item() == 1001
     wait_kernel[(1,)](flags[2], 3, seen)
     assert seen.item() == 5
+
+
+only_in_one_rank_jobs(globals())

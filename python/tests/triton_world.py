@@ -47,3 +47,21 @@ def pattern(rank, n, dtype, salt=0, device=DEVICE):
 def table(tensors, device=DEVICE):
     """A peer-base table made of the tensors' addresses: entry r is 'rank r's copy'."""
     return torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=device)
+
+
+def job_size():
+    """How many ranks the launcher started (aperture launch and torchrun export WORLD_SIZE;
+    mpirun its own variables); 1 for a plain pytest."""
+    for name in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+        if os.environ.get(name):
+            return int(os.environ[name])
+    return 1
+
+
+def only_in_one_rank_jobs(module_globals):
+    """Removes a module's tests in a multi-rank job. Tests that simulate ranks in one process,
+    or start their own processes, would otherwise run once per launched rank, all at once,
+    testing nothing more; the one-rank job runs them, and the provider tests run at every size."""
+    if job_size() > 1:
+        for name in [n for n in module_globals if n.startswith("test_")]:
+            del module_globals[name]
