@@ -27,6 +27,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
+import aperture.iris as iris  # noqa: E402
 import aperture.triton as apt  # noqa: E402
 
 HOPPER = GPUTarget("cuda", 90, 32)
@@ -82,9 +83,35 @@ def relaxed_cta_atomic_kernel(buf, peer_bases, rank, peer):
     apt.atomic_max(buf, 1, rank, peer, peer_bases, sem="relaxed", scope="cta")
 
 
+@triton.jit
+def iris_store_kernel(buf, src, heap_bases, cur_rank, peer, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    iris.store(buf + offs, tl.load(src + offs, mask=mask), cur_rank, peer, heap_bases, mask=mask, cache_modifier=".cs")
+
+
+@triton.jit
+def iris_hinted_load_kernel(buf, out, heap_bases, cur_rank, peer, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, iris.load(buf + offs, cur_rank, peer, heap_bases, mask=mask, hint=16, cache_modifier=".cg"),
+             mask=mask)
+
+
+@triton.jit
+def iris_default_atomic_kernel(buf, heap_bases, cur_rank, peer):
+    iris.atomic_add(buf, 1, cur_rank, peer, heap_bases)
+
+
+@triton.jit
+def iris_gpu_scope_cas_kernel(buf, heap_bases, cur_rank, peer):
+    iris.atomic_cas(buf, 0, 1, cur_rank, peer, heap_bases, sem="acquire", scope="gpu")
+
+
 F32_STORE = {"buf": "*fp32", "src": "*fp32", "peer_bases": "*i64", "rank": "i32", "peer": "i32", "n": "i32",
              "BLOCK": "constexpr"}
 ATOMIC_SIG = {"buf": "*i32", "peer_bases": "*i64", "rank": "i32", "peer": "i32"}
+IRIS_ATOMIC_SIG = {"buf": "*i32", "heap_bases": "*u64", "cur_rank": "i32", "peer": "i32"}
 
 
 def compile_all():
@@ -99,6 +126,13 @@ def compile_all():
         "wait": ptx_of(wait_kernel, {"flag": "*u64", "out": "*u64"}),
         "default_atomic": ptx_of(default_atomic_kernel, ATOMIC_SIG),
         "relaxed_cta_atomic": ptx_of(relaxed_cta_atomic_kernel, ATOMIC_SIG),
+        "iris_store": ptx_of(iris_store_kernel, {"buf": "*fp32", "src": "*fp32", "heap_bases": "*u64", "cur_rank": "i32",
+                                                 "peer": "i32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+        "iris_hinted_load": ptx_of(iris_hinted_load_kernel, {"buf": "*fp32", "out": "*fp32", "heap_bases": "*u64",
+                                                             "cur_rank": "i32", "peer": "i32", "n": "i32",
+                                                             "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+        "iris_default_atomic": ptx_of(iris_default_atomic_kernel, IRIS_ATOMIC_SIG),
+        "iris_gpu_scope_cas": ptx_of(iris_gpu_scope_cas_kernel, IRIS_ATOMIC_SIG),
     }
 
 
@@ -150,6 +184,22 @@ def test_atomics_default_to_acq_rel_at_system_scope_and_honour_what_is_asked(ptx
     assert found and all("acq_rel" in a and ".sys" in a for a in found), found
     found = atomics(ptx["relaxed_cta_atomic"])
     assert found and all("relaxed" in a and ".cta" in a for a in found), found
+
+
+
+def test_iris_store_vectorises_and_keeps_its_cache_modifier(ptx):
+    assert "st.global.cs.v4.b32" in stores(ptx["iris_store"]), stores(ptx["iris_store"])
+
+
+def test_iris_hinted_load_vectorises(ptx):
+    assert re.search(r"ld\.global\.cg[.a-z0-9]*\.v4\.b32", ptx["iris_hinted_load"])
+
+
+def test_iris_atomics_default_to_system_scope_and_keep_an_asked_scope(ptx):
+    found = atomics(ptx["iris_default_atomic"])
+    assert found and all("acq_rel" in a and ".sys" in a for a in found), found
+    found = atomics(ptx["iris_gpu_scope_cas"])
+    assert found and all("acquire" in a and ".gpu" in a and "cas" in a for a in found), found
 
 
 if __name__ == "__main__":
