@@ -28,7 +28,9 @@ whose every copy is aligned to its element size.
 congruent modulo 16 bytes (true for every aperture provider, whose allocations are at least
 256-byte aligned, and for torch symmetric memory), they tell the compiler so, which lets it
 emit 16-byte vector accesses exactly as it would for a local pointer. The test is one scalar
-comparison; the unaligned case takes the other branch and stays correct.
+comparison. Both forms are issued, with complementary masks (a masked-off access touches no
+memory, so the vector form never goes through a misaligned address): as two branches, a load
+whose value then feeds a branched store crashes Triton 3.6's coalescing pass.
 
 Ordering follows the C++ semantics (DESIGN.md §4): ``load``/``store``/``put``/``get``/``copy``
 are relaxed and unordered; ``signal`` is a release operation and ``wait_until_ge`` an acquire
@@ -112,11 +114,15 @@ def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None, cache_modif
     ``other`` (undefined when ``other`` is None, as in ``tl.load``). ``cache_modifier`` and
     ``volatile`` are ``tl.load``'s."""
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
-    if delta % _VECTOR_BYTES == 0:
-        value = tl.load(_shift_vector_aligned(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier,
-                        volatile=volatile)
-    else:
-        value = tl.load(_shift(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier, volatile=volatile)
+    # The vector form where the peers are 16-byte congruent, the word form elsewhere (see the
+    # module's docstring for why not two branches).
+    aligned = delta % _VECTOR_BYTES == 0
+    vector_mask = aligned if mask is None else mask & aligned
+    word_mask = (delta % _VECTOR_BYTES != 0) if mask is None else mask & (delta % _VECTOR_BYTES != 0)
+    vector = tl.load(_shift_vector_aligned(ptr, delta), mask=vector_mask, other=other, cache_modifier=cache_modifier,
+                     volatile=volatile)
+    word = tl.load(_shift(ptr, delta), mask=word_mask, other=other, cache_modifier=cache_modifier, volatile=volatile)
+    value = tl.where(aligned, vector, word)
     return value
 
 
@@ -125,10 +131,11 @@ def store(ptr, value, from_rank, to_rank, peer_bases, mask=None, cache_modifier:
     """Writes ``value`` into to_rank's copy of ``ptr`` (relaxed). Masked-out lanes write nothing.
     ``cache_modifier`` is ``tl.store``'s."""
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
-    if delta % _VECTOR_BYTES == 0:
-        tl.store(_shift_vector_aligned(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
-    else:
-        tl.store(_shift(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
+    aligned = delta % _VECTOR_BYTES == 0
+    vector_mask = aligned if mask is None else mask & aligned
+    word_mask = (delta % _VECTOR_BYTES != 0) if mask is None else mask & (delta % _VECTOR_BYTES != 0)
+    tl.store(_shift_vector_aligned(ptr, delta), value, mask=vector_mask, cache_modifier=cache_modifier)
+    tl.store(_shift(ptr, delta), value, mask=word_mask, cache_modifier=cache_modifier)
 
 
 @triton.jit

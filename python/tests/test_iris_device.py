@@ -10,10 +10,11 @@ copy(src, dst, from_rank, to_rank, cur_rank) moves between two ranks.
 
 import pytest
 import torch
+# triton_world before triton: it decides whether Triton interprets this process's kernels.
+from triton_world import ATOMIC_DTYPES, DEVICE, DTYPES, INTERPRETED, only_in_one_rank_jobs, pattern
 import triton
 import triton.language as tl
 
-from triton_world import ATOMIC_DTYPES, DEVICE, DTYPES, INTERPRETED, only_in_one_rank_jobs, pattern
 
 import aperture.iris as iris
 

@@ -99,6 +99,15 @@ def iris_hinted_load_kernel(buf, out, heap_bases, cur_rank, peer, n, BLOCK: tl.c
 
 
 @triton.jit
+def iris_get_put_copy_kernel(buf, local, heap_bases, cur_rank, peer, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    iris.get(buf + offs, local + offs, cur_rank, peer, heap_bases, mask=mask, load_cache_modifier=".cg")
+    iris.put(local + offs, buf + offs, cur_rank, peer, heap_bases, mask=mask, store_cache_modifier=".wt")
+    iris.copy(buf + offs, buf + n + offs, peer, cur_rank, cur_rank, heap_bases, mask=mask, hint=16)
+
+
+@triton.jit
 def iris_default_atomic_kernel(buf, heap_bases, cur_rank, peer):
     iris.atomic_add(buf, 1, cur_rank, peer, heap_bases)
 
@@ -106,6 +115,53 @@ def iris_default_atomic_kernel(buf, heap_bases, cur_rank, peer):
 @triton.jit
 def iris_gpu_scope_cas_kernel(buf, heap_bases, cur_rank, peer):
     iris.atomic_cas(buf, 0, 1, cur_rank, peer, heap_bases, sem="acquire", scope="gpu")
+
+
+# Kernels that combine the operations as the tests and examples do: each must compile (the
+# interpreter runs what the compiler may refuse, as Triton 3.6 once did a load feeding a store).
+
+@triton.jit
+def load_then_store_kernel(a, a_bases, b, b_bases, rank, peer, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    apt.store(b + offs, apt.load(a + offs, rank, peer, a_bases, mask=mask) + 1, rank, peer, b_bases, mask=mask)
+    apt.copy(b + n + offs, b + offs, peer, rank, rank, b_bases, mask=mask)
+
+
+@triton.jit
+def ring_kernel(inbox, bases, mine, received, flag, flag_bases, rank, world, lap, N: tl.constexpr,
+                BLOCK: tl.constexpr):
+    nxt = (rank + 1) % world
+    for start in range(0, N, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        apt.put(inbox + offs, mine + offs, rank, nxt, bases)
+    apt.signal(flag, lap, rank, nxt, flag_bases)
+    apt.wait_until_ge(flag, lap)
+    for start in range(0, N, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        tl.store(received + offs, apt.load(inbox + offs, rank, rank, bases))
+
+
+@triton.jit
+def all_reduce_kernel(inp, out, bases, rank, n, WORLD: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for peer in range(WORLD):
+        acc += apt.load(inp + offs, rank, peer, bases, mask=mask).to(tl.float32)
+    tl.store(out + offs, acc.to(out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def iris_consumer_kernel(buffer, flags, n, consumer: tl.constexpr, BLOCK: tl.constexpr, heap_bases):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    seen = iris.atomic_cas(flags + pid, 1, 0, consumer, consumer, heap_bases, sem="acquire", scope="sys")
+    while seen != 1:
+        seen = iris.atomic_cas(flags + pid, 1, 0, consumer, consumer, heap_bases, sem="acquire", scope="sys")
+    iris.store(buffer + offs, iris.load(buffer + offs, consumer, consumer, heap_bases, mask=mask) * 2, consumer,
+               consumer, heap_bases, mask=mask)
 
 
 F32_STORE = {"buf": "*fp32", "src": "*fp32", "peer_bases": "*i64", "rank": "i32", "peer": "i32", "n": "i32",
@@ -131,6 +187,21 @@ def compile_all():
         "iris_hinted_load": ptx_of(iris_hinted_load_kernel, {"buf": "*fp32", "out": "*fp32", "heap_bases": "*u64",
                                                              "cur_rank": "i32", "peer": "i32", "n": "i32",
                                                              "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+        "iris_get_put_copy": ptx_of(iris_get_put_copy_kernel, {"buf": "*bf16", "local": "*bf16", "heap_bases": "*u64",
+                                                               "cur_rank": "i32", "peer": "i32", "n": "i32",
+                                                               "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+        "load_then_store": ptx_of(load_then_store_kernel, {"a": "*bf16", "a_bases": "*i64", "b": "*bf16",
+                                                           "b_bases": "*i64", "rank": "i32", "peer": "i32", "n": "i32",
+                                                           "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+        "ring": ptx_of(ring_kernel, {"inbox": "*i64", "bases": "*i64", "mine": "*i64", "received": "*i64",
+                                     "flag": "*u64", "flag_bases": "*i64", "rank": "i32", "world": "i32", "lap": "i32",
+                                     "N": "constexpr", "BLOCK": "constexpr"}, {"N": 4096, "BLOCK": 1024}),
+        "all_reduce": ptx_of(all_reduce_kernel, {"inp": "*fp16", "out": "*fp16", "bases": "*i64", "rank": "i32",
+                                                 "n": "i32", "WORLD": "constexpr", "BLOCK": "constexpr"},
+                             {"WORLD": 4, "BLOCK": 1024}),
+        "iris_consumer": ptx_of(iris_consumer_kernel, {"buffer": "*fp32", "flags": "*i32", "n": "i32",
+                                                       "consumer": "constexpr", "BLOCK": "constexpr",
+                                                       "heap_bases": "*u64"}, {"consumer": 1, "BLOCK": 512}),
         "iris_default_atomic": ptx_of(iris_default_atomic_kernel, IRIS_ATOMIC_SIG),
         "iris_gpu_scope_cas": ptx_of(iris_gpu_scope_cas_kernel, IRIS_ATOMIC_SIG),
     }
@@ -165,6 +236,12 @@ def test_remote_load_vectorises(ptx):
     assert re.search(r"ld\.global[.a-z0-9]*\.v4\.b32", ptx["remote_load"]), "the translated load does not vectorise"
 
 
+def test_kernels_combining_the_operations_compile_and_vectorise(ptx):
+    assert "st.global.v4.b32" in stores(ptx["load_then_store"])
+    assert re.search(r"ld\.global[.a-z0-9]*\.v4\.b32", ptx["all_reduce"])
+    assert atomics(ptx["ring"]) and atomics(ptx["iris_consumer"])
+
+
 def test_signal_is_a_release_at_system_scope_after_a_barrier(ptx):
     found = atomics(ptx["signal"])
     assert any("release" in a and ".sys" in a for a in found), found
@@ -193,6 +270,13 @@ def test_iris_store_vectorises_and_keeps_its_cache_modifier(ptx):
 
 def test_iris_hinted_load_vectorises(ptx):
     assert re.search(r"ld\.global\.cg[.a-z0-9]*\.v4\.b32", ptx["iris_hinted_load"])
+
+
+def test_iris_get_put_copy_vectorise_with_their_cache_modifiers(ptx):
+    text = ptx["iris_get_put_copy"]
+    assert re.search(r"ld\.global\.cg[.a-z0-9]*\.v4\.b32", text), "get's remote load"
+    assert "st.global.wt.v4.b32" in stores(text), stores(text)
+    assert "st.global.v4.b32" in stores(text), "get's local store and copy's remote store"
 
 
 def test_iris_atomics_default_to_system_scope_and_keep_an_asked_scope(ptx):

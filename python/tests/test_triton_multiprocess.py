@@ -20,10 +20,11 @@ import uuid
 
 import pytest
 import torch
+# triton_world before triton: it decides whether Triton interprets this process's kernels.
+from triton_world import DTYPES, only_in_one_rank_jobs, pattern
 import triton
 import triton.language as tl
 
-from triton_world import DTYPES, only_in_one_rank_jobs, pattern
 
 import aperture.triton as apt
 

@@ -8,10 +8,11 @@ there is one, otherwise under Triton's interpreter on CPU tensors.
 
 import pytest
 import torch
+# triton_world before triton: it decides whether Triton interprets this process's kernels.
+from triton_world import ATOMIC_DTYPES, DEVICE, DTYPES, only_in_one_rank_jobs, pattern, table
 import triton
 import triton.language as tl
 
-from triton_world import ATOMIC_DTYPES, DEVICE, DTYPES, only_in_one_rank_jobs, pattern, table
 
 import aperture.triton as apt
 

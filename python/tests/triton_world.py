@@ -1,9 +1,10 @@
 """What the aperture.triton and aperture.iris tests share: where kernels run, and values.
 
 Kernels run on the GPU when there is one and Triton is not told to interpret; otherwise under
-Triton's interpreter on CPU tensors. The interpreter is chosen here, before anything imports
-aperture.triton, because Triton decides at decoration time whether a @triton.jit function is
-compiled or interpreted.
+Triton's interpreter on CPU tensors. The interpreter is chosen here, and test modules import
+this before triton itself: Triton decides at decoration time whether a @triton.jit function
+is compiled or interpreted, its own library functions (decorated when triton is imported)
+included.
 """
 
 import os

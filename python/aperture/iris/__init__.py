@@ -36,10 +36,11 @@ from ._device import (
     store,
     translate,
 )
+from ._host import Iris, iris
 
 _launch_options.install()
 
 __all__ = [
-    "translate", "load", "store", "get", "put", "copy", "atomic_add", "atomic_sub", "atomic_and",
+    "Iris", "iris", "translate", "load", "store", "get", "put", "copy", "atomic_add", "atomic_sub", "atomic_and",
     "atomic_or", "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas",
 ]
