@@ -24,6 +24,7 @@
 #include "reaper.h"
 #include "signals.h"
 #include "spawn.h"
+#include "torch_variables.h"
 #include "watchdog.h"
 
 #include "launcher/args.h"
@@ -102,17 +103,25 @@ class LocalJob {
     // Rank 0 may read piped input; a terminal stays with the launcher (the ranks run in a
     // background process group, where reading the terminal would stop them).
     const bool stdin_for_rank0 = ::isatty(STDIN_FILENO) == 0;
+    int master_port = 0;
+    try {
+      master_port = free_loopback_port();
+    } catch (const std::exception& e) {
+      fail_to_start(0, e.what(), kExitLauncherFailed);
+      return;
+    }
 
     for (int r = 0; r < options_.ranks; ++r) {
       SpawnRequest request;
       request.path = options_.program_path;
       request.argv = argv;
-      request.env = environment_with({{"APERTURE_RANK", std::to_string(r)},
-                                      {"APERTURE_WORLD_SIZE", std::to_string(options_.ranks)},
-                                      {"APERTURE_LOCAL_RANK", std::to_string(r)},
-                                      {"APERTURE_LOCAL_SIZE", std::to_string(options_.ranks)},
-                                      {"APERTURE_HUB", hub_.address()},
-                                      {"APERTURE_JOB_TOKEN", token_}});
+      std::vector<std::pair<std::string, std::string>> variables{
+          {"APERTURE_RANK", std::to_string(r)},   {"APERTURE_WORLD_SIZE", std::to_string(options_.ranks)},
+          {"APERTURE_LOCAL_RANK", std::to_string(r)}, {"APERTURE_LOCAL_SIZE", std::to_string(options_.ranks)},
+          {"APERTURE_HUB", hub_.address()},       {"APERTURE_JOB_TOKEN", token_}};
+      // torch.distributed.init_process_group works in the ranks as under torchrun.
+      for (auto& variable : torch_variables(r, options_.ranks, master_port)) variables.push_back(std::move(variable));
+      request.env = environment_with(variables);
       request.process_group = pgid_;
       request.inherit_stdin = r == 0 && stdin_for_rank0;
       request.signals = &signals_;

@@ -27,6 +27,7 @@
 #include "reaper.h"
 #include "signals.h"
 #include "spawn.h"
+#include "torch_variables.h"
 #include "watchdog.h"
 
 #include "launcher/args.h"
@@ -105,6 +106,14 @@ int run_mpi_launch(const LaunchOptions& options) {
   std::vector<std::pair<std::string, std::string>> set;
   // Open MPI refuses to run as root unless told twice; containers and CI often run as root.
   if (::geteuid() == 0) set = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+  // torch.distributed's rendezvous; the shim adds RANK, WORLD_SIZE, LOCAL_RANK from Open MPI's.
+  try {
+    set.emplace_back("MASTER_ADDR", "127.0.0.1");
+    set.emplace_back("MASTER_PORT", std::to_string(free_loopback_port()));
+  } catch (const std::exception& e) {
+    launch_note(e.what());
+    return kExitLauncherFailed;
+  }
   request.env = environment_with(set, kLauncherVariables);
   request.inherit_stdin = ::isatty(STDIN_FILENO) == 0;
   request.signals = &*signals;

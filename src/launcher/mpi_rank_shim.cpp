@@ -15,8 +15,10 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launcher/args.h"
@@ -38,6 +40,13 @@ int mpi_rank_main(int argc, char** argv) {
   if (group > 0) ::setpgid(0, group);  // best effort: without it only the watchdog's reach shrinks
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != mpirun) return 1;  // mpirun already died
+  // torchrun's variables from Open MPI's, as `aperture launch` sets them without --mpi
+  // (torch_variables.h; MASTER_ADDR and MASTER_PORT came from the launcher).
+  for (const auto& [torch_name, mpi_name] : {std::pair{"RANK", "OMPI_COMM_WORLD_RANK"},
+                                             std::pair{"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"},
+                                             std::pair{"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
+                                             std::pair{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}})
+    if (const char* value = std::getenv(mpi_name)) ::setenv(torch_name, value, 1);
   ::execv(argv[3], argv + 3);
   std::fprintf(stderr, "aperture launch --mpi: cannot execute '%s': %s\n", argv[3], std::strerror(errno));
   return 127;

@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "world.h"
@@ -21,6 +25,44 @@ TEST(Team, ShapeMatchesTheLauncher) {
   if (const char* size = std::getenv("OMPI_COMM_WORLD_SIZE")) EXPECT_EQ(team.size(), std::atoi(size));
   for (int r = 0; r < team.size(); ++r) EXPECT_TRUE(team.same_node(r)) << "every test rank runs on this machine";
   EXPECT_FALSE(team.same_node(team.size()));
+}
+
+// `aperture launch` sets torchrun's variables too, so torch.distributed.init_process_group works
+// in its ranks; they agree with the Team, and MASTER_PORT is one free loopback port for the job.
+TEST(Team, LaunchSetsTorchrunsVariables) {
+  auto& team = world();
+  // (--mpi: the launcher's rank shim sets them from Open MPI's; plain mpirun sets none)
+  if (team.launched_by() != "aperture launch" && std::getenv("MASTER_PORT") == nullptr)
+    GTEST_SKIP() << "ranks started by " << team.launched_by() << ", not by aperture launch";
+  const auto number = [](const char* name) {
+    const char* text = std::getenv(name);
+    EXPECT_NE(text, nullptr) << name << " is not set";
+    return text ? std::atoi(text) : -1;
+  };
+  EXPECT_EQ(number("RANK"), team.rank());
+  EXPECT_EQ(number("WORLD_SIZE"), team.size());
+  EXPECT_EQ(number("LOCAL_RANK"), team.local_rank());
+  EXPECT_EQ(number("LOCAL_WORLD_SIZE"), team.local_size());
+  const char* address = std::getenv("MASTER_ADDR");
+  ASSERT_NE(address, nullptr);
+  EXPECT_EQ(std::string(address), "127.0.0.1");
+  const int port = number("MASTER_PORT");
+  ASSERT_GT(port, 0);
+  ASSERT_LE(port, 65535);
+  std::vector<int> ports(static_cast<std::size_t>(team.size()));
+  team.allgather(&port, ports.data(), sizeof port);
+  for (int r = 0; r < team.size(); ++r) EXPECT_EQ(ports[r], port) << "rank " << r << " got another MASTER_PORT";
+  if (team.rank() == 0) {  // torch's rank 0 listens there: nothing else may hold it
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in where{};
+    where.sin_family = AF_INET;
+    where.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    where.sin_port = htons(static_cast<std::uint16_t>(port));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&where), sizeof where), 0) << "MASTER_PORT " << port << " is taken";
+    ::close(fd);
+  }
+  team.barrier();
 }
 
 TEST(Team, AllgatherPutsEveryRanksBytesInRankOrder) {

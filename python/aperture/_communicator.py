@@ -1,0 +1,140 @@
+"""Collectives on tensors: the C++ Communicator (aperture/collectives), on torch's current stream.
+
+Tensors of the provider's memory kind go in: CUDA tensors on this rank's GPU for GPU providers,
+CPU tensors or numpy arrays for host providers. A tensor in an aperture allocation (any
+provider's) is read where it lies (zero-copy); any other is staged through the Communicator's
+scratch, by the C++ library. Every call is collective: same calls, same order, same shapes."""
+
+from . import _arrays, _core, _registry
+from ._error import ErrorCode, fail
+
+_DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16")
+
+
+class Communicator:
+    """Collective: ``Communicator(team, provider)`` allocates its scratch from `provider`.
+    ``close()`` (or leaving a ``with`` block) frees it, collectively; so does garbage collection,
+    at a time that may differ between ranks: close it where every rank does."""
+
+    def __init__(self, team, provider):
+        self._provider = provider
+        self._core = _core.Communicator(provider._core, team)
+
+    rank = property(lambda self: self._core.rank)
+    size = property(lambda self: self._core.size)
+    provider = property(lambda self: self._provider)
+
+    def close(self):
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- checks -----------------------------------------------------------------------------
+    def _check(self, call, x, role):
+        who = f"Communicator.{call}"
+        _arrays.check_array(who, x, role)
+        if self._provider.memory_kind == "device":
+            if not (_arrays.is_tensor(x) and x.is_cuda):
+                fail(ErrorCode.invalid_argument,
+                     f"{who}: {role} is a {_arrays.describe(x)}, but provider {self._provider.name} serves GPU "
+                     "memory; give a CUDA tensor on this rank's GPU")
+        elif _arrays.is_tensor(x) and x.device.type != "cpu":
+            fail(ErrorCode.invalid_argument,
+                 f"{who}: {role} is a {_arrays.describe(x)}, but provider {self._provider.name} serves host "
+                 "memory; give a CPU tensor (or numpy array)")
+        if _arrays.dtype_name(x) not in _DTYPES:
+            fail(ErrorCode.invalid_argument,
+                 f"{who}: {role} is a {_arrays.describe(x)}; collectives take {', '.join(_DTYPES)}")
+        if _registry.lookup(x)[0] == "freed":
+            _registry.find(who, x)  # raises: a freed allocation is no one's memory now
+        if not _arrays.is_contiguous(x):
+            fail(ErrorCode.invalid_argument,
+                 f"{who}: {role} ({_arrays.describe(x)}) is not contiguous; pass x.contiguous()")
+
+    def _pair(self, call, out, inp, out_per_in):
+        """Checks out and inp alike and out's size against inp's (out = out_per_in x inp elements)."""
+        self._check(call, out, "out")
+        self._check(call, inp, "inp")
+        if _arrays.dtype_name(out) != _arrays.dtype_name(inp):
+            fail(ErrorCode.invalid_argument,
+                 f"Communicator.{call}: out is {_arrays.dtype_name(out)} but inp is {_arrays.dtype_name(inp)}; "
+                 "give both one dtype")
+        if _arrays.device_index(out) != _arrays.device_index(inp):
+            fail(ErrorCode.invalid_argument,
+                 f"Communicator.{call}: out is a {_arrays.describe(out)} but inp a {_arrays.describe(inp)}; "
+                 "give both on one device")
+        expected = out_per_in * _arrays.numel(inp)
+        if _arrays.numel(out) != expected:
+            fail(ErrorCode.invalid_argument,
+                 f"Communicator.{call}: out has {_arrays.numel(out)} elements and inp {_arrays.numel(inp)}; "
+                 f"with {self.size} ranks out needs {out_per_in:g} x inp = {expected:g} elements")
+
+    def _stream(self, x):
+        if _arrays.is_tensor(x) and x.is_cuda:
+            return _arrays.torch.cuda.current_stream(x.device).cuda_stream
+        return 0
+
+    @staticmethod
+    def _symmetric_map(call, x):
+        """The C++ map of x when it lies in a live aperture allocation (zero-copy), else None
+        (staged); aperture.Error when it lies in a freed one."""
+        state, record = _registry.lookup(x)
+        if state is None:
+            return None
+        if state == "freed":
+            _registry.find(f"Communicator.{call}", x)  # raises, naming the freed allocation
+        start, nbytes = _arrays.extent(x)
+        if nbytes == 0:
+            return None  # nothing to read: the staged form takes it
+        return record.provider._core.symmetric_address_map(start, nbytes)
+
+    # --- collectives ------------------------------------------------------------------------------
+    def barrier(self):
+        stream = 0
+        if self._provider.memory_kind == "device":
+            stream = _arrays.torch.cuda.current_stream().cuda_stream
+        self._core.barrier(stream)
+
+    def all_reduce(self, tensor, op="sum"):
+        """In place: every element becomes the reduction ("sum", "min", "max") over ranks."""
+        self._check("all_reduce", tensor, "tensor")
+        a = _arrays.address(tensor)
+        self._core.all_reduce(a, self._symmetric_map("all_reduce", tensor), a, _arrays.numel(tensor), _arrays.dtype_name(tensor), op,
+                              self._stream(tensor))
+        return tensor
+
+    def all_gather(self, out, inp):
+        """out[r * n : (r + 1) * n] = rank r's inp (n = inp's elements)."""
+        self._pair("all_gather", out, inp, self.size)
+        self._core.all_gather(_arrays.address(inp), self._symmetric_map("all_gather", inp), _arrays.address(out), _arrays.numel(inp),
+                              _arrays.dtype_name(inp), self._stream(inp))
+        return out
+
+    def reduce_scatter(self, out, inp, op="sum"):
+        """out[i] = reduction over ranks of inp[rank * n + i] (n = out's elements)."""
+        self._pair("reduce_scatter", out, inp, 1 / self.size)
+        self._core.reduce_scatter(_arrays.address(inp), self._symmetric_map("reduce_scatter", inp), _arrays.address(out),
+                                  _arrays.numel(out), _arrays.dtype_name(inp), op, self._stream(inp))
+        return out
+
+    def all_to_all(self, out, inp):
+        """out[r * n + i] = rank r's inp[rank * n + i] (n = inp's elements / ranks)."""
+        self._pair("all_to_all", out, inp, 1)
+        if _arrays.numel(inp) % self.size:
+            fail(ErrorCode.invalid_argument,
+                 f"Communicator.all_to_all: inp has {_arrays.numel(inp)} elements, not a multiple of the "
+                 f"{self.size} ranks")
+        self._core.all_to_all(_arrays.address(inp), _arrays.address(out), _arrays.numel(inp) // self.size,
+                              _arrays.dtype_name(inp), self._stream(inp))
+        return out
+
+    def broadcast(self, tensor, root):
+        """In place: every rank's tensor becomes root's."""
+        self._check("broadcast", tensor, "tensor")
+        a = _arrays.address(tensor)
+        self._core.broadcast(a, a, _arrays.numel(tensor), _arrays.dtype_name(tensor), int(root), self._stream(tensor))
+        return tensor

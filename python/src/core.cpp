@@ -1,0 +1,316 @@
+// python/src/core.cpp — aperture._core, the nanobind extension: the C++ Team, providers, maps and
+// Communicator, bound as they are. The Python package (python/aperture) adds tensors around them;
+// every check and every collective is the C++ library's.
+//
+// Lifetimes follow the C++ rules ("the Team must outlive the provider", "provider and team must
+// outlive the Communicator") through nanobind's keep_alive: a provider holds its team, an
+// allocation its provider, a Communicator both. Memory handed to torch or numpy holds its
+// Allocation object (DLPack owner), so a tensor never outlives the provider it lies in.
+//
+// Calls that may wait for other ranks release the GIL.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "aperture/aperture.h"
+#include "aperture/collectives/communicator.h"
+
+#if APERTURE_PY_WITH_CUDA
+#  include <cuda_runtime_api.h>
+#endif
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using aperture::Error;
+using aperture::ErrorCode;
+
+// --- errors --------------------------------------------------------------------------------------
+// aperture.Error is a Python class (aperture/_error.py) so that the Python layer raises the same
+// type; C++ errors become it with their message, code and failed call.
+void translate_error(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const Error& e) {
+    nb::object type = nb::module_::import_("aperture._error").attr("Error");
+    nb::object exc = type(e.what(), "code"_a = e.code(), "call"_a = std::string(e.call()));
+    PyErr_SetObject(type.ptr(), exc.ptr());
+  }
+}
+
+[[noreturn]] void refuse(const std::string& detail) { throw Error(ErrorCode::invalid_argument, detail); }
+
+// --- handles -----------------------------------------------------------------------------------
+// One allocation of a provider, freed at most once.
+struct AllocationBox {
+  aperture::Allocation allocation;
+  std::string provider;  // its provider's name, for messages
+  bool freed = false;
+};
+
+std::string kind_name(aperture::MemoryKind kind) { return kind == aperture::MemoryKind::host ? "host" : "device"; }
+
+aperture::DataType data_type(std::string_view name) {
+  using aperture::DataType;
+  if (name == "float32") return DataType::float32;
+  if (name == "float64") return DataType::float64;
+  if (name == "int32") return DataType::int32;
+  if (name == "int64") return DataType::int64;
+  if (name == "float16") return DataType::float16;
+  if (name == "bfloat16") return DataType::bfloat16;
+  refuse("collectives take float32, float64, int32, int64, float16 or bfloat16, not " + std::string(name));
+}
+
+aperture::ReduceOp reduce_op(std::string_view name) {
+  if (name == "sum") return aperture::ReduceOp::sum;
+  if (name == "min") return aperture::ReduceOp::min;
+  if (name == "max") return aperture::ReduceOp::max;
+  refuse("op = \"" + std::string(name) + "\" is not a reduction; use \"sum\", \"min\" or \"max\"");
+}
+
+void* as_pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }  // NOLINT(performance-no-int-to-ptr)
+aperture::Stream as_stream(std::uintptr_t stream) { return reinterpret_cast<aperture::Stream>(stream); }  // NOLINT
+
+// `bytes` bytes at `address` as a 1-D uint8 array of `Framework`, on the CPU (device < 0) or on
+// CUDA device `device`, kept alive by `owner`.
+template <class Framework>
+nb::ndarray<Framework, std::uint8_t, nb::ndim<1>> wrap_bytes(std::uintptr_t address, std::size_t bytes, nb::handle owner,
+                                                             int device) {
+  const std::size_t shape[1] = {bytes};
+  const int device_type = device < 0 ? nb::device::cpu::value : nb::device::cuda::value;
+  return nb::ndarray<Framework, std::uint8_t, nb::ndim<1>>(as_pointer(address), 1, shape, owner, nullptr,
+                                                            nb::dtype<std::uint8_t>(), device_type,
+                                                            device < 0 ? 0 : device);
+}
+
+// The CUDA device `address` lies on, or -1 for host memory (and everywhere without CUDA).
+int device_of(std::uintptr_t address) {
+#if APERTURE_PY_WITH_CUDA
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, as_pointer(address)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return attributes.type == cudaMemoryTypeDevice ? attributes.device : -1;
+#else
+  (void)address;
+  return -1;
+#endif
+}
+
+// A map from any allocator's table: the table's device copy (when given) stays alive with `owner`.
+aperture::SymmetricAddressMap map_from_table(int local_rank, std::vector<std::int64_t> peer_bases, std::size_t bytes,
+                                             std::uintptr_t device_table, nb::object owner) {
+  aperture::TablePlacement placement;
+  if (device_table != 0) {
+    placement.device_table = reinterpret_cast<const std::int64_t*>(device_table);  // NOLINT(performance-no-int-to-ptr)
+    // The Python owner is released with the GIL held, whichever thread drops the last copy.
+    auto* held = new nb::object(std::move(owner));
+    placement.owner = std::shared_ptr<const void>(held, [](const void* p) {
+      nb::gil_scoped_acquire gil;
+      delete static_cast<const nb::object*>(p);
+    });
+  }
+  return aperture::SymmetricAddressMap::from_table("from_table", local_rank, std::move(peer_bases), bytes,
+                                                   std::move(placement));
+}
+
+// A Communicator that close() can end before Python drops the object (its destructor is collective).
+struct CommunicatorBox {
+  std::unique_ptr<aperture::Communicator> comm;
+  aperture::Communicator& get() {
+    if (!comm) throw Error(ErrorCode::invalid_argument, "Communicator: used after close(); make a new one");
+    return *comm;
+  }
+};
+
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "aperture's C++ core (teams, providers, address maps, collectives); use the aperture package";
+  nb::register_exception_translator(translate_error);
+  // Teams and providers held in module globals until the interpreter exits are not leaks.
+  nb::set_leak_warnings(false);
+
+  nb::enum_<ErrorCode>(m, "ErrorCode", "Why a call failed (aperture::ErrorCode)")
+      .value("invalid_argument", ErrorCode::invalid_argument)
+      .value("timeout", ErrorCode::timeout)
+      .value("peer_lost", ErrorCode::peer_lost)
+      .value("mismatch", ErrorCode::mismatch)
+      .value("unavailable", ErrorCode::unavailable)
+      .value("out_of_memory", ErrorCode::out_of_memory)
+      .value("system", ErrorCode::system)
+      .value("internal", ErrorCode::internal);
+
+  m.attr("with_cuda") = bool(APERTURE_PY_WITH_CUDA);
+
+  nb::class_<aperture::Team>(m, "Team", "Who we are, and how ranks talk before any symmetric memory exists")
+      .def_static("from_env", &aperture::Team::from_env, nb::call_guard<nb::gil_scoped_release>(),
+                  "aperture launch, mpirun, torchrun, or a team of one rank")
+      .def_static("single", &aperture::Team::single, "a team of one rank, whatever the environment says")
+      .def_prop_ro("rank", &aperture::Team::rank)
+      .def_prop_ro("size", &aperture::Team::size)
+      .def_prop_ro("local_rank", &aperture::Team::local_rank)
+      .def_prop_ro("local_size", &aperture::Team::local_size)
+      .def_prop_ro("launched_by", [](const aperture::Team& t) { return std::string(t.launched_by()); })
+      .def("same_node", &aperture::Team::same_node, "peer"_a)
+      .def("barrier", &aperture::Team::barrier, nb::call_guard<nb::gil_scoped_release>(), "collective")
+      .def("__repr__", [](const aperture::Team& t) {
+        return "Team(rank=" + std::to_string(t.rank()) + ", size=" + std::to_string(t.size()) + ", launched_by=\"" +
+               std::string(t.launched_by()) + "\")";
+      });
+
+  m.def("available_providers", &aperture::available_providers,
+        "names of the providers compiled in and usable on this machine now");
+  m.def("default_provider_name", &aperture::default_provider_name);
+  m.def("provider_statuses", [] {
+    std::vector<std::tuple<std::string, bool, bool, std::string>> out;
+    for (auto& s : aperture::provider_statuses()) out.emplace_back(s.name, s.compiled_in, s.available, s.reason);
+    return out;
+  }, "(name, compiled_in, available, reason) of every known provider");
+
+  nb::class_<aperture::SymmetricAddressMap>(m, "AddressMap", "one symmetric allocation's table (SymmetricAddressMap)")
+      .def_ro("local_rank", &aperture::SymmetricAddressMap::local_rank)
+      .def_ro("world_size", &aperture::SymmetricAddressMap::world_size)
+      .def_ro("allocation_base", &aperture::SymmetricAddressMap::allocation_base)
+      .def_ro("allocation_bytes", &aperture::SymmetricAddressMap::allocation_bytes)
+      .def_prop_ro("host_peer_bases", [](const aperture::SymmetricAddressMap& map) {
+        const auto table = map.host_peer_bases();
+        return std::vector<std::int64_t>(table.begin(), table.end());
+      })
+      // Where kernels read the table: its address and whether that is device memory.
+      .def_prop_ro("table_address", [](const aperture::SymmetricAddressMap& map) {
+        return reinterpret_cast<std::uintptr_t>(map.peer_bases());
+      })
+      .def_prop_ro("table_on_device", [](const aperture::SymmetricAddressMap& map) {
+        return map.peer_bases() != map.host_peer_bases().data();
+      })
+      .def("is_direct", &aperture::SymmetricAddressMap::is_direct, "peer"_a)
+      .def_prop_ro("all_direct", &aperture::SymmetricAddressMap::all_direct)
+      .def_prop_ro("indirect_peers", &aperture::SymmetricAddressMap::indirect_peers)
+      .def("owns_range", [](const aperture::SymmetricAddressMap& map, std::uintptr_t address, std::size_t bytes) {
+        return map.owns(as_pointer(address), bytes);
+      }, "address"_a, "bytes"_a)
+      .def_prop_ro("freed", &aperture::SymmetricAddressMap::freed)
+      // A peer's address of `address` (which lies in this rank's copy), through the checked path.
+      .def("translate", [](const aperture::SymmetricAddressMap& map, std::uintptr_t address, int to_rank,
+                           std::size_t bytes) {
+        return reinterpret_cast<std::uintptr_t>(
+            aperture::checked_translate(map, static_cast<std::uint8_t*>(as_pointer(address)), to_rank, bytes));
+      }, "address"_a, "to_rank"_a, "bytes"_a = 1);
+
+  m.def("map_from_table", &map_from_table, "local_rank"_a, "peer_bases"_a, "allocation_bytes"_a,
+        "device_table"_a = 0, "owner"_a = nb::none());
+
+  nb::class_<AllocationBox>(m, "Allocation", "one symmetric allocation of a provider")
+      .def_prop_ro("address", [](const AllocationBox& a) { return reinterpret_cast<std::uintptr_t>(a.allocation.ptr); })
+      .def_prop_ro("bytes", [](const AllocationBox& a) { return a.allocation.bytes; })
+      .def_prop_ro("map", [](const AllocationBox& a) { return a.allocation.map; })
+      .def_prop_ro("provider_name", [](const AllocationBox& a) { return a.provider; })
+      .def_prop_ro("freed", [](const AllocationBox& a) { return a.freed; });
+
+  m.def("as_torch", &wrap_bytes<nb::pytorch>, "address"_a, "bytes"_a, "owner"_a, "device"_a);
+  m.def("as_numpy", &wrap_bytes<nb::numpy>, "address"_a, "bytes"_a, "owner"_a, "device"_a);
+  m.def("device_of", &device_of, "address"_a, "the CUDA device an address lies on, or -1 for host memory");
+
+  nb::class_<aperture::Provider>(m, "Provider", "symmetric memory of one allocator (aperture::Provider)")
+      .def_prop_ro("name", [](const aperture::Provider& p) { return std::string(p.name()); })
+      .def_prop_ro("memory_kind", [](const aperture::Provider& p) { return kind_name(p.memory_kind()); })
+      .def_prop_ro("is_linear", &aperture::Provider::is_linear)
+      .def("allocate", [](aperture::Provider& p, std::size_t bytes, std::size_t alignment) {
+        auto box = std::make_unique<AllocationBox>();
+        {
+          nb::gil_scoped_release release;
+          box->allocation = p.allocate(bytes, alignment);
+        }
+        box->provider = std::string(p.name());
+        return box;
+      }, "bytes"_a, "alignment"_a = 256, nb::keep_alive<0, 1>(), "collective")
+      .def("free", [](aperture::Provider& p, AllocationBox& box) {
+        if (box.freed)
+          throw Error(ErrorCode::invalid_argument, "free: this allocation of provider " + box.provider +
+                                                       " was freed already; free each allocation once");
+        {
+          nb::gil_scoped_release release;
+          p.free(box.allocation);
+        }
+        box.freed = true;
+      }, "allocation"_a, "collective")
+      .def("symmetric_address_map", [](const aperture::Provider& p, std::uintptr_t address, std::size_t bytes) {
+        return p.symmetric_address_map(as_pointer(address), bytes);
+      }, "address"_a, "bytes"_a);
+
+  m.def("make_provider", &aperture::make_provider, "name"_a, "team"_a, nb::keep_alive<0, 2>(),
+        nb::call_guard<nb::gil_scoped_release>(), "collective");
+
+  using Map = const aperture::SymmetricAddressMap*;  // None: an ordinary (staged) input
+  nb::class_<CommunicatorBox>(m, "Communicator", "the C++ collectives (aperture::Communicator) on raw addresses")
+      .def("__init__", [](CommunicatorBox* self, aperture::Provider& provider, aperture::Team& team) {
+        auto* box = new (self) CommunicatorBox();
+        nb::gil_scoped_release release;
+        box->comm = std::make_unique<aperture::Communicator>(provider, team);
+      }, "provider"_a, "team"_a, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), "collective")
+      .def_prop_ro("rank", [](CommunicatorBox& b) { return b.get().rank(); })
+      .def_prop_ro("size", [](CommunicatorBox& b) { return b.get().size(); })
+      .def_prop_ro("closed", [](const CommunicatorBox& b) { return !b.comm; })
+      .def_prop_ro("memory_kind", [](CommunicatorBox& b) { return kind_name(b.get().memory_kind()); })
+      // Collective: frees the scratch now rather than whenever the garbage collector gets to it.
+      .def("close", [](CommunicatorBox& b) { b.comm.reset(); }, nb::call_guard<nb::gil_scoped_release>())
+      .def("barrier", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().barrier(as_stream(stream)); },
+           "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
+      .def("broadcast", [](CommunicatorBox& b, std::uintptr_t in, std::uintptr_t out, std::size_t count,
+                           std::string_view type, int root, std::uintptr_t stream) {
+        b.get().broadcast(as_pointer(in), as_pointer(out), count, data_type(type), root, as_stream(stream));
+      }, "inp"_a, "out"_a, "count"_a, "dtype"_a, "root"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
+      .def("all_gather", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out, std::size_t count,
+                            std::string_view type, std::uintptr_t stream) {
+        if (const auto* map = in_map)
+          b.get().all_gather(as_pointer(in), *map, as_pointer(out), count, data_type(type), as_stream(stream));
+        else
+          b.get().all_gather(as_pointer(in), as_pointer(out), count, data_type(type), as_stream(stream));
+      }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "stream"_a = 0,
+         nb::call_guard<nb::gil_scoped_release>())
+      .def("reduce_scatter", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out,
+                                std::size_t count, std::string_view type, std::string_view op, std::uintptr_t stream) {
+        if (const auto* map = in_map)
+          b.get().reduce_scatter(as_pointer(in), *map, as_pointer(out), count, data_type(type), reduce_op(op),
+                                 as_stream(stream));
+        else
+          b.get().reduce_scatter(as_pointer(in), as_pointer(out), count, data_type(type), reduce_op(op),
+                                 as_stream(stream));
+      }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "op"_a, "stream"_a = 0,
+         nb::call_guard<nb::gil_scoped_release>())
+      .def("all_reduce", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out, std::size_t count,
+                            std::string_view type, std::string_view op, std::uintptr_t stream) {
+        const auto algorithm = aperture::AllReduceAlgorithm::automatic;
+        if (const auto* map = in_map)
+          b.get().all_reduce(as_pointer(in), *map, as_pointer(out), count, data_type(type), reduce_op(op), algorithm,
+                             as_stream(stream));
+        else
+          b.get().all_reduce(as_pointer(in), as_pointer(out), count, data_type(type), reduce_op(op), algorithm,
+                             as_stream(stream));
+      }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "op"_a, "stream"_a = 0,
+         nb::call_guard<nb::gil_scoped_release>())
+      .def("all_to_all", [](CommunicatorBox& b, std::uintptr_t in, std::uintptr_t out, std::size_t count,
+                            std::string_view type, std::uintptr_t stream) {
+        b.get().all_to_all(as_pointer(in), as_pointer(out), count, data_type(type), as_stream(stream));
+      }, "inp"_a, "out"_a, "count"_a, "dtype"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
+      .def("check", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
+           "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>());
+}

@@ -1,0 +1,151 @@
+"""Providers, tensors and address maps on host memory, at any number of ranks."""
+
+import numpy as np
+import pytest
+import torch
+
+import aperture
+from conftest import pattern
+from peers import peer_array
+
+
+def test_team_matches_the_launcher(team):
+    import os
+    assert 0 <= team.rank < team.size
+    assert 0 <= team.local_rank < team.local_size <= team.size
+    for variable in ("APERTURE_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        if variable in os.environ:
+            assert team.size == int(os.environ[variable])
+    team.barrier()
+
+
+def test_every_available_provider_is_a_known_name():
+    known = {"default", "shm", "mpi-window", "openshmem", "cuda-ipc", "cuda-vmm", "nvshmem", "nccl"}
+    names = aperture.available_providers()
+    assert "shm" in names and set(names) <= known
+    statuses = {name: (compiled, available, why) for name, compiled, available, why in aperture.provider_statuses()}
+    assert set(statuses) >= known - {"default"}
+    for name in names:
+        if name != "default":
+            assert statuses[name][1], name
+
+
+def test_provider_names_itself(host_provider):
+    assert host_provider.memory_kind == "host"
+    assert host_provider.name in aperture.available_providers()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.int32, torch.float64])
+def test_zeros_is_a_cpu_tensor_every_peer_reads(team, host_provider, dtype):
+    n = 3 * 351
+    t = host_provider.zeros((3, n // 3), dtype)
+    assert isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dtype == dtype and t.shape == (3, n // 3)
+    assert bool((t == 0).all())
+    flat = t.view(-1)
+    flat.copy_(torch.tensor([pattern(team.rank, i) for i in range(n)], dtype=dtype))
+    team.barrier()
+    m = aperture.address_map(t)
+    assert m.local_rank == team.rank and m.world_size == team.size
+    assert m.allocation_base == t.data_ptr() and m.allocation_bytes == n * t.element_size()
+    name = str(dtype).replace("torch.", "")
+    for peer in range(team.size):
+        seen = peer_array(m, flat, peer, name)
+        expected = np.array([pattern(peer, i) for i in range(n)], dtype=name)
+        np.testing.assert_array_equal(seen, expected, err_msg=f"peer {peer}")
+    team.barrier()  # nobody frees while a peer still reads
+    host_provider.free(t)
+
+
+def test_empty_of_any_shape_and_zero_bytes(team, host_provider):
+    for shape in [(0,), (5,), (2, 3, 4), 7]:
+        t = host_provider.empty(shape, "int32")
+        assert tuple(t.shape) == ((shape,) if isinstance(shape, int) else shape)
+        assert aperture.address_map(t).allocation_bytes == t.numel() * 4
+        host_provider.free(t)
+
+
+def test_peer_bases_table_is_an_int64_cpu_tensor(team, host_provider):
+    t = host_provider.zeros(64, torch.int64)
+    m = aperture.address_map(t)
+    bases = m.peer_bases
+    assert isinstance(bases, torch.Tensor) and bases.dtype == torch.int64 and bases.device.type == "cpu"
+    assert bases.shape == (team.size,)
+    assert bases.tolist() == m.host_peer_bases
+    assert bases[team.rank].item() == t.data_ptr()
+    assert m.all_direct and m.indirect_peers == []
+    assert all(m.is_direct(r) for r in range(team.size))
+    # every rank's table names every rank's base: gathered, they agree
+    all_bases = torch.zeros(team.size * team.size, dtype=torch.int64)
+    with aperture.Communicator(team, host_provider) as comm:
+        comm.all_gather(all_bases, bases.clone())
+    mine = all_bases.view(team.size, team.size)[team.rank]
+    assert mine.tolist() == bases.tolist()
+    host_provider.free(t)
+
+
+def test_map_of_a_view_is_shifted_to_the_view(team, host_provider):
+    n = 256
+    t = host_provider.zeros((n,), torch.int64)
+    t.copy_(torch.tensor([pattern(team.rank, i) for i in range(n)]))
+    team.barrier()
+    view = t[100:164]
+    m = aperture.address_map(view)
+    assert m.allocation_base == view.data_ptr()
+    assert m.allocation_bytes == 64 * 8
+    assert m.owns(view) and not m.owns(t)
+    for peer in range(team.size):
+        np.testing.assert_array_equal(peer_array(m, view, peer), [pattern(peer, 100 + i) for i in range(64)])
+    # a strided view spans from its first to its last element
+    stride = aperture.address_map(t[10:20:3])
+    assert stride.allocation_bytes == (3 * 3 + 1) * 8
+    team.barrier()
+    host_provider.free(t)
+
+
+def test_tensor_outlives_the_provider_reference(team):
+    # The tensor holds its allocation, which holds the provider: dropping the last Python
+    # reference to the provider leaves the memory valid until free.
+    prov = aperture.make_provider("shm", team)
+    t = prov.zeros(32, torch.int64)
+    del prov
+    import gc
+    gc.collect()
+    t.fill_(team.rank + 5)
+    assert int(t.sum()) == 32 * (team.rank + 5)
+    owner = aperture._registry.find("test", t).provider
+    owner.free(t)
+
+
+def test_from_table_describes_memory_of_another_allocator(team, host_provider):
+    t = host_provider.zeros(128, torch.int64)
+    t.copy_(torch.tensor([pattern(team.rank, i) for i in range(128)]))
+    team.barrier()
+    bases = aperture.address_map(t).host_peer_bases
+    for table in (bases, torch.tensor(bases, dtype=torch.int64), np.array(bases, dtype=np.int64)):
+        m = aperture.from_table(team.rank, table, 128 * 8)
+        assert m.host_peer_bases == bases and m.peer_bases.tolist() == bases
+        assert m.allocation_base == t.data_ptr() and m.allocation_bytes == 1024
+        for peer in range(team.size):
+            np.testing.assert_array_equal(peer_array(m, t, peer), [pattern(peer, i) for i in range(128)])
+    # a peer the table does not reach is refused, as in C++
+    if team.size > 1:
+        other = (team.rank + 1) % team.size
+        holes = list(bases)
+        holes[other] = 0
+        m = aperture.from_table(team.rank, holes, 1024)
+        assert not m.is_direct(other) and m.indirect_peers == [other] and not m.all_direct
+        with pytest.raises(aperture.Error, match="not directly addressable") as e:
+            m.translate(t, other)
+        assert e.value.code == aperture.ErrorCode.invalid_argument
+    team.barrier()
+    host_provider.free(t)
+
+
+def test_two_providers_at_once(team, host_provider):
+    other = aperture.make_provider("shm", team)
+    a = host_provider.zeros(16, torch.int64)
+    b = other.zeros(16, torch.int64)
+    assert aperture.address_map(a).allocation_base == a.data_ptr()
+    assert aperture.address_map(b).allocation_base == b.data_ptr()
+    other.free(b)
+    host_provider.free(a)

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# scripts/python-test.sh — install the Python package `aperture` and run its tests, multi-rank.
+#
+#   scripts/python-test.sh                  what is missing from PyPI, the package, every Python test
+#   scripts/python-test.sh -k view          extra arguments go to every pytest run
+#   APERTURE_PYTHON_INSTALL=0 ...           no pip downloads (a machine where all is preinstalled
+#                                           and no registry is reached: the GPU machine)
+#   PYTHON=python3.12 ...                   another interpreter (default python3)
+#
+# 1. PyPI: torch 2.11.0 and triton 3.6.0 (the Triton tests run under TRITON_INTERPRET=1 on CPUs),
+#    numpy, pytest, nanobind and scikit-build-core, into $PYTHON's environment, each only when
+#    absent (see install_requirements for how torch comes without its 3 GB of CUDA libraries).
+# 2. `pip install --no-build-isolation .`: the C++ core and the extension, built in build/python
+#    (kept between runs; ccache where installed).
+# 3. pytest (scripts/pytest-ranks.sh) at 1, 2 and 4 ranks on shm, and under --mpi at 2 and 4 ranks
+#    on mpi-window and openshmem, where they are available.
+# Prints the seconds each step took and the total; exits non-zero when any step failed.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+source "$root/scripts/python-env.sh"  # $PYTHON, and LD_LIBRARY_PATH for torch
+began=$SECONDS
+failed=()
+step() {  # step NAME COMMAND...
+  local name=$1 start=$SECONDS
+  shift
+  echo
+  echo "python-test: $name: $*"
+  if "$@"; then
+    echo "python-test: $name passed in $((SECONDS - start)) s"
+  else
+    echo "python-test: $name FAILED in $((SECONDS - start)) s"
+    failed+=("$name")
+  fi
+}
+
+# torch's PyPI wheel loads CUDA libraries at `import torch`, GPU or not; with its dependencies it
+# brings about 3 GB of them. This machine's CUDA toolkit already has most (cudart, cuBLAS, cuDNN,
+# NCCL, cuFFT, cuRAND, cuSPARSE, on the loader's path), so torch and triton come without
+# dependencies, then torch's pure-Python requirements and the three libraries the toolkit lacks
+# (cuFile, cuSPARSELt, NVSHMEM: about 300 MB), which scripts/python-env.sh puts on the loader's
+# path. Where `import torch` still fails, torch is installed with all of its dependencies.
+installed() {  # installed NAME [VERSION]
+  "$PYTHON" - "$@" <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+v = m.version(sys.argv[1])
+assert len(sys.argv) < 3 or v.split("+")[0] == sys.argv[2]
+PY
+}
+
+install_requirements() {
+  local pip=("$PYTHON" -m pip install --quiet --disable-pip-version-check) want=() name
+  for name in numpy pytest nanobind scikit-build-core; do installed "$name" || want+=("$name"); done
+  [[ ${#want[@]} == 0 ]] || "${pip[@]}" "${want[@]}" || return 1
+  if installed torch 2.11.0 && installed triton 3.6.0 && "$PYTHON" -c 'import torch' 2>/dev/null; then
+    echo "python-test: torch 2.11.0, triton 3.6.0, numpy, pytest, nanobind, scikit-build-core present"
+    return 0
+  fi
+  local began=$SECONDS
+  "${pip[@]}" --no-deps torch==2.11.0 triton==3.6.0 &&
+    "${pip[@]}" filelock typing-extensions sympy networkx jinja2 fsspec setuptools &&
+    "${pip[@]}" --no-deps nvidia-cufile==1.15.1.6 nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 ||
+    return 1
+  if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+    echo "python-test: import torch fails with the toolkit's libraries; installing torch with its dependencies"
+    "${pip[@]}" torch==2.11.0 triton==3.6.0 || return 1
+  fi
+  echo "python-test: torch and triton installed in $((SECONDS - began)) s"
+}
+
+install_package() {
+  # The C++ objects are those of scripts/build.sh (same flags): ccache serves them the second time.
+  if command -v ccache >/dev/null 2>&1 && [[ "${APERTURE_CCACHE:-1}" != 0 ]]; then
+    export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+  fi
+  if [[ -x /usr/local/cuda/bin/nvcc ]] && ! command -v nvcc >/dev/null 2>&1; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+  export CMAKE_BUILD_PARALLEL_LEVEL=${BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps . &&
+    (cd / && "$PYTHON" -c 'import aperture, sys; print("python-test: aperture", aperture.available_providers(), "from", aperture.__file__)')
+}
+
+mpi_providers() {
+  (cd / && "$PYTHON" -c 'import aperture; print(" ".join(p for p in ("mpi-window", "openshmem") if p in aperture.available_providers()))')
+}
+
+if [[ "${APERTURE_PYTHON_INSTALL:-1}" != 0 ]]; then
+  step requirements install_requirements
+fi
+step install install_package
+if [[ ${#failed[@]} == 0 ]]; then
+  step "pytest (1 rank, no launcher)" env APERTURE_TEST_PROVIDERS=shm "$PYTHON" -m pytest -q -p no:cacheprovider python/tests "$@"
+  for n in ${APERTURE_PYTHON_RANKS:-1 2 4}; do
+    step "pytest np$n (shm)" env APERTURE_TEST_PROVIDERS=shm bash scripts/pytest-ranks.sh "$n" python/tests "$@"
+  done
+  mpi=$(mpi_providers)
+  if [[ -n $mpi ]]; then
+    for n in ${APERTURE_PYTHON_MPI_RANKS:-2 4}; do
+      step "pytest np$n --mpi ($mpi)" env APERTURE_TEST_PROVIDERS="$mpi" bash scripts/pytest-ranks.sh "$n" --mpi python/tests "$@"
+    done
+  else
+    echo "python-test: no MPI provider built here: the --mpi runs are skipped"
+  fi
+fi
+
+echo
+echo "python-test: finished in $((SECONDS - began)) s"
+if [[ ${#failed[@]} == 0 ]]; then
+  echo "python-test: PASSED"
+else
+  echo "python-test: FAILED: ${failed[*]}"
+  exit 1
+fi

@@ -1,0 +1,26 @@
+// src/launcher/torch_variables.h — what torch.distributed reads, set by `aperture launch` for its ranks.
+//
+// With RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set as
+// torchrun sets them, torch.distributed.init_process_group("env://") works unchanged in the ranks
+// of `aperture launch`. Team::from_env() still joins the launcher's job: its variables come first
+// (team.h). MASTER_PORT is a TCP port on loopback that was free when the job started (the ranks are
+// on this machine); torch's rank 0 listens there. Under --mpi the launcher sets MASTER_ADDR and
+// MASTER_PORT, and the rank shim (mpi_rank_shim.cpp) the others, from Open MPI's variables.
+//
+// Private to src/launcher.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace aperture::launcher {
+
+// A TCP port of 127.0.0.1 that nothing listened on a moment ago (the kernel's pick for port 0).
+// Throws std::runtime_error when no socket can be had.
+int free_loopback_port();
+
+// torchrun's variables for rank `rank` of `ranks`, all on this machine, rendezvous at 127.0.0.1:port.
+std::vector<std::pair<std::string, std::string>> torch_variables(int rank, int ranks, int port);
+
+}  // namespace aperture::launcher
