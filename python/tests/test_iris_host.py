@@ -17,7 +17,9 @@ import triton.language as tl
 
 import aperture.iris as iris
 
-HEAP = 8 << 20
+# Small: every Iris object keeps its heap for the process's life (as in Iris), and the tests'
+# shm heap is 256 MiB (scripts/pytest-ranks.sh).
+HEAP = 2 << 20
 
 
 @pytest.fixture

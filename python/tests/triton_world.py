@@ -60,9 +60,13 @@ def job_size():
 
 
 def only_in_one_rank_jobs(module_globals):
-    """Removes a module's tests in a multi-rank job. Tests that simulate ranks in one process,
-    or start their own processes, would otherwise run once per launched rank, all at once,
-    testing nothing more; the one-rank job runs them, and the provider tests run at every size."""
-    if job_size() > 1:
+    """Removes a module's tests where they would only repeat themselves. Tests that simulate
+    ranks in one process, or start their own processes, would run once per launched rank, all
+    at once, testing nothing more: they run in one-rank jobs only. Interpreted (on CPUs), they
+    run in the pytest without a launcher and not again under `aperture launch -n 1`
+    (scripts/python-test.sh runs both); compiled (on a GPU machine) under any one-rank job. The
+    provider tests run at every size."""
+    launched = "APERTURE_WORLD_SIZE" in os.environ
+    if job_size() > 1 or (INTERPRETED and launched):
         for name in [n for n in module_globals if n.startswith("test_")]:
             del module_globals[name]
