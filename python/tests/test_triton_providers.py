@@ -8,6 +8,7 @@ synchronises (the GPU, then the team) where a kernel needs its peers' data.
 """
 
 import contextlib
+import os
 
 import pytest
 import torch
@@ -24,8 +25,11 @@ from conftest import GPU_PROVIDERS, HOST_PROVIDERS, provider as session_provider
 N = 1000
 BLOCK = 256
 
-# Compiled kernels reach device memory only; interpreted ones host memory only.
-_more_gpu = [n for n in ("nvshmem", "nccl") if n in aperture.available_providers() and n not in GPU_PROVIDERS]
+# Compiled kernels reach device memory only; interpreted ones host memory only. Beyond the
+# GPU providers every Python test covers, these tests add nvshmem and nccl where available,
+# unless APERTURE_TEST_GPU_PROVIDERS names the providers exactly.
+_more_gpu = [] if "APERTURE_TEST_GPU_PROVIDERS" in os.environ else [
+    n for n in ("nvshmem", "nccl") if n in aperture.available_providers() and n not in GPU_PROVIDERS]
 NAMES = HOST_PROVIDERS if INTERPRETED else GPU_PROVIDERS + _more_gpu
 _NONE = "no host provider here" if INTERPRETED else "no GPU provider here"
 
