@@ -1,0 +1,257 @@
+"""aperture.triton — the aperture device operations as Triton functions.
+
+Every function here is ``@triton.jit`` and is called from inside a Triton kernel. They mirror
+the C++ contract (include/aperture/translate.h, rma.h, atomic.h, signal.h) and take the same
+rank roles: ``from_rank`` is the rank in whose address space the given pointers are valid (the
+caller), ``to_rank`` the rank whose memory is accessed. ``peer_bases`` is the allocation's table
+of peer base addresses, passed to the kernel as an ordinary tensor argument
+(``aperture.address_map(t).peer_bases``, a torch symmetric-memory handle's ``buffer_ptrs_dev``,
+or any int64/uint64 tensor built by hand)::
+
+    import aperture.triton as apt
+
+    @triton.jit
+    def ring_put(buf, peer_bases, rank, world, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(buf + offs, mask=mask)
+        apt.store(buf + n + offs, x, rank, (rank + 1) % world, peer_bases, mask=mask)
+
+Translation: to_rank's counterpart of ``ptr`` is ``ptr + (peer_bases[to_rank] -
+peer_bases[from_rank])``. It is computed once per call as a scalar element offset (two scalar
+table loads and one subtraction, whatever the block size) and added to the pointer block with
+ordinary typed pointer arithmetic, so Triton keeps what it knows about the block's contiguity.
+The table's entries must differ by multiples of the element size; they always do for tensors,
+whose every copy is aligned to its element size.
+
+``load`` and ``store`` go one step further for bandwidth: when the two peers' copies are
+congruent modulo 16 bytes (true for every aperture provider, whose allocations are at least
+256-byte aligned, and for torch symmetric memory), they tell the compiler so, which lets it
+emit 16-byte vector accesses exactly as it would for a local pointer. The test is one scalar
+comparison. Both forms are issued, with complementary masks (a masked-off access touches no
+memory, so the vector form never goes through a misaligned address): as two branches, a load
+whose value then feeds a branched store crashes Triton 3.6's coalescing pass.
+
+Ordering follows the C++ semantics (DESIGN.md §4): ``load``/``store``/``put``/``get``/``copy``
+are relaxed and unordered; ``signal`` is a release operation and ``wait_until_ge`` an acquire
+one, both at system scope, so data stored before a signal is visible after the matching wait.
+Atomics take Triton's ``sem`` ("relaxed", "acquire", "release", "acq_rel") and ``scope``
+("cta", "gpu", "sys") and default to ``acq_rel`` / ``sys``, the safe choice for memory that
+other GPUs and processes touch (Triton's own default scope, "gpu", does not order accesses of
+another GPU).
+
+The same functions run under Triton's interpreter (``TRITON_INTERPRET=1``) on CPU tensors, where
+the table holds host addresses (the ``shm`` provider, or any memory shared between processes).
+"""
+
+import triton
+import triton.language as tl
+
+__all__ = [
+    "translate",
+    "load",
+    "store",
+    "put",
+    "get",
+    "copy",
+    "atomic_add",
+    "atomic_sub",
+    "atomic_and",
+    "atomic_or",
+    "atomic_xor",
+    "atomic_min",
+    "atomic_max",
+    "atomic_xchg",
+    "atomic_cas",
+    "signal",
+    "wait_until_ge",
+]
+
+# Bytes a vector access moves at most; alignment beyond this buys nothing.
+_VECTOR_BYTES = tl.constexpr(16)
+
+
+@triton.jit
+def _base(peer_bases, rank):
+    # The table may be int64 (aperture, torch symmetric memory) or uint64 (Iris); both hold
+    # addresses below 2**63, so a bit cast to int64 keeps the value.
+    return tl.load(peer_bases + rank).to(tl.int64, bitcast=True)
+
+
+@triton.jit
+def _delta_bytes(from_rank, to_rank, peer_bases):
+    return _base(peer_bases, to_rank) - _base(peer_bases, from_rank)
+
+
+@triton.jit
+def _shift(ptr, delta_bytes):
+    # Bytes per element; int1 (bool) tensors are stored one byte per element.
+    ELEM: tl.constexpr = (ptr.dtype.element_ty.primitive_bitwidth + 7) // 8
+    return ptr + delta_bytes // ELEM
+
+
+@triton.jit
+def _shift_vector_aligned(ptr, delta_bytes):
+    # Only called when delta_bytes % 16 == 0: the translated block is exactly as aligned as ptr.
+    ELEM: tl.constexpr = (ptr.dtype.element_ty.primitive_bitwidth + 7) // 8
+    VEC: tl.constexpr = _VECTOR_BYTES // ELEM
+    return ptr + tl.multiple_of(delta_bytes // ELEM, VEC)
+
+
+@triton.jit
+def translate(ptr, from_rank, to_rank, peer_bases):
+    """The address, in this process, of to_rank's counterpart of ``ptr`` (valid on from_rank).
+
+    ``ptr`` may be a scalar pointer or a block of pointers (``buf + offsets``); views translate
+    too, because only the offset from the caller's base matters."""
+    return _shift(ptr, _delta_bytes(from_rank, to_rank, peer_bases))
+
+
+@triton.jit
+def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None, cache_modifier: tl.constexpr = tl.constexpr(""),
+         volatile: tl.constexpr = False):
+    """Reads to_rank's copy of ``ptr`` (relaxed). Masked-out lanes read nothing and yield
+    ``other`` (undefined when ``other`` is None, as in ``tl.load``). ``cache_modifier`` and
+    ``volatile`` are ``tl.load``'s."""
+    delta = _delta_bytes(from_rank, to_rank, peer_bases)
+    # The vector form where the peers are 16-byte congruent, the word form elsewhere (see the
+    # module's docstring for why not two branches).
+    aligned = delta % _VECTOR_BYTES == 0
+    vector_mask = aligned if mask is None else mask & aligned
+    word_mask = (delta % _VECTOR_BYTES != 0) if mask is None else mask & (delta % _VECTOR_BYTES != 0)
+    vector = tl.load(_shift_vector_aligned(ptr, delta), mask=vector_mask, other=other, cache_modifier=cache_modifier,
+                     volatile=volatile)
+    word = tl.load(_shift(ptr, delta), mask=word_mask, other=other, cache_modifier=cache_modifier, volatile=volatile)
+    value = tl.where(aligned, vector, word)
+    return value
+
+
+@triton.jit
+def store(ptr, value, from_rank, to_rank, peer_bases, mask=None, cache_modifier: tl.constexpr = tl.constexpr("")):
+    """Writes ``value`` into to_rank's copy of ``ptr`` (relaxed). Masked-out lanes write nothing.
+    ``cache_modifier`` is ``tl.store``'s."""
+    delta = _delta_bytes(from_rank, to_rank, peer_bases)
+    aligned = delta % _VECTOR_BYTES == 0
+    vector_mask = aligned if mask is None else mask & aligned
+    word_mask = (delta % _VECTOR_BYTES != 0) if mask is None else mask & (delta % _VECTOR_BYTES != 0)
+    tl.store(_shift_vector_aligned(ptr, delta), value, mask=vector_mask, cache_modifier=cache_modifier)
+    tl.store(_shift(ptr, delta), value, mask=word_mask, cache_modifier=cache_modifier)
+
+
+@triton.jit
+def put(dst_ptr, src_ptr, from_rank, to_rank, peer_bases, mask=None):
+    """Copies the caller's ``src_ptr`` block into to_rank's copy of ``dst_ptr`` (C++ ``put``,
+    one element per lane)."""
+    store(dst_ptr, tl.load(src_ptr, mask=mask), from_rank, to_rank, peer_bases, mask=mask)
+
+
+@triton.jit
+def get(dst_ptr, src_ptr, from_rank, to_rank, peer_bases, mask=None):
+    """Copies to_rank's copy of the ``src_ptr`` block into the caller's ``dst_ptr`` (C++ ``get``)."""
+    tl.store(dst_ptr, load(src_ptr, from_rank, to_rank, peer_bases, mask=mask), mask=mask)
+
+
+@triton.jit
+def copy(dst_ptr, src_ptr, src_rank, dst_rank, cur_rank, peer_bases, mask=None):
+    """Copies src_rank's copy of ``src_ptr`` into dst_rank's copy of ``dst_ptr``; both pointers
+    are given in cur_rank's (the caller's) address space, and either side may be the caller
+    (C++ ``copy``)."""
+    value = load(src_ptr, cur_rank, src_rank, peer_bases, mask=mask)
+    store(dst_ptr, value, cur_rank, dst_rank, peer_bases, mask=mask)
+
+
+@triton.jit
+def atomic_add(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
+    """Adds ``value`` to to_rank's copy of ``ptr``; returns the old values."""
+    return tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def atomic_sub(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
+    """Subtracts ``value`` from to_rank's copy of ``ptr``; returns the old values."""
+    return tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), -value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def atomic_and(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
+    """Bitwise-ands ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
+    return tl.atomic_and(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def atomic_or(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+              scope: tl.constexpr = tl.constexpr("sys")):
+    """Bitwise-ors ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
+    return tl.atomic_or(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def atomic_xor(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
+    """Bitwise-xors ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
+    return tl.atomic_xor(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def atomic_min(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
+    """Stores min(old, ``value``) into to_rank's copy of ``ptr``; returns the old values."""
+    return tl.atomic_min(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def atomic_max(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
+    """Stores max(old, ``value``) into to_rank's copy of ``ptr``; returns the old values."""
+    return tl.atomic_max(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def atomic_xchg(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
+                scope: tl.constexpr = tl.constexpr("sys")):
+    """Replaces to_rank's copy of ``ptr`` with ``value``; returns the old values."""
+    return tl.atomic_xchg(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def atomic_cas(ptr, cmp, value, from_rank, to_rank, peer_bases, sem: tl.constexpr = tl.constexpr("acq_rel"),
+               scope: tl.constexpr = tl.constexpr("sys")):
+    """Replaces to_rank's copy of ``ptr`` with ``value`` where it equals ``cmp``; returns the
+    values found, so a lane swapped exactly when its result equals ``cmp``. (Triton's
+    compare-and-swap takes no mask.)"""
+    return tl.atomic_cas(translate(ptr, from_rank, to_rank, peer_bases), cmp, value, sem=sem, scope=scope)
+
+
+@triton.jit
+def signal(flag_ptr, value, from_rank, to_rank, peer_bases):
+    """Sets to_rank's copy of the flag to ``value`` with release semantics at system scope:
+    everything this program stored before is visible to a peer whose ``wait_until_ge`` sees it.
+
+    Triton has no release store, so this is a release exchange (an atomic that returns the old
+    value and discards it); for a flag nobody else writes the effect is the store's. The
+    barrier first makes every thread's earlier stores (a block store is spread over the
+    program's threads) precede the one thread's release, as __syncthreads() does before a
+    CUDA thread signals for its block."""
+    tl.debug_barrier()
+    tl.atomic_xchg(translate(flag_ptr, from_rank, to_rank, peer_bases), value, sem="release", scope="sys")
+
+
+@triton.jit
+def wait_until_ge(flag_ptr, value):
+    """Waits until the caller's own flag is >= ``value`` (acquire, system scope) and returns the
+    value seen. The flag is local: peers raise it with ``signal``.
+
+    Each poll is an acquire add of 0 (Triton has no acquire load in its language; on NVIDIA it
+    compiles the add of 0 to ``ld.global.sys.acquire``, the C++ wait's instruction), so once the
+    loop ends, everything the signaller wrote before its signal is visible here. Like the
+    C++ device wait it waits as long as it takes: a kernel waits only for signals its peers are
+    sure to send."""
+    seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")
+    while seen < value:
+        seen = tl.atomic_add(flag_ptr, 0, sem="acquire", scope="sys")
+    # Every thread of the program, not only the one that polled, reads after the acquire.
+    tl.debug_barrier()
+    return seen

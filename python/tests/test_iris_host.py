@@ -1,0 +1,157 @@
+"""aperture.iris's host object and its heap, in every rank of the job, from Iris's documented API.
+
+The heap is one allocation of the provider APERTURE_PROVIDER names or the default one: shm on
+a machine without a GPU (kernels under Triton's interpreter), a CUDA provider on a GPU
+machine. Kernels use only iris.* device functions and the table get_heap_bases() returns.
+"""
+
+import contextlib
+
+import pytest
+import torch
+# triton_world before triton: it decides whether Triton interprets this process's kernels.
+from triton_world import pattern
+import triton
+import triton.language as tl
+
+
+import aperture.iris as iris
+
+# Small: every Iris object keeps its heap for the process's life (as in Iris), and the tests'
+# shm heap is 256 MiB (scripts/pytest-ranks.sh).
+HEAP = 2 << 20
+
+
+@pytest.fixture
+def shmem(team):
+    return iris.iris(HEAP, team=team)
+
+
+def settle(shmem):
+    shmem.barrier()
+
+
+def test_who_and_where(shmem, team):
+    assert shmem.get_rank() == team.rank and shmem.get_num_ranks() == team.size
+    bases = shmem.get_heap_bases()
+    assert bases.dtype == torch.uint64 and bases.numel() == team.size
+    assert bases.device == shmem.get_device()
+    assert int(bases[team.rank].item()) == shmem.memory_pool.data_ptr()
+    assert shmem.get_cu_count() > 0
+    assert shmem.get_device().type in ("cpu", "cuda")
+
+
+def test_factories_follow_torch_conventions_and_carve_the_heap(shmem):
+    dev = shmem.get_device()
+    z = shmem.zeros(2, 3, dtype=torch.int32)
+    assert z.shape == (2, 3) and z.dtype == torch.int32 and bool((z == 0).all())
+    assert shmem.zeros((4, 5)).shape == (4, 5) and shmem.zeros([[6]]).shape == (6,)
+    assert shmem.zeros(7).dtype == torch.get_default_dtype()
+    o = shmem.ones(5, dtype=torch.float16)
+    assert torch.equal(o, torch.ones(5, dtype=torch.float16, device=dev))
+    e = shmem.empty(3, 4, dtype=torch.bfloat16)
+    assert e.shape == (3, 4) and e.dtype == torch.bfloat16
+    f = shmem.full((2, 2), 7)
+    assert f.dtype == torch.int64 and bool((f == 7).all())
+    assert shmem.full((3,), 1.5).dtype == torch.get_default_dtype()
+    a = shmem.arange(10)
+    assert torch.equal(a, torch.arange(10, device=dev)) and a.dtype == torch.int64
+    assert torch.equal(shmem.arange(2, 11, 3), torch.arange(2, 11, 3, device=dev))
+    assert shmem.arange(0.0, 1.0, 0.25).dtype == torch.get_default_dtype()
+    lin = shmem.linspace(0, 1, 5)
+    assert torch.allclose(lin, torch.linspace(0, 1, 5, device=dev))
+    r = shmem.randn(100)
+    assert r.shape == (100,) and r.std() > 0.5
+    u = shmem.uniform((50,), low=2.0, high=3.0)
+    assert bool(((u >= 2.0) & (u < 3.0)).all())
+    ri = shmem.randint(5, (40,))
+    assert ri.dtype == torch.int64 and bool(((ri >= 0) & (ri < 5)).all())
+    ri2 = shmem.randint(3, 9, (40,), dtype=torch.int32)
+    assert ri2.dtype == torch.int32 and bool(((ri2 >= 3) & (ri2 < 9)).all())
+    zl = shmem.zeros_like(o)
+    assert zl.shape == o.shape and zl.dtype == o.dtype and bool((zl == 0).all())
+    nhwc = shmem.empty(2, 3, 4, 5, memory_format=torch.channels_last)
+    assert nhwc.is_contiguous(memory_format=torch.channels_last)
+    assert shmem.zeros_like(nhwc).is_contiguous(memory_format=torch.channels_last)
+    made = [z, o, e, f, a, lin, r, u, ri, ri2, zl, nhwc]
+    for t in made:
+        assert shmem.is_symmetric(t)
+        assert (t.data_ptr() - shmem.memory_pool.data_ptr()) % 256 == 0
+    starts = sorted(t.data_ptr() for t in made)
+    assert len(set(starts)) == len(starts), "two tensors share heap memory"
+    assert not shmem.is_symmetric(torch.zeros(4, device=dev))
+
+
+def test_out_tensors_and_bad_requests(shmem):
+    out = shmem.zeros(6, dtype=torch.float32)
+    same = shmem.ones(2, 3, out=out, dtype=torch.float32)
+    assert same.data_ptr() == out.data_ptr() and same.shape == (2, 3) and bool((out == 1).all())
+    with pytest.raises(RuntimeError, match="not on the symmetric heap"):
+        shmem.zeros(6, out=torch.zeros(6, device=shmem.get_device()), dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="elements"):
+        shmem.zeros(5, out=out, dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="dtype"):
+        shmem.zeros(6, out=out, dtype=torch.int32)
+    with pytest.raises(ValueError, match="layout"):
+        shmem.zeros(4, layout=torch.sparse_coo)
+    with pytest.raises(ValueError, match="step"):
+        shmem.arange(0, 5, 0)
+    with pytest.raises(MemoryError, match="heap_size"):
+        shmem.empty(HEAP, dtype=torch.int64)
+    if shmem.get_device().type == "cuda":
+        with pytest.raises(RuntimeError, match="device"):
+            shmem.zeros(4, device="cpu")
+
+
+def test_broadcast_from_every_root(shmem, team):
+    for root in range(team.size):
+        mine = {"root": team.rank, "values": list(range(team.rank + 3))}
+        got = shmem.broadcast(mine if team.rank == root else None, root)
+        assert got == {"root": root, "values": list(range(root + 3))}
+        t = torch.full((5,), float(team.rank), device=shmem.get_device())
+        assert torch.equal(shmem.broadcast_tensor(t, root), torch.full((5,), float(root), device=shmem.get_device()))
+
+
+N = 512
+BLOCK = 128
+
+
+@triton.jit
+def neighbour_kernel(data, inbox, loaded, got, counts, heap_bases, cur_rank, world: tl.constexpr, n,
+                     BLOCK: tl.constexpr):
+    # Iris's calls as Iris programs make them: store into the next rank, load from the next
+    # rank, get from the next rank, count into every rank. (world is a constexpr: Triton 3.6's
+    # interpreter cannot take a runtime loop bound with NumPy 2.4; docs/IRIS.md.)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    nxt = (cur_rank + 1) % world
+    iris.store(inbox + offs, tl.load(data + offs, mask=mask), cur_rank, nxt, heap_bases, mask=mask)
+    tl.store(loaded + offs, iris.load(data + offs, cur_rank, nxt, heap_bases, mask=mask), mask=mask)
+    iris.get(data + offs, got + offs, cur_rank, nxt, heap_bases, mask=mask)
+    for peer in range(0, world):
+        iris.atomic_add(counts + offs, offs + cur_rank, cur_rank, peer, heap_bases, mask=mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.bfloat16, torch.float32, torch.int32, torch.int64],
+                         ids=str)
+def test_device_functions_between_the_ranks_of_the_job(team, dtype):
+    shmem = iris.iris(HEAP, team=team)
+    rank, world = shmem.get_rank(), shmem.get_num_ranks()
+    dev = shmem.get_device()
+    data = shmem.zeros(N, dtype=dtype)
+    data.copy_(pattern(rank, N, dtype, device=dev))
+    inbox = shmem.zeros(N, dtype=dtype)
+    loaded = shmem.zeros(N, dtype=dtype)
+    got = shmem.zeros(N, dtype=dtype)
+    counts = shmem.zeros(N, dtype=torch.int32)
+    shmem.barrier()
+    with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
+        neighbour_kernel[(triton.cdiv(N, BLOCK),)](data, inbox, loaded, got, counts, shmem.get_heap_bases(), rank,
+                                                   world, N, BLOCK=BLOCK)
+    shmem.barrier()
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
+    assert torch.equal(inbox, pattern(prev, N, dtype, device=dev))
+    assert torch.equal(loaded, pattern(nxt, N, dtype, device=dev))
+    assert torch.equal(got, pattern(nxt, N, dtype, device=dev))
+    i = torch.arange(N, dtype=torch.int32, device=dev)
+    assert torch.equal(counts, world * i + sum(range(world)))
