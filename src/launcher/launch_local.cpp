@@ -28,10 +28,12 @@
 
 #include "launcher/args.h"
 #include "launcher/launch.h"
+#include "launcher/program_path.h"
 #include "launcher/wait_status.h"
 
 #include "aperture/detail/host_wait.h"  // timeout_seconds(): APERTURE_TIMEOUT, the hub's limit too
 #include "bootstrap/hub.h"
+#include "common/env.h"
 
 namespace aperture::launcher {
 
@@ -59,6 +61,39 @@ std::string rank_list(const std::vector<int>& ranks, std::size_t limit = 16) {
   }
   if (shown < ranks.size()) text += " and " + std::to_string(ranks.size() - shown) + " more";
   return text;
+}
+
+// Where rank r of a job over `nodes` nodes runs: rank blocks, as Team reads APERTURE_NODES.
+struct NodePlace {
+  int node = 0;
+  int local_rank = 0;
+  int local_size = 0;
+};
+NodePlace node_place(int rank, int ranks, int nodes) {
+  NodePlace place;
+  place.node = env::node_of_block(rank, ranks, nodes);
+  for (int r = 0; r < ranks; ++r) {
+    if (env::node_of_block(r, ranks, nodes) != place.node) continue;
+    if (r < rank) ++place.local_rank;
+    ++place.local_size;
+  }
+  return place;
+}
+
+// APERTURE_NODE_EXEC split into words (at spaces; no quoting), {node} replaced by `node`.
+std::vector<std::string> node_command(const std::string& command, int node) {
+  std::vector<std::string> words;
+  std::size_t at = 0;
+  while (at < command.size()) {
+    const std::size_t start = command.find_first_not_of(' ', at);
+    if (start == std::string::npos) break;
+    const std::size_t end = std::min(command.find(' ', start), command.size());
+    std::string word = command.substr(start, end - start);
+    for (std::size_t p; (p = word.find("{node}")) != std::string::npos;) word.replace(p, 6, std::to_string(node));
+    words.push_back(std::move(word));
+    at = end;
+  }
+  return words;
 }
 
 std::string plural(std::size_t n, const char* one, const char* many) {
@@ -104,15 +139,35 @@ class LocalJob {
     const bool stdin_for_rank0 = ::isatty(STDIN_FILENO) == 0;
 
     for (int r = 0; r < options_.ranks; ++r) {
+      const NodePlace place = node_place(r, options_.ranks, options_.nodes);
       SpawnRequest request;
       request.path = options_.program_path;
       request.argv = argv;
-      request.env = environment_with({{"APERTURE_RANK", std::to_string(r)},
-                                      {"APERTURE_WORLD_SIZE", std::to_string(options_.ranks)},
-                                      {"APERTURE_LOCAL_RANK", std::to_string(r)},
-                                      {"APERTURE_LOCAL_SIZE", std::to_string(options_.ranks)},
-                                      {"APERTURE_HUB", hub_.address()},
-                                      {"APERTURE_JOB_TOKEN", token_}});
+      std::vector<std::pair<std::string, std::string>> env{{"APERTURE_RANK", std::to_string(r)},
+                                                           {"APERTURE_WORLD_SIZE", std::to_string(options_.ranks)},
+                                                           {"APERTURE_LOCAL_RANK", std::to_string(place.local_rank)},
+                                                           {"APERTURE_LOCAL_SIZE", std::to_string(place.local_size)},
+                                                           {"APERTURE_HUB", hub_.address()},
+                                                           {"APERTURE_JOB_TOKEN", token_}};
+      if (options_.nodes > 1) {
+        env.emplace_back("APERTURE_NODE", std::to_string(place.node));
+        if (!node_exec_.empty()) {
+          // The rank runs on its node: the node's command, then the program's.
+          std::vector<std::string> on_node = node_command(node_exec_, place.node);
+          try {
+            if (on_node.empty()) throw UsageError("APERTURE_NODE_EXEC is blank: unset it or give a command");
+            request.path = resolve_program(on_node.front());
+          } catch (const UsageError& e) {
+            fail_to_start(r, std::string("APERTURE_NODE_EXEC: ") + e.what(), kExitUsage);
+            return;
+          }
+          on_node.insert(on_node.end(), argv.begin(), argv.end());
+          on_node.front() = request.path;
+          on_node[on_node.size() - argv.size()] = options_.program_path;
+          request.argv = std::move(on_node);
+        }
+      }
+      request.env = environment_with(env);
       request.process_group = pgid_;
       request.inherit_stdin = r == 0 && stdin_for_rank0;
       request.signals = &signals_;
@@ -301,6 +356,7 @@ class LocalJob {
   }
 
   const LaunchOptions& options_;
+  const std::string node_exec_ = env::node_exec();
   SignalWatch& signals_;
   Watchdog& watchdog_;
   detail::Hub& hub_;
@@ -335,7 +391,14 @@ int run_local_launch(const LaunchOptions& options) {
   detail::HubOptions hub_options;
   hub_options.world_size = options.ranks;
   hub_options.token = detail::make_job_token();
-  hub_options.transport = "unix";
+  // An abstract Unix socket is private to its network namespace: ranks on other nodes reach
+  // the hub over TCP.
+  if (options.nodes > 1) {
+    hub_options.transport = "tcp";
+    hub_options.bind_host = env::hub_host().value_or("127.0.0.1");
+  } else {
+    hub_options.transport = "unix";
+  }
   std::unique_ptr<detail::Hub> hub;
   try {
     hub_options.timeout = std::chrono::milliseconds(static_cast<long long>(detail::timeout_seconds() * 1000.0));
