@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tests/multinode/run_engine.sh LAUNCHER ENGINE_TEST NODES RANKS [ARGS...] — the engine test
+# as a real MPI job over simulated nodes: scripts/simnodes.sh makes NODES nodes, `aperture launch
+# --mpi --hostfile` runs mpirun on node 0, and Open MPI starts its daemons on the other nodes
+# through the simnodes rsh agent. Nothing but TCP between the nodes' addresses joins the ranks.
+# Exit 77 (skipped) with the reason where namespaces cannot be made; afterwards no namespace,
+# /dev/shm file or process of the job is left (checked).
+set -euo pipefail
+launcher="$1" program="$2" nodes="$3" ranks="$4"
+shift 4
+tool="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/simnodes.sh"
+if ! reason="$(bash "$tool" check)"; then echo "SKIP: $reason"; exit 77; fi
+before_ns="$(ip netns list | sort)"
+before_shm="$(ls /dev/shm | sort)"
+status=0
+# The agent reaches the nodes; the variables of an enclosing job must not leak into this one.
+bash "$tool" run "$nodes" -- bash -c '
+  launcher="$1" nodes="$2" ranks="$3"; shift 3
+  OMPI_MCA_plm_rsh_agent="$SIMNODES_AGENT" exec "$launcher" launch --mpi --nodes "$nodes" \
+    --hostfile "$SIMNODES_HOSTFILE" -n "$ranks" --timeout 300 -- "$@"' run_engine "$launcher" "$nodes" "$ranks" \
+  "$program" "$@" || status=$?
+[[ $(ip netns list | sort) == "$before_ns" ]] || { echo "FAIL: namespaces left behind"; status=1; }
+[[ $(ls /dev/shm | sort) == "$before_shm" ]] || { echo "FAIL: /dev/shm files left behind"; status=1; }
+exit "$status"
