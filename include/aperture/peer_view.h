@@ -81,16 +81,8 @@ struct PeerView {
   // either is reached through the engine.
   template <class T>
   APERTURE_HD void copy(T* dst, const T* src, std::size_t count, int src_rank, int dst_rank) const {
-    if (via_engine(src_rank) || via_engine(dst_rank)) [[unlikely]] {
-      constexpr std::size_t kPiece = 4096 / sizeof(T) > 0 ? 4096 / sizeof(T) : 1;
-      T piece[kPiece];
-      for (std::size_t done = 0; done < count; done += kPiece) {
-        const std::size_t n = count - done < kPiece ? count - done : kPiece;
-        get(piece, src + done, n, src_rank);
-        put(dst + done, piece, n, dst_rank);
-      }
-      return;
-    }
+    if (via_engine(src_rank) || via_engine(dst_rank)) [[unlikely]]
+      return copy_through_caller(dst, src, count, src_rank, dst_rank);
     check(src, count, src_rank);
     check(dst, count, dst_rank);
     aperture::copy(dst, src, count, src_rank, dst_rank, rank, peer_bases);
@@ -137,6 +129,19 @@ struct PeerView {
   // needs anyway) and a compare. A rank out of range is left to check() and the plain path.
   // (A rank out of range is the caller's error, as on the raw path; APERTURE_CHECKED catches it.)
   APERTURE_HD bool via_engine(int to_rank) const { return peer_bases[to_rank] == 0 && engine.host_call != nullptr; }
+  // copy() where a side is reached through the engine: pieces through a buffer of the caller
+  // (out of line: the buffer is no part of a direct copy's frame).
+  template <class T>
+  APERTURE_DETAIL_OUT_OF_LINE APERTURE_HD void copy_through_caller(T* dst, const T* src, std::size_t count,
+                                                                   int src_rank, int dst_rank) const {
+    constexpr std::size_t kPiece = 4096 / sizeof(T) > 0 ? 4096 / sizeof(T) : 1;
+    T piece[kPiece];
+    for (std::size_t done = 0; done < count; done += kPiece) {
+      const std::size_t n = count - done < kPiece ? count - done : kPiece;
+      get(piece, src + done, n, src_rank);
+      put(dst + done, piece, n, dst_rank);
+    }
+  }
   // Bytes from the start of the peer's copy (the engine addresses memory by offset).
   APERTURE_HD std::uint64_t engine_offset(const void* ptr) const {
     return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ptr) -
