@@ -278,7 +278,13 @@ class LocalJob {
                                            "without destroying its Team)");
       return;
     }
-    if (stopping_) return;
+    if (stopping_) {
+      // Stopping: a rank that ends by our signal says nothing new, but one killed by another
+      // (its whole node lost, say) is named too, so every lost rank is on the record.
+      const bool ours = WIFSIGNALED(status) && (WTERMSIG(status) == stop_signal_ || (killed_ && WTERMSIG(status) == SIGKILL));
+      if (WIFSIGNALED(status) && !ours) launch_note(description);
+      return;
+    }
     launch_note(description);
     hub_.report_rank_exit(rank.rank, description);
     set_exit_code(exit_code_of(status));
@@ -315,6 +321,7 @@ class LocalJob {
   void stop(int sig) {
     if (stopping_) return;
     stopping_ = true;
+    stop_signal_ = sig;
     if (sig == SIGKILL) return kill_now();
     if (pgid_ > 0) ::kill(-pgid_, sig);
     kill_deadline_ = Clock::now() + kGrace;
@@ -368,6 +375,7 @@ class LocalJob {
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> kill_deadline_;
   bool stopping_ = false;
+  int stop_signal_ = 0;  // what stop() sent
   bool killed_ = false;
   std::optional<int> exit_code_;
 };
