@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/simnodes.sh — simulated nodes on one machine: K "nodes", each its own network, mount and
-# UTS namespace, so ranks on different nodes share no memory and reach each other only over TCP.
+# scripts/simnodes.sh — simulated nodes on one machine: K "nodes", each its own network, mount, UTS
+# and IPC namespace, so ranks on different nodes share no memory and reach each other only over TCP.
 #
 #   simnodes.sh check                  can namespaces be made here? exit 0, or 77 with the reason
 #   simnodes.sh up K                   makes K nodes; prints the set's name (unique per run)
@@ -14,8 +14,10 @@
 # Each node has a veth link into a bridge that lives in the set's own "switch" namespace, so no
 # address, route or link is added to the machine's own namespace and traffic never leaves the
 # namespaces made here. A node gets the address 10.77.0.(K+1)/24 (the sets are apart: each has
-# its own bridge), the host name NAME-nodeK (Team tells nodes apart by it) and a private tmpfs on
-# /dev/shm. `run` gives CMD:
+# its own bridge), the host name NAME-nodeK (Team tells nodes apart by it), its own System V IPC
+# and a private tmpfs on /dev/shm. The process ID namespace stays the machine's (the launcher
+# watches its ranks), so a library that maps another process's memory through /proc or
+# process_vm_readv still could: UCX does unless told UCX_TLS=tcp,self (the tests tell it). `run` gives CMD:
 #   APERTURE_NODE_EXEC   "<this script> exec NAME {node} --": `aperture launch --nodes` prefixes
 #                        each rank's command with it, {node} replaced by the rank's node
 #   APERTURE_HUB_HOST    node 0's address: the launcher's hub listens there
@@ -84,8 +86,8 @@ up() {
     ip -n "$ns" link set eth0 up
     mkdir "$dir/shm$i"
     mount -t tmpfs -o mode=1777,size=50% "$name-shm$i" "$dir/shm$i"
-    touch "$dir/uts$i"
-    unshare --uts="$dir/uts$i" hostname "$name-node$i"
+    touch "$dir/uts$i" "$dir/ipc$i"
+    unshare --uts="$dir/uts$i" --ipc="$dir/ipc$i" hostname "$name-node$i"
     echo "$subnet.$((i + 1)) slots=64" >>"$dir/hostfile"
   done
   trap - ERR
@@ -99,7 +101,7 @@ enter() {  # enter NAME K CMD...: the node's namespaces, the caller's directory
   # A fresh mount namespace per entry, in which /dev/shm is the node's own tmpfs: every process
   # of a node sees the same /dev/shm, no other node sees it. (A persistent mount namespace per node
   # would not do: one made earlier cannot see the namespace files of the nodes made after it.)
-  exec nsenter --net="/run/netns/$(node_ns "$name" "$i")" --uts="$dir/uts$i" --wd="$PWD" -- \
+  exec nsenter --net="/run/netns/$(node_ns "$name" "$i")" --uts="$dir/uts$i" --ipc="$dir/ipc$i" --wd="$PWD" -- \
     unshare --mount --propagation private -- sh -c 'mount --bind "$0" /dev/shm && exec "$@"' "$dir/shm$i" "$@"
 }
 
@@ -124,7 +126,7 @@ down() {
   done
   if [[ -d $dir ]]; then
     local f
-    for f in "$dir"/uts* "$dir"/shm*; do
+    for f in "$dir"/uts* "$dir"/ipc* "$dir"/shm*; do
       [[ -e $f ]] || continue
       umount "$f" 2>/dev/null || true
     done
