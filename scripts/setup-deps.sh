@@ -44,8 +44,11 @@ declare -A probe=(
   [libgmock-dev]="file:/usr/include/gmock/gmock.h"
   [libopenmpi-dev]="file:/usr/include/x86_64-linux-gnu/openmpi/mpi.h|/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h|/usr/include/aarch64-linux-gnu/openmpi/mpi.h|/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h"
   [openmpi-bin]="cmd:mpirun"
+  # the simulated nodes of tests/multinode (scripts/simnodes.sh): ip, and nsenter/unshare
+  [iproute2]="cmd:ip"
+  [util-linux]="cmd:nsenter"
 )
-order=(cmake g++ make python3 googletest libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin)
+order=(cmake g++ make python3 googletest libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin iproute2 util-linux)
 
 is_present() {
   local pkg="$1" spec="${probe[$1]}"

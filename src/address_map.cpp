@@ -63,6 +63,20 @@ void SymmetricAddressMap::mark_freed() const {
   if (table_) table_->freed.store(true, std::memory_order_relaxed);
 }
 
+EngineChannel SymmetricAddressMap::engine() const { return table_ ? table_->engine : EngineChannel{}; }
+
+void SymmetricAddressMap::attach_engine(EngineChannel channel, std::shared_ptr<const void> owner) const {
+  if (!table_)
+    throw Error(ErrorCode::invalid_argument,
+                "attach_engine: this map has no table; build it with SymmetricAddressMap::from_table first");
+  table_->engine = channel;
+  table_->engine_owner = std::move(owner);
+}
+
+std::shared_ptr<const void> SymmetricAddressMap::engine_owner() const {
+  return table_ ? table_->engine_owner : nullptr;
+}
+
 bool SymmetricAddressMap::freed() const { return table_ && table_->freed.load(std::memory_order_relaxed); }
 
 bool SymmetricAddressMap::is_direct(int peer) const {

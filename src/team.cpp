@@ -104,7 +104,9 @@ Team Team::from_env() {
     if (world.size == 1) return Team(0, 1, name, std::make_unique<detail::SoloTransport>());
     // MPI only carries the hub's address and the job token; the hub does the rest.
     const std::string token = world.rank == 0 ? detail::make_job_token() : std::string();
-    const std::string host = this_host();
+    // Where the others reach rank 0's hub: APERTURE_HUB_HOST when set (a host name that does not
+    // resolve on the other nodes, as on simulated nodes), else this host's name.
+    const std::string host = aperture::env::hub_host().value_or(this_host());
     std::unique_ptr<detail::Hub> hub;
     std::string address;
     if (world.rank == 0) {
@@ -121,7 +123,7 @@ Team Team::from_env() {
     address = detail::mpi_broadcast_from_rank0(address);
     const std::string shared_token = detail::mpi_broadcast_from_rank0(token);
     // Ranks on rank 0's machine reach the hub over loopback: the host name may not resolve.
-    const std::string prefix = "tcp:" + host + ":";
+    const std::string prefix = "tcp:" + this_host() + ":";
     if (address.rfind(prefix, 0) == 0) address = "tcp:127.0.0.1:" + address.substr(prefix.size());
     auto client =
         std::make_unique<detail::HubClient>(address, world.rank, world.size, shared_token, team_timeout());
@@ -161,10 +163,13 @@ Team Team::from_env() {
 
 void Team::learn_nodes() {
   // Ranks on the same machine share a host name; they are the ones that can map each other's
-  // host memory.
+  // host memory. A launcher that splits a job into nodes (`aperture launch --nodes`, or
+  // APERTURE_NODES for any launcher) names the node instead: ranks it puts on other nodes then
+  // share no memory even where they could.
   constexpr std::size_t kHost = 256;  // a host name (at most 64 bytes on Linux), '/', a boot id
   char mine[kHost] = {};
-  const std::string host = node_identity();
+  const auto named = env::node_name(env::process(), rank_, size_);
+  const std::string host = named ? "named:" + *named : node_identity();
   host.copy(mine, kHost - 1);  // mine stays NUL-terminated: it was zeroed
   std::vector<char> all(kHost * static_cast<std::size_t>(size_));
   transport_->allgather(mine, all.data(), kHost);
@@ -176,11 +181,19 @@ void Team::learn_nodes() {
     const std::string name(all.data() + r * kHost, ::strnlen(all.data() + r * kHost, kHost));
     node_of_rank_[r] = node_ids.emplace(name, static_cast<int>(node_ids.size())).first->second;
   }
+  node_count_ = static_cast<int>(node_ids.size());
   for (int r = 0; r < size_; ++r) {
     if (node_of_rank_[r] != node_of_rank_[rank_]) continue;
     if (r < rank_) ++local_rank_;
     ++local_size_;
   }
+}
+
+int Team::node_of(int rank) const {
+  if (rank < 0 || rank >= size_)
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("node_of({}): no such rank; this team has ranks 0..{}", rank, size_ - 1));
+  return node_of_rank_[rank];
 }
 
 bool Team::same_node(int peer) const {

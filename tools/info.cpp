@@ -67,6 +67,23 @@ void print_cpus() {
               usable, online);
 }
 
+// "nodes: 2 (node 0: ranks 0-1, node 1: ranks 2-3)": which ranks share memory.
+void print_nodes(const Team& team) {
+  std::string layout;
+  for (int node = 0; node < team.node_count(); ++node) {
+    std::string ranks;
+    for (int r = 0; r < team.size(); ++r) {
+      if (team.node_of(r) != node) continue;
+      const bool run_continues = r > 0 && team.node_of(r - 1) == node;
+      const bool run_goes_on = r + 1 < team.size() && team.node_of(r + 1) == node;
+      if (!run_continues) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      else if (!run_goes_on) ranks += "-" + std::to_string(r);
+    }
+    layout += (node ? ", " : "") + std::string("node ") + std::to_string(node) + ": ranks " + ranks;
+  }
+  std::printf("nodes: %d (%s); ranks on different nodes share no memory\n", team.node_count(), layout.c_str());
+}
+
 }  // namespace
 
 int info_main(int argc, char** argv) {
@@ -87,8 +104,8 @@ int info_main(int argc, char** argv) {
     try {
       team.emplace(Team::from_env());
       team_line = "team: rank " + std::to_string(team->rank()) + " of " + std::to_string(team->size()) + " (local " +
-                  std::to_string(team->local_rank()) + " of " + std::to_string(team->local_size()) +
-                  " on this machine), started by " + std::string(team->launched_by());
+                  std::to_string(team->local_rank()) + " of " + std::to_string(team->local_size()) + " on node " +
+                  std::to_string(team->node()) + "), started by " + std::string(team->launched_by());
     } catch (const std::exception& e) {
       team_line = std::string("team: could not join the job: ") + e.what();
       exit_code = 1;
@@ -100,6 +117,7 @@ int info_main(int argc, char** argv) {
     print_providers();
     print_cpus();
     print_gpus();
+    if (team) print_nodes(*team);
   }
   std::printf("%s\n", team_line.c_str());
   std::fflush(stdout);

@@ -6,9 +6,15 @@
 // same shape in the same processes (float, sum). Inputs are integers stored as floats, so both
 // sides' sums are exact and are compared once per size: a benchmark of a wrong answer is no
 // benchmark.
+//
+// node_put/node_get (on request, over nodes: docs/MULTINODE.md) move `bytes` to and from the rank
+// with the same local index on the next node through the map's PeerView, i.e. through the engine
+// (MPI RMA), against plain MPI_Put/MPI_Get + MPI_Win_flush on an MPI window of the same size and
+// against MPI_Sendrecv of the same bytes, in the same processes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +33,8 @@ namespace {
 
 const std::vector<std::string> kHostOps = {"barrier", "put", "get", "broadcast", "all_gather", "reduce_scatter", "all_reduce",
                                            "all_reduce.one_shot", "all_reduce.two_shot", "all_to_all"};
+// Only on request (--ops): they need ranks on another node.
+const std::vector<std::string> kNodeOps = {"node_put", "node_get"};
 
 void fill(std::vector<float>& v, int rank, int salt) {
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * 7 + static_cast<int>(i % 1000) + salt);
@@ -53,14 +61,31 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
 
   std::size_t max_bytes = 0;
   for (std::size_t b : options.sizes) max_bytes = std::max(max_bytes, b);
-  Communicator comm(provider, team);
+  // The collectives need every rank directly addressable: made only when a collective op is asked.
+  const bool any_collective = std::any_of(ops.begin(), ops.end(), [](const std::string& op) {
+    return op != "put" && op != "get" && std::find(kNodeOps.begin(), kNodeOps.end(), op) == kNodeOps.end();
+  });
+  std::optional<Communicator> collectives;
+  if (any_collective) collectives.emplace(provider, team);
   Allocation window = provider.allocate(std::max<std::size_t>(max_bytes, 64));  // put's target, get's source
+  const bool any_node_op = std::any_of(ops.begin(), ops.end(), [](const std::string& op) {
+    return std::find(kNodeOps.begin(), kNodeOps.end(), op) != kNodeOps.end();
+  });
+  if (any_node_op && with_mpi) mpi::rma_open(std::max<std::size_t>(max_bytes, 64));
   std::vector<BenchRow> rows;
   {
     for (const std::string& op : ops) {
-      if (std::find(kHostOps.begin(), kHostOps.end(), op) == kHostOps.end())
+      const bool node_op = std::find(kNodeOps.begin(), kNodeOps.end(), op) != kNodeOps.end();
+      if (std::find(kHostOps.begin(), kHostOps.end(), op) == kHostOps.end() && !node_op)
         throw Error("bench: unknown op '" + op + "' for host memory; ops are put, get, broadcast, all_gather, "
-                    "reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all, barrier");
+                    "reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all, barrier, and "
+                    "over nodes node_put, node_get");
+      if (node_op && (team.node_count() < 2 || !window.map.engine().attached() || !with_mpi))
+        throw Error(ErrorCode::unavailable,
+                    "bench: " + op + " measures the engine between nodes: it needs ranks on 2 or more nodes started "
+                    "by mpirun (e.g. scripts/simnodes.sh run 2 -- aperture launch --mpi --nodes 2 --hostfile "
+                    "\"$SIMNODES_HOSTFILE\" -n 2 -- aperture bench --ops node_put,node_get); this job has " +
+                        std::to_string(team.node_count()) + " node(s)");
       for (std::size_t bytes : options.sizes) {
         const bool blocks = op == "reduce_scatter" || op == "all_to_all";  // input: world blocks
         const std::size_t count = bytes / sizeof(float) / (blocks ? static_cast<std::size_t>(world) : 1);
@@ -79,9 +104,18 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
         std::function<void()> ours, theirs;
         auto* peer_buffer = static_cast<float*>(window.ptr);
         const std::int64_t* bases = window.map.peer_bases();
-        if (op == "barrier") {
+        const int across = (me + world / team.node_count()) % world;  // same local index, next node
+        if (op == "node_put") {
+          ours = [&] { window.map.peer_view().put(peer_buffer, in.data(), count, across); };
+          theirs = [&] { mpi::rma_put(in.data(), count * sizeof(float), across); };
+          row.baseline = "MPI_Put+flush";
+        } else if (op == "node_get") {
+          ours = [&] { window.map.peer_view().get(out.data(), peer_buffer, count, across); };
+          theirs = [&] { mpi::rma_get(out.data(), count * sizeof(float), across); };
+          row.baseline = "MPI_Get+flush";
+        } else if (op == "barrier") {
           row.bytes = 0;
-          ours = [&] { comm.barrier(); };
+          ours = [&] { collectives->barrier(); };
           if (with_mpi) theirs = [&] { mpi::barrier(); };
           row.baseline = "MPI_Barrier";
         } else if (op == "put") {
@@ -93,36 +127,56 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
           theirs = [&] { std::memcpy(out.data(), in.data(), count * sizeof(float)); };
           row.baseline = "memcpy";
         } else if (op == "broadcast") {
-          ours = [&] { comm.broadcast(in.data(), out.data(), count, 0); };
+          ours = [&] { collectives->broadcast(in.data(), out.data(), count, 0); };
           std::copy(in.begin(), in.end(), ref.begin());  // MPI_Bcast is in place: root's ref is the source
           if (with_mpi) theirs = [&] { mpi::bcast(ref.data(), count, 0); };
           row.baseline = "MPI_Bcast";
         } else if (op == "all_gather") {
-          ours = [&] { comm.all_gather(in.data(), out.data(), count); };
+          ours = [&] { collectives->all_gather(in.data(), out.data(), count); };
           if (with_mpi) theirs = [&] { mpi::allgather(in.data(), ref.data(), count); };
           row.baseline = "MPI_Allgather";
         } else if (op == "reduce_scatter") {
-          ours = [&] { comm.reduce_scatter(in.data(), out.data(), count, ReduceOp::sum); };
+          ours = [&] { collectives->reduce_scatter(in.data(), out.data(), count, ReduceOp::sum); };
           if (with_mpi) theirs = [&] { mpi::reduce_scatter_block(in.data(), ref.data(), count); };
           row.baseline = "MPI_Reduce_scatter_block";
         } else if (op.rfind("all_reduce", 0) == 0) {
           const AllReduceAlgorithm algo = op == "all_reduce.one_shot"   ? AllReduceAlgorithm::one_shot
                                           : op == "all_reduce.two_shot" ? AllReduceAlgorithm::two_shot
                                                                         : AllReduceAlgorithm::automatic;
-          ours = [&, algo] { comm.all_reduce(in.data(), out.data(), count, ReduceOp::sum, algo); };
+          ours = [&, algo] { collectives->all_reduce(in.data(), out.data(), count, ReduceOp::sum, algo); };
           if (with_mpi) theirs = [&] { mpi::allreduce(in.data(), ref.data(), count); };
           row.baseline = "MPI_Allreduce";
         } else {  // all_to_all
-          ours = [&] { comm.all_to_all(in.data(), out.data(), count); };
+          ours = [&] { collectives->all_to_all(in.data(), out.data(), count); };
           if (with_mpi) theirs = [&] { mpi::alltoall(in.data(), ref.data(), count); };
           row.baseline = "MPI_Alltoall";
+        }
+        if (node_op) {
+          // Check the path once before timing it: put `in` across, then the rank across holds
+          // it, and a get from it brings this rank's own `in` back.
+          window.map.peer_view().put(peer_buffer, in.data(), count, across);
+          team.barrier();
+          std::vector<float> sent(count);
+          fill(sent, (me - world / team.node_count() + world) % world, static_cast<int>(bytes % 97));
+          std::vector<float> held(peer_buffer, peer_buffer + count);
+          expect_same(held, sent, count, "node_put at " + std::to_string(row.bytes) + " bytes", me);
+          team.barrier();
+          window.map.peer_view().get(out.data(), peer_buffer, count, across);
+          expect_same(out, in, count, "node_get at " + std::to_string(row.bytes) + " bytes", me);
+          team.barrier();
         }
         const Timed a = time_calls(team, options, ours);
         row.aperture_us = a.us;
         row.iters = a.iters;
+        if (node_op) {
+          row.baseline2 = "MPI_Sendrecv";
+          row.baseline2_us = time_calls(team, options, [&] {
+                               mpi::sendrecv(in.data(), ref.data(), count * sizeof(float), across);
+                             }).us;
+        }
         if (theirs) {
           row.baseline_us = time_calls(team, options, theirs).us;
-          if (row.baseline.rfind("MPI", 0) == 0 && op != "barrier") {
+          if (row.baseline.rfind("MPI", 0) == 0 && op != "barrier" && !node_op) {
             ours();  // one more of each on the same input: the answers agree
             theirs();
             expect_same(out, ref, out_count, op + " at " + std::to_string(row.bytes) + " bytes", me);
@@ -135,6 +189,7 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
     }
   }
   team.barrier();  // nobody frees the window while a neighbour still puts into it
+  if (any_node_op && with_mpi) mpi::rma_close();
   provider.free(window);
   return rows;
 }

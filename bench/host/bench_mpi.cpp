@@ -47,4 +47,33 @@ void allreduce(const void* in, void* out, std::size_t count) {
   check(MPI_Allreduce(in, out, as_int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
 }
 
+namespace {
+MPI_Win rma_window = MPI_WIN_NULL;
+}  // namespace
+
+void rma_open(std::size_t bytes) {
+  void* base = nullptr;
+  check(MPI_Win_allocate(static_cast<MPI_Aint>(bytes), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &rma_window),
+        "MPI_Win_allocate");
+  check(MPI_Win_lock_all(0, rma_window), "MPI_Win_lock_all");
+}
+void rma_put(const void* src, std::size_t bytes, int peer) {
+  check(MPI_Put(src, as_int(bytes), MPI_BYTE, peer, 0, as_int(bytes), MPI_BYTE, rma_window), "MPI_Put");
+  check(MPI_Win_flush(peer, rma_window), "MPI_Win_flush");
+}
+void rma_get(void* dst, std::size_t bytes, int peer) {
+  check(MPI_Get(dst, as_int(bytes), MPI_BYTE, peer, 0, as_int(bytes), MPI_BYTE, rma_window), "MPI_Get");
+  check(MPI_Win_flush(peer, rma_window), "MPI_Win_flush");
+}
+void rma_close() {
+  if (rma_window == MPI_WIN_NULL) return;
+  MPI_Win_unlock_all(rma_window);
+  check(MPI_Win_free(&rma_window), "MPI_Win_free");
+}
+void sendrecv(const void* in, void* out, std::size_t bytes, int peer) {
+  check(MPI_Sendrecv(in, as_int(bytes), MPI_BYTE, peer, 7, out, as_int(bytes), MPI_BYTE, peer, 7, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE),
+        "MPI_Sendrecv");
+}
+
 }  // namespace aperture::bench::mpi

@@ -17,5 +17,13 @@ void allgather(const void* in, void* out, std::size_t count);
 void alltoall(const void* in, void* out, std::size_t count);
 void reduce_scatter_block(const void* in, void* out, std::size_t count);
 void allreduce(const void* in, void* out, std::size_t count);
+// Plain MPI between two ranks, what a user would write without aperture: one window of `bytes`
+// (MPI_Win_allocate, MPI_Win_lock_all) and MPI_Put/MPI_Get + MPI_Win_flush into it; and
+// MPI_Sendrecv of `bytes` with `peer` (both directions at once, as every rank puts at once).
+void rma_open(std::size_t bytes);
+void rma_put(const void* src, std::size_t bytes, int peer);
+void rma_get(void* dst, std::size_t bytes, int peer);
+void rma_close();
+void sendrecv(const void* in, void* out, std::size_t bytes, int peer);
 
 }  // namespace aperture::bench::mpi

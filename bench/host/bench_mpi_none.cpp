@@ -14,4 +14,10 @@ void alltoall(const void*, void*, std::size_t) { throw Error("bench: built witho
 void reduce_scatter_block(const void*, void*, std::size_t) { throw Error("bench: built without MPI"); }
 void allreduce(const void*, void*, std::size_t) { throw Error("bench: built without MPI"); }
 
+void rma_open(std::size_t) { throw Error("bench: built without MPI"); }
+void rma_put(const void*, std::size_t, int) { throw Error("bench: built without MPI"); }
+void rma_get(void*, std::size_t, int) { throw Error("bench: built without MPI"); }
+void rma_close() {}
+void sendrecv(const void*, void*, std::size_t, int) { throw Error("bench: built without MPI"); }
+
 }  // namespace aperture::bench::mpi

@@ -55,7 +55,15 @@ struct APERTURE_API SymmetricAddressMap {
 
   // The kernel-side handle: rank, world size, peer_bases() and the allocation's length (which
   // APERTURE_CHECKED builds hold every access to).
-  PeerView peer_view() const { return PeerView{local_rank, world_size, peer_bases(), allocation_bytes}; }
+  // With an engine attached (ranks on other nodes), the view carries its channel too.
+  PeerView peer_view() const { return PeerView{local_rank, world_size, peer_bases(), allocation_bytes, engine()}; }
+
+  // The engine that reaches this map's indirect peers (aperture/engine_channel.h); empty when
+  // none is attached. Every copy of the map shares it. Providers attach it (with `owner`
+  // keeping its state alive) when they make the allocation and clear it before they free it.
+  EngineChannel engine() const;
+  void attach_engine(EngineChannel channel, std::shared_ptr<const void> owner) const;
+  std::shared_ptr<const void> engine_owner() const;
 
   // The host table of the sub-range [ptr, ptr + bytes) of this allocation: every direct entry
   // shifted by ptr's offset. Providers place it where their kernels run to describe a view.
@@ -75,6 +83,8 @@ struct APERTURE_API SymmetricAddressMap {
     std::vector<std::int64_t> host;
     TablePlacement placement;
     mutable std::atomic<bool> freed{false};
+    mutable EngineChannel engine{};
+    mutable std::shared_ptr<const void> engine_owner;
   };
   std::shared_ptr<const Table> table_;
 };

@@ -44,6 +44,11 @@ class APERTURE_API Team {
   int local_rank() const { return local_rank_; }  // rank among the ranks of this machine
   int local_size() const { return local_size_; }  // ranks on this machine
   bool same_node(int peer) const;                 // does `peer` run on this machine?
+  // Nodes are numbered 0..node_count()-1 in the order of their lowest rank. Ranks on one node can
+  // map each other's memory; ranks on different nodes are reached through an engine (MPI RMA).
+  int node() const { return node_of_rank_[rank_]; }
+  int node_count() const { return node_count_; }
+  int node_of(int rank) const;  // throws aperture::Error for a rank outside 0..size()-1
   // Who started the ranks: "aperture launch", "mpi", "torchrun" or "single".
   std::string_view launched_by() const { return launched_by_; }
 
@@ -68,6 +73,7 @@ class APERTURE_API Team {
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
+  int node_count_ = 1;
   std::string launched_by_ = "single";
   std::unique_ptr<int[]> node_of_rank_;
   std::unique_ptr<detail::TeamTransport> transport_;

@@ -83,6 +83,12 @@ void prepare_environment_for_oshmem() {
 #endif
 }
 
+// The one-sided components the MPI RMA engine (src/engines/mpi_rma.cpp) can use in Open MPI 4.1:
+// sm for shared-memory windows (mpi-window), ucx for the rest. pt2pt, the default where no RDMA
+// network is, refuses MPI_THREAD_MULTIPLE, and rdma over TCP needs the target to call MPI.
+// Before MPI_Init, like the variable above; a value the user set is kept.
+void prepare_environment_for_rma() { ::setenv("OMPI_MCA_osc", "sm,ucx", /*overwrite=*/0); }
+
 MPI_Comm bootstrap_comm(MpiState& s) {
   if (s.comm == MPI_COMM_NULL) {
     check_bootstrap_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.comm), "MPI_Comm_dup(MPI_COMM_WORLD)");
@@ -106,6 +112,7 @@ MpiWorld mpi_world() {
                 "its providers) before MPI_Finalize or shmem_finalize");
   if (!initialised) {
     prepare_environment_for_oshmem();
+    prepare_environment_for_rma();
     int provided = MPI_THREAD_SINGLE;
     check_bootstrap_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
                         "MPI_Init_thread(MPI_THREAD_MULTIPLE)");

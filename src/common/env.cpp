@@ -33,6 +33,14 @@ constexpr Variable kVariables[] = {
     {"APERTURE_JOB_TOKEN", "text", "unset", "any",
      "Set by `aperture launch`: the secret a rank and its hub prove to each other, never sent (torchrun: defaults to "
      "TORCHELASTIC_RUN_ID).", true},
+    {"APERTURE_NODE", "text", "unset", "any name",
+     "Set by `aperture launch --nodes`: the node this rank runs on; ranks with other names share no memory.", true},
+    {"APERTURE_NODES", "integer", "unset", "1 .. the number of ranks",
+     "Splits any job into this many nodes by rank blocks (testing multi-node code on one machine)."},
+    {"APERTURE_HUB_HOST", "text", "127.0.0.1 (mpirun: the host name)", "an IPv4 address of this machine",
+     "The address the TCP hub listens on and ranks reach it at (`aperture launch --nodes`; rank 0 under mpirun, where the default is the host name)."},
+    {"APERTURE_NODE_EXEC", "text", "unset", "a command with {node}",
+     "`aperture launch --nodes`: put before each rank's command to run it on its node ({node}: the node's number)."},
     {"APERTURE_MASTER_PORT", "integer", "MASTER_PORT+1", "1 .. 65535",
      "torchrun jobs: the port of aperture's rendezvous (MASTER_PORT is torch's own store)."},
     {"APERTURE_COLLECTIVES_INTERLEAVE", "flag", "0", "0 or 1",
@@ -132,6 +140,29 @@ std::size_t gpu_heap_size(std::size_t fallback) {
 std::size_t vmm_reserve() {
   const char* text = process_value("APERTURE_VMM_RESERVE");
   return text == nullptr ? kVmmReserveDefault : parse_size("APERTURE_VMM_RESERVE", text);
+}
+
+std::optional<std::string> node_name(const Lookup& env, int rank, int world_size) {
+  if (const char* name = value_of(env, "APERTURE_NODE")) return std::string(name);
+  const char* nodes = value_of(env, "APERTURE_NODES");
+  if (nodes == nullptr) return std::nullopt;
+  const int count = parse_int("APERTURE_NODES", nodes, 1, world_size);
+  return detail::format("APERTURE_NODES-{}", node_of_block(rank, world_size, count));
+}
+
+int node_of_block(int rank, int world_size, int nodes) {
+  return static_cast<int>(static_cast<long long>(rank) * nodes / world_size);
+}
+
+std::optional<std::string> hub_host() {
+  const char* host = process_value("APERTURE_HUB_HOST");
+  if (host == nullptr) return std::nullopt;
+  return std::string(host);
+}
+
+std::string node_exec() {
+  const char* command = process_value("APERTURE_NODE_EXEC");
+  return command == nullptr ? std::string() : std::string(command);
 }
 
 std::optional<int> master_port(const Lookup& env) {

@@ -52,6 +52,13 @@ std::size_t heap_size();                            // APERTURE_HEAP_SIZE (shm)
 std::size_t gpu_heap_size(std::size_t fallback);    // APERTURE_GPU_HEAP_SIZE (cuda-ipc, cuda-vmm)
 std::size_t vmm_reserve();                          // APERTURE_VMM_RESERVE (cuda-vmm)
 std::optional<int> master_port(const Lookup& env);  // APERTURE_MASTER_PORT (torchrun jobs)
+// The node `rank` runs on as the environment says: APERTURE_NODE, else block `node_of_block` of
+// APERTURE_NODES; nullopt when neither is set (the machine itself then decides).
+std::optional<std::string> node_name(const Lookup& env, int rank, int world_size);
+// Rank blocks: of `world_size` ranks over `nodes` nodes, the node of `rank` (the lowest ranks on node 0).
+int node_of_block(int rank, int world_size, int nodes);
+std::optional<std::string> hub_host();  // APERTURE_HUB_HOST, nullopt when unset
+std::string node_exec();  // APERTURE_NODE_EXEC, empty when unset
 // Ranks on this machine as the launcher says (APERTURE_LOCAL_SIZE, else torchrun's
 // LOCAL_WORLD_SIZE, else Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE); 0 when none says it.
 int local_size(const Lookup& env);

@@ -18,7 +18,7 @@
 namespace aperture::launcher {
 
 const char* const kLaunchUsage =
-    "usage: aperture launch -n N [--timeout S] [--mpi] -- PROGRAM [ARGS...]\n"
+    "usage: aperture launch -n N [--nodes K] [--timeout S] [--mpi [--hostfile F]] -- PROGRAM [ARGS...]\n"
     "\n"
     "Starts N ranks of PROGRAM on this machine, each with what aperture::Team::from_env() needs,\n"
     "and prints their output line by line as \"[rank R] ...\" (stderr lines on stderr).\n"
@@ -29,6 +29,13 @@ const char* const kLaunchUsage =
     "  --mpi            start the ranks through Open MPI's mpirun (needed by the mpi-window and\n"
     "                   openshmem providers, whose memory only MPI-started ranks can have);\n"
     "                   mpirun then stops the job when a rank fails, and its message names it\n"
+    "  --nodes K        spread the ranks over K nodes in rank blocks; ranks on different nodes\n"
+    "                   share no memory and meet over TCP. Without --mpi: the hub listens on\n"
+    "                   APERTURE_HUB_HOST (default 127.0.0.1) and each rank's command is put\n"
+    "                   behind APERTURE_NODE_EXEC ({node}: its node), as scripts/simnodes.sh run\n"
+    "                   sets them; unset, the nodes are a split of this machine\n"
+    "  --hostfile F     with --mpi: mpirun starts the ranks on F's hosts, N/K per node (Open MPI\n"
+    "                   reaches them through its rsh agent, OMPI_MCA_plm_rsh_agent)\n"
     "\n"
     "As soon as one rank exits non-zero or is killed, the others get SIGTERM and, 2 s later,\n"
     "SIGKILL (with --mpi, mpirun gets 5 s to stop them itself), and the launcher exits with that\n"
@@ -69,6 +76,10 @@ LaunchOptions parse_launch_args(int argc, char** argv) {
       have_ranks = true;
     } else if (take_option_value(argc, argv, i, "", "--timeout", value, "60")) {
       options.timeout_seconds = parse_seconds("--timeout", value);
+    } else if (take_option_value(argc, argv, i, "", "--nodes", value, "2")) {
+      options.nodes = static_cast<int>(parse_integer("--nodes", value, 1, kMaxRanks));
+    } else if (take_option_value(argc, argv, i, "", "--hostfile", value, "hosts.txt")) {
+      options.hostfile = value;
     } else if (arg == "--mpi") {
       options.use_mpi = true;
       ++i;
@@ -81,6 +92,15 @@ LaunchOptions parse_launch_args(int argc, char** argv) {
   }
   if (!have_ranks) throw UsageError("how many ranks? give -n N, e.g. aperture launch -n 4 -- ./my_program");
   if (i >= argc) throw UsageError("no program given after `--`; write: aperture launch -n 4 -- ./my_program");
+  if (options.nodes > options.ranks)
+    throw UsageError("--nodes " + std::to_string(options.nodes) + " is more nodes than the " +
+                     std::to_string(options.ranks) + " ranks of -n; give at most one node per rank");
+  if (!options.hostfile.empty() && !options.use_mpi)
+    throw UsageError("--hostfile is read by mpirun: add --mpi, e.g. aperture launch --mpi --nodes 2 --hostfile " +
+                     options.hostfile + " -n 4 -- ./my_program");
+  if (options.use_mpi && !options.hostfile.empty() && options.ranks % options.nodes != 0)
+    throw UsageError("--mpi --hostfile places the same number of ranks on every node: -n " +
+                     std::to_string(options.ranks) + " is not a multiple of --nodes " + std::to_string(options.nodes));
   options.program = argv[i];
   options.program_path = resolve_program(options.program);
   for (++i; i < argc; ++i) options.args.emplace_back(argv[i]);

@@ -29,10 +29,12 @@
 
 #include "launcher/args.h"
 #include "launcher/launch.h"
+#include "launcher/program_path.h"
 #include "launcher/wait_status.h"
 
 #include "aperture/detail/host_wait.h"  // timeout_seconds(): APERTURE_TIMEOUT, the hub's limit too
 #include "bootstrap/hub.h"
+#include "common/env.h"
 
 namespace aperture::launcher {
 
@@ -60,6 +62,39 @@ std::string rank_list(const std::vector<int>& ranks, std::size_t limit = 16) {
   }
   if (shown < ranks.size()) text += " and " + std::to_string(ranks.size() - shown) + " more";
   return text;
+}
+
+// Where rank r of a job over `nodes` nodes runs: rank blocks, as Team reads APERTURE_NODES.
+struct NodePlace {
+  int node = 0;
+  int local_rank = 0;
+  int local_size = 0;
+};
+NodePlace node_place(int rank, int ranks, int nodes) {
+  NodePlace place;
+  place.node = env::node_of_block(rank, ranks, nodes);
+  for (int r = 0; r < ranks; ++r) {
+    if (env::node_of_block(r, ranks, nodes) != place.node) continue;
+    if (r < rank) ++place.local_rank;
+    ++place.local_size;
+  }
+  return place;
+}
+
+// APERTURE_NODE_EXEC split into words (at spaces; no quoting), {node} replaced by `node`.
+std::vector<std::string> node_command(const std::string& command, int node) {
+  std::vector<std::string> words;
+  std::size_t at = 0;
+  while (at < command.size()) {
+    const std::size_t start = command.find_first_not_of(' ', at);
+    if (start == std::string::npos) break;
+    const std::size_t end = std::min(command.find(' ', start), command.size());
+    std::string word = command.substr(start, end - start);
+    for (std::size_t p; (p = word.find("{node}")) != std::string::npos;) word.replace(p, 6, std::to_string(node));
+    words.push_back(std::move(word));
+    at = end;
+  }
+  return words;
 }
 
 std::string plural(std::size_t n, const char* one, const char* many) {
@@ -118,16 +153,40 @@ class LocalJob {
     }
 
     for (int r = 0; r < options_.ranks; ++r) {
+      const NodePlace place = node_place(r, options_.ranks, options_.nodes);
       SpawnRequest request;
       request.path = options_.program_path;
       request.argv = argv;
-      std::vector<std::pair<std::string, std::string>> variables{
-          {"APERTURE_RANK", std::to_string(r)},   {"APERTURE_WORLD_SIZE", std::to_string(options_.ranks)},
-          {"APERTURE_LOCAL_RANK", std::to_string(r)}, {"APERTURE_LOCAL_SIZE", std::to_string(options_.ranks)},
-          {"APERTURE_HUB", hub_.address()},       {"APERTURE_JOB_TOKEN", token_}};
-      // torch.distributed.init_process_group works in the ranks as under torchrun.
-      for (auto& variable : torch_variables(r, options_.ranks, master_port)) variables.push_back(std::move(variable));
-      request.env = environment_with(variables);
+      std::vector<std::pair<std::string, std::string>> env{{"APERTURE_RANK", std::to_string(r)},
+                                                           {"APERTURE_WORLD_SIZE", std::to_string(options_.ranks)},
+                                                           {"APERTURE_LOCAL_RANK", std::to_string(place.local_rank)},
+                                                           {"APERTURE_LOCAL_SIZE", std::to_string(place.local_size)},
+                                                           {"APERTURE_HUB", hub_.address()},
+                                                           {"APERTURE_JOB_TOKEN", token_}};
+      if (options_.nodes > 1) {
+        env.emplace_back("APERTURE_NODE", std::to_string(place.node));
+        if (!node_exec_.empty()) {
+          // The rank runs on its node: the node's command, then the program's.
+          std::vector<std::string> on_node = node_command(node_exec_, place.node);
+          try {
+            if (on_node.empty()) throw UsageError("APERTURE_NODE_EXEC is blank: unset it or give a command");
+            request.path = resolve_program(on_node.front());
+          } catch (const UsageError& e) {
+            fail_to_start(r, std::string("APERTURE_NODE_EXEC: ") + e.what(), kExitUsage);
+            return;
+          }
+          on_node.insert(on_node.end(), argv.begin(), argv.end());
+          on_node.front() = request.path;
+          on_node[on_node.size() - argv.size()] = options_.program_path;
+          request.argv = std::move(on_node);
+        }
+      }
+      // torch.distributed.init_process_group works in the ranks as under torchrun; across nodes
+      // the rendezvous address is the user's to give (rank 0's node is not known here).
+      const int torch_port = options_.nodes > 1 ? 0 : master_port;
+      for (auto& variable : torch_variables(r, options_.ranks, place.local_rank, place.local_size, torch_port))
+        env.push_back(std::move(variable));
+      request.env = environment_with(env);
       request.process_group = pgid_;
       request.inherit_stdin = r == 0 && stdin_for_rank0;
       request.signals = &signals_;
@@ -245,7 +304,13 @@ class LocalJob {
                                            "without destroying its Team)");
       return;
     }
-    if (stopping_) return;
+    if (stopping_) {
+      // Stopping: a rank that ends by our signal says nothing new, but one killed by another
+      // (its whole node lost, say) is named too, so every lost rank is on the record.
+      const bool ours = WIFSIGNALED(status) && (WTERMSIG(status) == stop_signal_ || (killed_ && WTERMSIG(status) == SIGKILL));
+      if (WIFSIGNALED(status) && !ours) launch_note(description);
+      return;
+    }
     launch_note(description);
     hub_.report_rank_exit(rank.rank, description);
     set_exit_code(exit_code_of(status));
@@ -282,6 +347,7 @@ class LocalJob {
   void stop(int sig) {
     if (stopping_) return;
     stopping_ = true;
+    stop_signal_ = sig;
     if (sig == SIGKILL) return kill_now();
     if (pgid_ > 0) ::kill(-pgid_, sig);
     kill_deadline_ = Clock::now() + kGrace;
@@ -323,6 +389,7 @@ class LocalJob {
   }
 
   const LaunchOptions& options_;
+  const std::string node_exec_ = env::node_exec();
   SignalWatch& signals_;
   Watchdog& watchdog_;
   detail::Hub& hub_;
@@ -334,6 +401,7 @@ class LocalJob {
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> kill_deadline_;
   bool stopping_ = false;
+  int stop_signal_ = 0;  // what stop() sent
   bool killed_ = false;
   std::optional<int> exit_code_;
   std::vector<int> skipped_;  // ranks that exited kExitSkip
@@ -358,7 +426,14 @@ int run_local_launch(const LaunchOptions& options) {
   detail::HubOptions hub_options;
   hub_options.world_size = options.ranks;
   hub_options.token = detail::make_job_token();
-  hub_options.transport = "unix";
+  // An abstract Unix socket is private to its network namespace: ranks on other nodes reach
+  // the hub over TCP.
+  if (options.nodes > 1) {
+    hub_options.transport = "tcp";
+    hub_options.bind_host = env::hub_host().value_or("127.0.0.1");
+  } else {
+    hub_options.transport = "unix";
+  }
   std::unique_ptr<detail::Hub> hub;
   try {
     hub_options.timeout = std::chrono::milliseconds(static_cast<long long>(detail::timeout_seconds() * 1000.0));

@@ -94,7 +94,15 @@ int run_mpi_launch(const LaunchOptions& options) {
   SpawnRequest request;
   request.path = mpirun;
   request.argv = {"mpirun", "-n", std::to_string(options.ranks)};
+  const std::size_t flags_at = request.argv.size();
   request.argv.insert(request.argv.end(), kMpirunFlags.begin(), kMpirunFlags.end());
+  if (!options.hostfile.empty()) {
+    // Ranks on other nodes meet over TCP as well as shared memory.
+    for (std::size_t i = flags_at; i + 1 < request.argv.size(); ++i)
+      if (request.argv[i] == "btl") request.argv[i + 1] = "self,vader,tcp";
+    request.argv.insert(request.argv.end(), {"--hostfile", options.hostfile, "--map-by",
+                                             "ppr:" + std::to_string(options.ranks / options.nodes) + ":node"});
+  }
   request.argv.push_back("--tag-output");
   // Each rank starts as the shim, which rejoins the job's group and becomes the program.
   request.argv.push_back(self);
@@ -114,6 +122,8 @@ int run_mpi_launch(const LaunchOptions& options) {
     launch_note(e.what());
     return kExitLauncherFailed;
   }
+  // Without a hostfile the nodes are a split of this machine, made by each rank's Team.
+  if (options.nodes > 1 && options.hostfile.empty()) set.emplace_back("APERTURE_NODES", std::to_string(options.nodes));
   request.env = environment_with(set, kLauncherVariables);
   request.inherit_stdin = ::isatty(STDIN_FILENO) == 0;
   request.signals = &*signals;

@@ -27,10 +27,16 @@ int free_loopback_port() {
   return ntohs(address.sin_port);
 }
 
-std::vector<std::pair<std::string, std::string>> torch_variables(int rank, int ranks, int port) {
-  return {{"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(ranks)},
-          {"LOCAL_RANK", std::to_string(rank)},  {"LOCAL_WORLD_SIZE", std::to_string(ranks)},
-          {"MASTER_ADDR", "127.0.0.1"},          {"MASTER_PORT", std::to_string(port)}};
+std::vector<std::pair<std::string, std::string>> torch_variables(int rank, int ranks, int local_rank, int local_size,
+                                                                 int port) {
+  std::vector<std::pair<std::string, std::string>> variables{
+      {"RANK", std::to_string(rank)},             {"WORLD_SIZE", std::to_string(ranks)},
+      {"LOCAL_RANK", std::to_string(local_rank)}, {"LOCAL_WORLD_SIZE", std::to_string(local_size)}};
+  if (port > 0) {
+    variables.emplace_back("MASTER_ADDR", "127.0.0.1");
+    variables.emplace_back("MASTER_PORT", std::to_string(port));
+  }
+  return variables;
 }
 
 }  // namespace aperture::launcher

@@ -20,7 +20,10 @@ namespace aperture::launcher {
 // Throws std::runtime_error when no socket can be had.
 int free_loopback_port();
 
-// torchrun's variables for rank `rank` of `ranks`, all on this machine, rendezvous at 127.0.0.1:port.
-std::vector<std::pair<std::string, std::string>> torch_variables(int rank, int ranks, int port);
+// torchrun's variables for rank `rank` of `ranks` (`local_rank` of `local_size` on its node), with
+// the rendezvous at 127.0.0.1:port; port 0 leaves MASTER_ADDR and MASTER_PORT unset (a job over
+// several nodes, where rank 0's address is the user's to give).
+std::vector<std::pair<std::string, std::string>> torch_variables(int rank, int ranks, int local_rank, int local_size,
+                                                                 int port);
 
 }  // namespace aperture::launcher

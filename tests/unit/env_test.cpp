@@ -201,6 +201,7 @@ TEST(EnvRegistry, EveryVariableIsDocumentedOnce) {
   for (const char* expected :
        {"APERTURE_TIMEOUT", "APERTURE_HEAP_SIZE", "APERTURE_GPU_HEAP_SIZE", "APERTURE_VMM_RESERVE", "APERTURE_RANK",
         "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK", "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN",
+        "APERTURE_NODE", "APERTURE_NODES", "APERTURE_HUB_HOST", "APERTURE_NODE_EXEC",
         "APERTURE_MASTER_PORT", "APERTURE_COLLECTIVES_INTERLEAVE", "APERTURE_COLLECTIVES_SPINS",
         "APERTURE_COLLECTIVES_PDL"})
     EXPECT_EQ(names.count(expected), 1u) << expected << " is read by aperture but not in the table";
@@ -210,7 +211,7 @@ TEST(EnvRegistry, EveryVariableIsDocumentedOnce) {
 TEST(EnvRegistry, LauncherVariablesAreTheOnesTheLauncherSets) {
   EXPECT_EQ(aperture::env::launcher_variables(),
             (std::vector<std::string>{"APERTURE_RANK", "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK",
-                                      "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN"}));
+                                      "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN", "APERTURE_NODE"}));
 }
 
 // README.md's table of variables is the registry's, row for row: change one, change both.
@@ -293,3 +294,29 @@ TEST(Launcher, NamesAreTeamLaunchedBy) {
 }
 
 }  // namespace
+
+// APERTURE_NODE names the node outright; APERTURE_NODES splits the ranks in blocks; a bad count
+// is refused with the variable, the value and the range.
+TEST(EnvNodes, NodeNameFromTheEnvironment) {
+  const auto lookup = [](std::map<std::string, std::string> vars) {
+    return [vars](const char* name) -> const char* {
+      const auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  };
+  EXPECT_FALSE(aperture::env::node_name(lookup({}), 0, 4).has_value());
+  EXPECT_EQ(aperture::env::node_name(lookup({{"APERTURE_NODE", "rack7"}}), 3, 4).value(), "rack7");
+  std::vector<int> nodes;
+  for (int r = 0; r < 5; ++r) nodes.push_back(aperture::env::node_of_block(r, 5, 2));
+  EXPECT_EQ(nodes, (std::vector<int>{0, 0, 0, 1, 1}));
+  EXPECT_NE(aperture::env::node_name(lookup({{"APERTURE_NODES", "2"}}), 0, 4),
+            aperture::env::node_name(lookup({{"APERTURE_NODES", "2"}}), 2, 4));
+  EXPECT_EQ(aperture::env::node_name(lookup({{"APERTURE_NODES", "2"}}), 0, 4),
+            aperture::env::node_name(lookup({{"APERTURE_NODES", "2"}}), 1, 4));
+  try {
+    (void)aperture::env::node_name(lookup({{"APERTURE_NODES", "5"}}), 0, 4);
+    FAIL() << "APERTURE_NODES=5 with 4 ranks was accepted";
+  } catch (const aperture::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("APERTURE_NODES=5"), std::string::npos) << e.what();
+  }
+}

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "common/env.h"
 #include "common/mpi_check.h"
 #include "detail/format.h"
+#include "engines/host_engine.h"
 #include "providers/live_allocations.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -75,10 +77,11 @@ class MpiWindowProvider final : public Provider {
                                     "MPI_Comm_split(MPI_COMM_WORLD) into the team's rank order");
     if (error.empty())
       error = mpi_failure(MPI_Comm_set_errhandler(team_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    // The ranks of this rank's node, as the team sees nodes (the machine, or the split that
+    // `aperture launch --nodes` or APERTURE_NODES makes): only they share windows.
     if (error.empty())
-      error = mpi_failure(
-          MPI_Comm_split_type(team_comm_, MPI_COMM_TYPE_SHARED, team_.rank(), MPI_INFO_NULL, &node_comm_),
-          "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+      error = mpi_failure(MPI_Comm_split(team_comm_, team_.node(), team_.rank(), &node_comm_),
+                          "MPI_Comm_split of the team by node");
     int node_size = 0;
     if (error.empty()) error = mpi_failure(MPI_Comm_size(node_comm_, &node_size), "MPI_Comm_size(node)");
     if (error.empty()) {
@@ -106,7 +109,11 @@ class MpiWindowProvider final : public Provider {
     // Skipped after MPI_Finalize (it released everything) and while an exception unwinds: ranks
     // may be out of step then, and MPI_Win_free would wait for ranks that never come.
     if (!mpi_is_active() || std::uncaught_exceptions() > 0) return;
-    for (auto* window : windows_.oldest_first()) MPI_Win_free(&window->resource);
+    for (auto* window : windows_.oldest_first()) {
+      if (auto engine = engines_.find(window->map.allocation_base); engine != engines_.end())
+        close_host_engine(engine->second);
+      MPI_Win_free(&window->resource);
+    }
     release_communicators();
   }
 
@@ -183,20 +190,36 @@ class MpiWindowProvider final : public Provider {
     allocation.ptr = ptr;
     allocation.bytes = bytes;
     allocation.map = SymmetricAddressMap::from_table("mpi-window", team_.rank(), std::move(table), bytes);
+    // Ranks on other nodes reach the window's memory through MPI RMA (src/engines/host_engine.h).
+    HostEngine engine = open_host_engine(team_, ptr, usable);
+    if (engine) {
+      allocation.map.attach_engine(engine.at(0), engine.owner);
+      engines_[allocation.map.allocation_base] = std::move(engine);
+    }
     windows_.add(allocation, win);
     return allocation;
   }
 
   void free(Allocation& allocation) override {
+    const std::uintptr_t base = allocation.map.allocation_base;
     MPI_Win win = windows_.take_for_free(team_, "mpi-window", allocation).resource;
     require_mpi("free");
+    if (auto engine = engines_.find(base); engine != engines_.end()) {
+      close_host_engine(engine->second);
+      engines_.erase(engine);
+    }
     const std::string error = mpi_failure(MPI_Win_free(&win), "MPI_Win_free");
     if (!error.empty()) throw Error(ErrorCode::system, "mpi-window free: " + error);
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    if (const SymmetricAddressMap* map = windows_.containing("mpi-window", ptr, bytes))
-      return SymmetricAddressMap::from_table("mpi-window", team_.rank(), map->view_table(ptr, bytes), bytes);
+    if (const SymmetricAddressMap* map = windows_.containing("mpi-window", ptr, bytes)) {
+      auto view = SymmetricAddressMap::from_table("mpi-window", team_.rank(), map->view_table(ptr, bytes), bytes);
+      if (auto engine = engines_.find(map->allocation_base); engine != engines_.end())
+        view.attach_engine(engine->second.at(reinterpret_cast<std::uintptr_t>(ptr) - map->allocation_base),
+                           engine->second.owner);
+      return view;
+    }
     throw Error(
         ErrorCode::invalid_argument,
         detail::format("mpi-window symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this "
@@ -224,6 +247,7 @@ class MpiWindowProvider final : public Provider {
   MPI_Comm node_comm_ = MPI_COMM_NULL;  // the ranks of team_comm_ that share this machine's memory
   std::vector<int> team_of_node_rank_;  // node_comm_ rank -> team rank
   LiveAllocations<MPI_Win> windows_;    // live windows
+  std::map<std::uintptr_t, HostEngine> engines_;  // by allocation base: the RMA window of each
 };
 
 std::string open_mpi_version() {

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 #include "aperture/error.h"
@@ -19,6 +20,7 @@
 #include "aperture/team.h"
 #include "common/env.h"
 #include "detail/format.h"
+#include "engines/host_engine.h"
 #include "providers/own_heap/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -111,6 +113,9 @@ class ShmProvider final : public LinearHeapProvider {
       bases_[r] = reinterpret_cast<std::int64_t>(peer);
     }
     agree_or_throw(team_, "shm", "mapping its peers' heaps", local_error);
+    // Ranks on other nodes reach this heap through MPI one-sided communication, when MPI
+    // started the job (src/engines/host_engine.h); one window covers the whole heap.
+    engine_ = open_host_engine(team_, reinterpret_cast<void*>(bases_[team_.rank()]), heap_bytes_);
     cleanup.armed = false;
   }
 
@@ -118,10 +123,15 @@ class ShmProvider final : public LinearHeapProvider {
   std::size_t max_alignment() const override { return kHeapAlignment; }
   std::size_t mapped_bytes() const override { return heap_bytes_; }
   SymmetricAddressMap place_table(std::vector<std::int64_t> table, std::size_t bytes) const override {
-    return SymmetricAddressMap::from_table("shm", team_.rank(), std::move(table), bytes);  // kernels read the host table
+    const auto offset = static_cast<std::uint64_t>(table[team_.rank()] - bases_[team_.rank()]);
+    auto map = SymmetricAddressMap::from_table("shm", team_.rank(), std::move(table), bytes);  // kernels read the host table
+    if (engine_) map.attach_engine(engine_.at(offset), engine_.owner);
+    return map;
   }
 
   void release() {
+    // MPI_Win_free is collective: skipped while an exception unwinds (ranks may be out of step).
+    if (engine_ && std::uncaught_exceptions() == 0) close_host_engine(engine_);
     for (auto base : bases_)
       if (base != 0) ::munmap(reinterpret_cast<void*>(base), heap_bytes_);
     bases_.clear();
@@ -131,6 +141,7 @@ class ShmProvider final : public LinearHeapProvider {
 
   std::size_t heap_bytes_;
   int memfd_ = -1;
+  HostEngine engine_;
 };
 
 }  // namespace

@@ -38,6 +38,13 @@ struct LaunchOptions {
   int ranks = 0;
   std::optional<double> timeout_seconds;  // wall-clock limit for the whole job
   bool use_mpi = false;                   // start the ranks through mpirun
+  // Nodes the ranks are spread over, in rank blocks (rank r on node r * nodes / ranks). Ours:
+  // each rank gets APERTURE_NODE, the hub listens on TCP (APERTURE_HUB_HOST) and, where
+  // APERTURE_NODE_EXEC is set, each rank's command is put behind it to run on its node. With
+  // use_mpi: mpirun places the ranks on the hostfile's nodes, or (no hostfile) the ranks get
+  // APERTURE_NODES.
+  int nodes = 1;
+  std::string hostfile;                   // use_mpi: an Open MPI hostfile, one line per node
   std::string program;                    // as given: the ranks' argv[0]
   std::string program_path;               // what is exec'd (resolve_program() finds it)
   std::vector<std::string> args;          // the program's arguments

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tests/multinode/launch_nodes_test.sh LAUNCHER — `aperture launch --nodes K` places ranks on
+# nodes in rank blocks and every rank's Team agrees: node, local rank and local size per rank,
+# and the layout `aperture info` prints. First split on this machine (APERTURE_NODE, the hub on
+# loopback TCP), then on simulated nodes (each rank inside its node's namespaces, the hub on
+# node 0's address) unless namespaces cannot be made here.
+set -euo pipefail
+launcher="$1"
+tool="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/simnodes.sh"
+fail() { echo "FAIL: $*"; exit 1; }
+
+check_layout() {  # OUTPUT: 5 ranks over 2 nodes are 0-2 and 3-4
+  local out="$1"
+  grep -q "nodes: 2 (node 0: ranks 0-2, node 1: ranks 3-4)" <<<"$out" || fail "no node layout in: $out"
+  local r node local_rank
+  for r in 0 1 2 3 4; do
+    node=$((r < 3 ? 0 : 1)); local_rank=$((r < 3 ? r : r - 3))
+    grep -q "^\[rank $r\] team: rank $r of 5 (local $local_rank of $((node == 0 ? 3 : 2)) on node $node)" <<<"$out" ||
+      fail "rank $r's team line is wrong in: $out"
+  done
+}
+
+out="$(env -u APERTURE_NODE_EXEC -u APERTURE_HUB_HOST "$launcher" launch --nodes 2 -n 5 --timeout 60 -- "$launcher" info 2>&1)" ||
+  fail "launch --nodes 2 on this machine failed: $out"
+check_layout "$out"
+echo "ok: split on this machine"
+
+# Bad shapes are refused with the reason.
+err="$("$launcher" launch --nodes 3 -n 2 -- true 2>&1)" && fail "--nodes 3 -n 2 was accepted"
+grep -q "more nodes than" <<<"$err" || fail "--nodes 3 -n 2: $err"
+
+if ! reason="$(bash "$tool" check)"; then echo "SKIP (simulated nodes): $reason"; exit 0; fi
+before="$(ip netns list | sort)"
+out="$(bash "$tool" run 2 -- "$launcher" launch --nodes 2 -n 5 --timeout 60 -- sh -c \
+  'echo "host $APERTURE_RANK $(hostname)"; exec "$0" info' "$launcher" 2>&1)" || fail "launch on simulated nodes failed: $out"
+check_layout "$out"
+for r in 0 1 2 3 4; do
+  grep -q "^\[rank $r\] host $r ap[0-9a-f]*-node$((r < 3 ? 0 : 1))$" <<<"$out" || fail "rank $r ran on the wrong node: $out"
+done
+[[ $(ip netns list | sort) == "$before" ]] || fail "namespaces left behind"
+echo "ok: simulated nodes"
+echo "PASS"
