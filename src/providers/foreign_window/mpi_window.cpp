@@ -5,6 +5,14 @@
 // Each window is mapped at its own place, so the heap is not linear: every allocation carries its
 // own table. Ranks on other machines get entry 0 (not direct).
 //
+// Memory that cannot be had: Open MPI refuses a window larger than /dev/shm's free space on the
+// rank that notices while the others stay in MPI_Win_allocate_shared, so every request is first
+// checked on every rank against the backing directory's free space (backing_space.h) and refused
+// on all of them together, with one allgather, before MPI sees it.
+//
+// Every MPI call runs on communicators split from the bootstrap's MPI_ERRORS_RETURN duplicate of
+// MPI_COMM_WORLD and has its return code checked: a failure is an aperture::Error, not an abort.
+//
 // Ranks: the team's communicator is MPI_COMM_WORLD reordered so that its rank i is team rank i,
 // so MPI ranks and table indices never have to agree by accident.
 //
@@ -15,6 +23,8 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -28,9 +38,11 @@
 #include "aperture/team.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/mpi.h"
+#include "bootstrap/mpi_comm.h"
 #include "common/env.h"
 #include "common/mpi_check.h"
 #include "detail/format.h"
+#include "providers/foreign_window/backing_space.h"
 #include "providers/live_allocations.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -45,6 +57,16 @@ constexpr const char* kNeedsMpirun =
 std::uintptr_t align_up(std::uintptr_t address, std::size_t alignment) {
   return (address + alignment - 1) & ~(static_cast<std::uintptr_t>(alignment) - 1);
 }
+
+// Room for Open MPI's own state in a window's backing file, beyond the ranks' segments.
+constexpr std::uint64_t kWindowFileSlack = std::uint64_t{1} << 20;
+
+// A live window: what MPI must free, and the segments of this machine's ranks mapped here
+// (their untouched pages are space /dev/shm has promised to it).
+struct Window {
+  MPI_Win win = MPI_WIN_NULL;
+  std::vector<std::pair<const void*, std::size_t>> node_segments;
+};
 
 class MpiWindowProvider final : public Provider {
  public:
@@ -71,8 +93,15 @@ class MpiWindowProvider final : public Provider {
                            "appears out of place); the team must be the job mpirun started",
                            world.size - 1, sorted[r]));
 
-    std::string error = mpi_failure(MPI_Comm_split(MPI_COMM_WORLD, 0, team_.rank(), &team_comm_),
-                                    "MPI_Comm_split(MPI_COMM_WORLD) into the team's rank order");
+    // Split from the bootstrap's MPI_ERRORS_RETURN duplicate: a failed split returns its code on
+    // every rank instead of aborting the job under MPI_COMM_WORLD's fatal handler.
+    std::string error;
+    try {
+      error = mpi_failure(MPI_Comm_split(mpi_errors_return_world(), 0, team_.rank(), &team_comm_),
+                          "MPI_Comm_split(MPI_COMM_WORLD's duplicate) into the team's rank order");
+    } catch (const Error& e) {
+      error = std::string(e.detail());
+    }
     if (error.empty())
       error = mpi_failure(MPI_Comm_set_errhandler(team_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     if (error.empty())
@@ -89,8 +118,8 @@ class MpiWindowProvider final : public Provider {
     }
     if (error.empty()) {
       int team_comm_rank = -1;
-      MPI_Comm_rank(team_comm_, &team_comm_rank);
-      if (team_comm_rank != team_.rank())
+      error = mpi_failure(MPI_Comm_rank(team_comm_, &team_comm_rank), "MPI_Comm_rank(team)");
+      if (error.empty() && team_comm_rank != team_.rank())
         error = detail::format("the team communicator gave rank {} to team rank {}", team_comm_rank, team_.rank());
     }
     try {
@@ -106,7 +135,9 @@ class MpiWindowProvider final : public Provider {
     // Skipped after MPI_Finalize (it released everything) and while an exception unwinds: ranks
     // may be out of step then, and MPI_Win_free would wait for ranks that never come.
     if (!mpi_is_active() || std::uncaught_exceptions() > 0) return;
-    for (auto* window : windows_.oldest_first()) MPI_Win_free(&window->resource);
+    // Return codes are not checked here: a destructor cannot throw, and MPI_ERRORS_RETURN keeps
+    // a failure from aborting the job.
+    for (auto* window : windows_.oldest_first()) (void)MPI_Win_free(&window->resource.win);
     release_communicators();
   }
 
@@ -124,17 +155,25 @@ class MpiWindowProvider final : public Provider {
     // more, because MPI promises no alignment and each rank aligns its own segment.
     const std::size_t usable = std::max<std::size_t>(bytes, 1);
     const std::size_t requested = usable + alignment - 1;
+    refuse_unless_room(bytes, requested);
 
     MPI_Info info = MPI_INFO_NULL;
-    MPI_Info_create(&info);
+    std::string error = mpi_failure(MPI_Info_create(&info), "MPI_Info_create");
     // Each rank's segment on pages of its own: no cache line shared by two ranks' memory.
-    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    if (error.empty())
+      error = mpi_failure(MPI_Info_set(info, "alloc_shared_noncontig", "true"), "MPI_Info_set(alloc_shared_noncontig)");
+    // Every rank reaches the collective call, whatever happened before it on this rank: a rank
+    // that skipped it would leave the others inside MPI_Win_allocate_shared.
     void* base = nullptr;
     MPI_Win win = MPI_WIN_NULL;
-    std::string error = mpi_failure(
+    const std::string allocation_error = mpi_failure(
         MPI_Win_allocate_shared(static_cast<MPI_Aint>(requested), 1, info, node_comm_, &base, &win),
         detail::format("MPI_Win_allocate_shared({} bytes)", requested));
-    MPI_Info_free(&info);
+    if (error.empty()) error = allocation_error;
+    if (info != MPI_INFO_NULL) {
+      const std::string freeing = mpi_failure(MPI_Info_free(&info), "MPI_Info_free");
+      if (error.empty()) error = freeing;
+    }
     if (error.empty()) error = mpi_failure(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
     if (error.empty() && base == nullptr)
       error = detail::format("MPI_Win_allocate_shared({} bytes) returned no memory", requested);
@@ -151,6 +190,7 @@ class MpiWindowProvider final : public Provider {
     team_.allgather(&me, everyone.data(), sizeof me);
 
     std::vector<std::int64_t> table(team_.size(), 0);
+    Window window{win, {}};
     for (int node_rank = 0; error.empty() && node_rank < static_cast<int>(team_of_node_rank_.size()); ++node_rank) {
       const int peer = team_of_node_rank_[node_rank];
       MPI_Aint segment_bytes = 0;
@@ -166,6 +206,7 @@ class MpiWindowProvider final : public Provider {
         break;
       }
       table[peer] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_base) + everyone[peer].offset);
+      window.node_segments.emplace_back(peer_base, static_cast<std::size_t>(segment_bytes));
     }
     void* ptr = error.empty() ? reinterpret_cast<void*>(local + me.offset) : nullptr;
     if (error.empty() && table[team_.rank()] != reinterpret_cast<std::int64_t>(ptr))
@@ -183,12 +224,12 @@ class MpiWindowProvider final : public Provider {
     allocation.ptr = ptr;
     allocation.bytes = bytes;
     allocation.map = SymmetricAddressMap::from_table("mpi-window", team_.rank(), std::move(table), bytes);
-    windows_.add(allocation, win);
+    windows_.add(allocation, std::move(window));
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    MPI_Win win = windows_.take_for_free(team_, "mpi-window", allocation).resource;
+    MPI_Win win = windows_.take_for_free(team_, "mpi-window", allocation).resource.win;
     require_mpi("free");
     const std::string error = mpi_failure(MPI_Win_free(&win), "MPI_Win_free");
     if (!error.empty()) throw Error(ErrorCode::system, "mpi-window free: " + error);
@@ -206,8 +247,55 @@ class MpiWindowProvider final : public Provider {
 
  private:
   void release_communicators() {
-    if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
-    if (team_comm_ != MPI_COMM_NULL) MPI_Comm_free(&team_comm_);
+    // Not checked: called from the destructor and from a constructor already throwing.
+    if (node_comm_ != MPI_COMM_NULL) (void)MPI_Comm_free(&node_comm_);
+    if (team_comm_ != MPI_COMM_NULL) (void)MPI_Comm_free(&team_comm_);
+  }
+
+  // Collective, before MPI_Win_allocate_shared: every rank checks that the backing directory of
+  // its machine has room for the window file this request makes there (every rank's segment of
+  // `requested` bytes, in whole pages, and Open MPI's slack), counting the pages this provider's
+  // live windows have promised but not written as taken; one allgather, and every rank refuses
+  // together (out_of_memory) when any machine lacks the room.
+  void refuse_unless_room(std::size_t bytes, std::size_t requested) {
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t segment = (requested + page - 1) / page * page;
+    const auto node_ranks = static_cast<std::uint64_t>(team_of_node_rank_.size());
+    const BackingSpace space = mpi_window_backing_space();
+    std::uint64_t promised = 0;
+    for (auto* entry : windows_.oldest_first())
+      for (const auto& [base, length] : entry->resource.node_segments) promised += untouched_bytes(base, length);
+    struct Room {
+      std::uint64_t needed;
+      std::uint64_t free_bytes;
+      std::uint64_t promised;
+      std::uint64_t statvfs_failed;
+    };
+    // needed cannot overflow: bytes <= 2^48 (check_allocation_request) and node ranks <= 65536.
+    const Room mine{segment * node_ranks + kWindowFileSlack, space.free_bytes, promised, space.error.empty() ? 0u : 1u};
+    std::vector<Room> all(team_.size());
+    team_.allgather(&mine, all.data(), sizeof mine);
+    for (int r = 0; r < team_.size(); ++r) {
+      const Room& room = all[r];
+      const std::uint64_t available = room.free_bytes > room.promised ? room.free_bytes - room.promised : 0;
+      if (room.statvfs_failed == 0 && room.needed <= available) continue;
+      if (r == team_.rank() && !space.error.empty())
+        throw Error(ErrorCode::system, detail::format("mpi-window allocate({} bytes): {}", bytes, space.error), "statvfs");
+      if (room.statvfs_failed != 0)
+        throw Error(ErrorCode::system, detail::format("mpi-window allocate({} bytes): rank {} cannot read how much room "
+                                                      "its machine's window directory has; see its error",
+                                                      bytes, r));
+      throw Error(
+          ErrorCode::out_of_memory,
+          detail::format("mpi-window allocate: {} bytes cannot be had: rank {}'s machine needs {} bytes in {} for the "
+                         "window ({} ranks x {} bytes, and {} for MPI) but has {} bytes free, {} of them promised to "
+                         "this provider's live windows ({} available); refused on every rank before "
+                         "MPI_Win_allocate_shared. Free allocations, or give {} more room (e.g. `mount -o "
+                         "remount,size=...` of /dev/shm, docker --shm-size), or point OMPI_MCA_osc_sm_backing_directory "
+                         "at a larger local file system",
+                         bytes, r, room.needed, space.directory, node_ranks, segment, kWindowFileSlack,
+                         room.free_bytes, room.promised, available, space.directory));
+    }
   }
 
   void require_mpi(const char* call) const {
@@ -223,7 +311,7 @@ class MpiWindowProvider final : public Provider {
   MPI_Comm team_comm_ = MPI_COMM_NULL;  // MPI_COMM_WORLD with team ranks as its ranks
   MPI_Comm node_comm_ = MPI_COMM_NULL;  // the ranks of team_comm_ that share this machine's memory
   std::vector<int> team_of_node_rank_;  // node_comm_ rank -> team rank
-  LiveAllocations<MPI_Win> windows_;    // live windows
+  LiveAllocations<Window> windows_;     // live windows
 };
 
 std::string open_mpi_version() {
