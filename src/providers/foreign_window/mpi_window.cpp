@@ -61,11 +61,12 @@ std::uintptr_t align_up(std::uintptr_t address, std::size_t alignment) {
 // Room for Open MPI's own state in a window's backing file, beyond the ranks' segments.
 constexpr std::uint64_t kWindowFileSlack = std::uint64_t{1} << 20;
 
-// A live window: what MPI must free, and the segments of this machine's ranks mapped here
-// (their untouched pages are space /dev/shm has promised to it).
+// A live window: what MPI must free, and this rank's segment of it (its untouched pages are
+// space /dev/shm has promised to the window; each rank counts its own, the machine sums them).
 struct Window {
   MPI_Win win = MPI_WIN_NULL;
-  std::vector<std::pair<const void*, std::size_t>> node_segments;
+  const void* own_segment = nullptr;
+  std::size_t own_segment_bytes = 0;
 };
 
 class MpiWindowProvider final : public Provider {
@@ -206,7 +207,10 @@ class MpiWindowProvider final : public Provider {
         break;
       }
       table[peer] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_base) + everyone[peer].offset);
-      window.node_segments.emplace_back(peer_base, static_cast<std::size_t>(segment_bytes));
+      if (peer == team_.rank()) {
+        window.own_segment = peer_base;
+        window.own_segment_bytes = static_cast<std::size_t>(segment_bytes);
+      }
     }
     void* ptr = error.empty() ? reinterpret_cast<void*>(local + me.offset) : nullptr;
     if (error.empty() && table[team_.rank()] != reinterpret_cast<std::int64_t>(ptr))
@@ -262,21 +266,26 @@ class MpiWindowProvider final : public Provider {
     const std::uint64_t segment = (requested + page - 1) / page * page;
     const auto node_ranks = static_cast<std::uint64_t>(team_of_node_rank_.size());
     const BackingSpace space = mpi_window_backing_space();
-    std::uint64_t promised = 0;
+    std::uint64_t promised = 0;  // by this rank's own segments; the machine's is the sum over its ranks
     for (auto* entry : windows_.oldest_first())
-      for (const auto& [base, length] : entry->resource.node_segments) promised += untouched_bytes(base, length);
+      promised += untouched_bytes(entry->resource.own_segment, entry->resource.own_segment_bytes);
     struct Room {
       std::uint64_t needed;
       std::uint64_t free_bytes;
       std::uint64_t promised;
       std::uint64_t statvfs_failed;
+      std::int64_t machine;  // the lowest team rank of this rank's machine: who shares its /dev/shm
     };
     // needed cannot overflow: bytes <= 2^48 (check_allocation_request) and node ranks <= 65536.
-    const Room mine{segment * node_ranks + kWindowFileSlack, space.free_bytes, promised, space.error.empty() ? 0u : 1u};
+    const Room mine{segment * node_ranks + kWindowFileSlack, space.free_bytes, promised, space.error.empty() ? 0u : 1u,
+                    *std::min_element(team_of_node_rank_.begin(), team_of_node_rank_.end())};
     std::vector<Room> all(team_.size());
     team_.allgather(&mine, all.data(), sizeof mine);
     for (int r = 0; r < team_.size(); ++r) {
-      const Room& room = all[r];
+      Room room = all[r];
+      room.promised = 0;
+      for (const Room& other : all)
+        if (other.machine == room.machine) room.promised += other.promised;
       const std::uint64_t available = room.free_bytes > room.promised ? room.free_bytes - room.promised : 0;
       if (room.statvfs_failed == 0 && room.needed <= available) continue;
       if (r == team_.rank() && !space.error.empty())
