@@ -430,8 +430,9 @@ int main(int argc, char** argv) try {
         go = std::chrono::steady_clock::now() - started < std::chrono::seconds(seconds) ? 1 : 0;
         team.broadcast(&go, sizeof go, 0);
         if (team.rank() == 0 && steps % 4096 == 4095)
-          std::printf("soak: %llu steps, %llu operations, %llu errors so far\n",
+          std::printf("soak: %llu steps, %llu operations (rank 0), %llu errors so far\n",
                       static_cast<unsigned long long>(steps + 1), soak.operations(), soak.errors());
+        if (team.rank() == 0) std::fflush(stdout);  // a pipe to the launcher: show progress as it comes
       }
     }
     const unsigned long long mine[3] = {soak.operations(), soak.bytes(), soak.errors()};
