@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <string_view>
 
@@ -139,17 +138,13 @@ std::string mpi_broadcast_from_rank0(const std::string& value) {
 
 bool mpi_is_active() { return active(); }
 
-void* mpi_errors_return_world_handle() {
-  static_assert(sizeof(MPI_Comm) <= sizeof(void*), "an MPI_Comm travels as a pointer-sized handle");
+void mpi_errors_return_world_into(void* comm_out) {
   MpiState& s = state();
   std::lock_guard lock(s.mutex);
   if (!active())
     throw Error(ErrorCode::unavailable,
                 "MPI is not active (not initialised, or already finalized); make the Team under mpirun first");
-  const MPI_Comm comm = bootstrap_comm(s);
-  void* handle = nullptr;
-  std::memcpy(&handle, &comm, sizeof comm);
-  return handle;
+  *static_cast<MPI_Comm*>(comm_out) = bootstrap_comm(s);
 }
 
 }  // namespace aperture::detail

@@ -10,17 +10,14 @@
 #endif
 #include <mpi.h>
 
-#include <cstring>
-
 #include "bootstrap/mpi.h"
 
 namespace aperture::detail {
 
 // MPI_COMM_WORLD's duplicate with MPI_ERRORS_RETURN, kept by the bootstrap (never free it).
 inline MPI_Comm mpi_errors_return_world() {
-  void* handle = mpi_errors_return_world_handle();
   MPI_Comm comm = MPI_COMM_NULL;
-  std::memcpy(&comm, &handle, sizeof comm);
+  mpi_errors_return_world_into(&comm);
   return comm;
 }
 

@@ -228,7 +228,7 @@ class MpiWindowProvider final : public Provider {
     allocation.ptr = ptr;
     allocation.bytes = bytes;
     allocation.map = SymmetricAddressMap::from_table("mpi-window", team_.rank(), std::move(table), bytes);
-    windows_.add(allocation, std::move(window));
+    windows_.add(allocation, window);
     return allocation;
   }
 
