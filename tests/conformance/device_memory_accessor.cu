@@ -3,8 +3,6 @@
 // worker per thread. Kernels are launched on the default stream, in order; finish() waits.
 #include <cuda_runtime.h>
 
-#include <utility>
-
 #include "memory_accessor.h"
 #include "peer_operations.h"
 #include "common/cuda_check.h"  // APERTURE_CUDA_CHECK: the library's CUDA error translation
@@ -102,6 +100,20 @@ class DeviceMemoryAccessor final : public MemoryAccessor {
     return p;
   }
   void release(void* scratch) override { APERTURE_CUDA_CHECK(cudaFree(scratch), "conformance"); }
+  std::size_t device_bytes_free() const override { return memory_info().free; }
+  std::size_t device_bytes_in_use() const override {
+    const MemoryInfo info = memory_info();
+    return info.total - info.free;
+  }
+  struct MemoryInfo {
+    std::size_t free = 0;
+    std::size_t total = 0;
+  };
+  static MemoryInfo memory_info() {
+    MemoryInfo info;
+    APERTURE_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total), "conformance");
+    return info;
+  }
   bool is_local(const void* p) const override {
     cudaPointerAttributes attributes{};
     if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -119,16 +131,6 @@ class DeviceMemoryAccessor final : public MemoryAccessor {
     int device = -1;
     APERTURE_CUDA_CHECK(cudaGetDevice(&device), "conformance");
     return device;
-  }
-  std::size_t device_bytes_free() const override { return memory_info().first; }
-  std::size_t device_bytes_in_use() const override {
-    const auto [free, total] = memory_info();
-    return total - free;
-  }
-  static std::pair<std::size_t, std::size_t> memory_info() {
-    std::size_t free = 0, total = 0;
-    APERTURE_CUDA_CHECK(cudaMemGetInfo(&free, &total), "conformance");
-    return {free, total};
   }
 
   void fill(Element e, void* data, std::size_t count, int rank, int salt) override {
