@@ -260,6 +260,28 @@ if (( gpus >= 2 )); then  # with one GPU the 2-rank runs above already share it
   done
 fi
 
+# --- 4a. memory that cannot be had, and churn (issue 15; docs/RELIABILITY.md "Memory that cannot be had") ---
+# Each GPU provider refuses 16 TiB, a heap exhausted by live allocations and a fragmented heap on
+# every rank (out_of_memory, within seconds) and serves again; churn runs 1000 allocate/free cycles
+# and fails on any growth of the device memory in use (cudaMemGetInfo). 1 rank, and 2 ranks on
+# one GPU where the provider allows it (cuda-ipc, cuda-vmm; NVSHMEM and NCCL refuse to share).
+# NVSHMEM_SYMMETRIC_SIZE is set small so that exhausting it is quick. The figures are the
+# `exhaustion:` and `churn:` lines, printed here and kept in the logs.
+for p in "${providers[@]}"; do
+  extra=()
+  [[ $p == nvshmem ]] && extra=(NVSHMEM_SYMMETRIC_SIZE=512M)
+  step "exhaustion.$p.np1" 150 env "${extra[@]}" "${self[@]}" 1 "$conformance" "--gtest_filter=Conformance/ExhaustionTest.*/${p//-/_}"
+  step "churn.$p.np1" 200 env "${extra[@]}" APERTURE_CHURN_CYCLES=1000 "${self[@]}" 1 "$conformance" \
+    "--gtest_filter=Conformance/ChurnTest.*/${p//-/_}"
+done
+for p in "${heaps[@]}"; do
+  step "exhaustion.$p.np2-one-gpu" 200 env CUDA_VISIBLE_DEVICES=0 "${self[@]}" 2 "$conformance" \
+    "--gtest_filter=Conformance/ExhaustionTest.*/${p//-/_}"
+  step "churn.$p.np2-one-gpu" 240 env CUDA_VISIBLE_DEVICES=0 APERTURE_CHURN_CYCLES=1000 "${self[@]}" 2 "$conformance" \
+    "--gtest_filter=Conformance/ChurnTest.*/${p//-/_}"
+done
+grep -h -E '^(\[rank [0-9]+\] )?(exhaustion|churn): ' "$work"/exhaustion.*.log "$work"/churn.*.log 2>/dev/null || true
+
 # APERTURE_CHECKED in kernels: every bad access traps with its reason (one process, one GPU).
 step gpu_checked_test 120 "$build_dir/gpu_checked_test"
 

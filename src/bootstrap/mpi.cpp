@@ -145,4 +145,13 @@ std::string mpi_broadcast_from_rank0(const std::string& value) {
 
 bool mpi_is_active() { return active(); }
 
+void mpi_errors_return_world_into(void* comm_out) {
+  MpiState& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!active())
+    throw Error(ErrorCode::unavailable,
+                "MPI is not active (not initialised, or already finalized); make the Team under mpirun first");
+  *static_cast<MPI_Comm*>(comm_out) = bootstrap_comm(s);
+}
+
 }  // namespace aperture::detail

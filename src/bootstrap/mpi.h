@@ -21,5 +21,10 @@ MpiWorld mpi_world();
 std::string mpi_broadcast_from_rank0(const std::string& value);
 // True when MPI is initialised and not finalised in this process.
 bool mpi_is_active();
+// The bootstrap's own duplicate of MPI_COMM_WORLD, with MPI_ERRORS_RETURN (made on first use;
+// MPI must be active): what providers split their communicators from, so that a failed MPI call
+// comes back as a code instead of aborting the job. Written to `comm_out`, an MPI_Comm*, typed by
+// bootstrap/mpi_comm.h (this header stays free of <mpi.h>).
+void mpi_errors_return_world_into(void* comm_out);
 
 }  // namespace aperture::detail

@@ -17,4 +17,11 @@ namespace aperture::detail {
 void agree_or_throw(Team& team, std::string_view who, std::string_view step, const std::string& local_error,
                     ErrorCode code = ErrorCode::system);
 
+// Collective. Like agree_or_throw, for refusals every rank must read alike (memory that cannot be
+// had): when any rank failed, every rank throws the code and message of the lowest rank that
+// failed, so the others do not see a bare "rank R failed" but what was asked, what is available
+// and what to raise. One allgather when nobody failed, two when someone did.
+void agree_or_refuse(Team& team, std::string_view who, std::string_view step, const std::string& local_error,
+                     ErrorCode code);
+
 }  // namespace aperture::detail

@@ -101,6 +101,20 @@ class DeviceMemoryAccessor final : public MemoryAccessor {
     return p;
   }
   void release(void* scratch) override { APERTURE_CUDA_CHECK(cudaFree(scratch), "conformance"); }
+  std::size_t device_bytes_free() const override { return memory_info().free; }
+  std::size_t device_bytes_in_use() const override {
+    const MemoryInfo info = memory_info();
+    return info.total - info.free;
+  }
+  struct MemoryInfo {
+    std::size_t free = 0;
+    std::size_t total = 0;
+  };
+  static MemoryInfo memory_info() {
+    MemoryInfo info;
+    APERTURE_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total), "conformance");
+    return info;
+  }
   bool is_local(const void* p) const override {
     cudaPointerAttributes attributes{};
     if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {

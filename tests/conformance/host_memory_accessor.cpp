@@ -29,6 +29,8 @@ class HostMemoryAccessor final : public MemoryAccessor {
   bool is_local(const void* p) const override { return p != nullptr; }
   int device_count() const override { return 0; }
   int current_device() const override { return -1; }
+  std::size_t device_bytes_free() const override { return 0; }
+  std::size_t device_bytes_in_use() const override { return 0; }
 
   void fill(Element e, void* data, std::size_t count, int rank, int salt) override {
     ops::with_element(e, [&](auto t) { ops::fill(0, 1, static_cast<decltype(t)*>(data), count, rank, salt); });

@@ -72,6 +72,10 @@ class MemoryAccessor {
   virtual void release(void* scratch) = 0;
   // Whether `p` is this rank's memory of this kind (device: on this rank's current GPU).
   virtual bool is_local(const void* p) const = 0;
+  // The current GPU's memory as cudaMemGetInfo sees it: free bytes, and bytes in use by every
+  // process on it (total - free). Host: 0 and 0.
+  virtual std::size_t device_bytes_free() const = 0;
+  virtual std::size_t device_bytes_in_use() const = 0;
   // GPUs this process sees and the current one (host: 0 and -1).
   virtual int device_count() const = 0;
   virtual int current_device() const = 0;

@@ -24,7 +24,7 @@ std::unique_ptr<aperture::Provider> make_test_provider(const std::string& name) 
   std::optional<test::EnvOverride> heap, reserve;
   if (name == "cuda-vmm") {
     heap.emplace("APERTURE_GPU_HEAP_SIZE", "32M");
-    reserve.emplace("APERTURE_VMM_RESERVE", "1G");
+    reserve.emplace("APERTURE_VMM_RESERVE", kCudaVmmTestReserve);
   }
   return aperture::make_provider(name, world());
 }

@@ -68,6 +68,10 @@ inline std::string provider_test_name(const ::testing::TestParamInfo<std::string
 
 // The team of the job (made by main before any test).
 aperture::Team& world();
+// cuda-vmm's reserve in this suite: it starts small inside it, so that the tests run its grow path.
+inline constexpr const char* kCudaVmmTestReserve = "1G";
+inline constexpr std::size_t kCudaVmmTestReserveBytes = std::size_t{1} << 30;
+
 // A new provider named `name` on the world team, made as the suite makes its shared ones.
 std::unique_ptr<aperture::Provider> make_test_provider(const std::string& name);
 // The provider named `name`, made on the first call and kept until main ends: NVSHMEM starts once

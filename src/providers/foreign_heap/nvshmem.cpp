@@ -20,6 +20,17 @@
 // NVLink multicast stays off (NVSHMEM_DISABLE_NVLS=1 unless the caller set it): aperture never
 // uses it, and on a shared host it can take every GPU out of service.
 //
+// Memory that cannot be had: nvshmem_malloc beyond the symmetric heap does not come back as
+// NULL that could be agreed on; NVSHMEM 3.4 reports "Not enough space" and then faults in its
+// own barrier, killing the process. So the provider never asks NVSHMEM for what its heap cannot
+// hold: it keeps a model of the heap (the same first-fit SymmetricHeap aperture's own heaps use,
+// of NVSHMEM_SYMMETRIC_SIZE less a margin for NVSHMEM's own chunk headers), places every request
+// in it first, and refuses what the model cannot place, with out_of_memory. The heap's size is
+// compared across ranks at start-up and every rank runs the same calls on its model, so every
+// rank decides alike without a further exchange. Limits: memory the program takes with
+// nvshmem_malloc itself is not in the model; NVSHMEM's allocator may place blocks differently
+// from first fit, so a heap fragmented to the last byte may be judged differently.
+//
 // Collective: the constructor, allocate, free and the destructor (which frees every allocation
 // still live; nvshmem_free is collective).
 //
@@ -46,6 +57,7 @@
 #include "providers/cuda/foreign_gpu.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
 #include "providers/live_allocations.h"
+#include "providers/own_heap/symmetric_heap.h"
 #include "providers/registry.h"
 
 namespace aperture::detail {
@@ -78,6 +90,36 @@ std::string nvshmem_status_text(int status) {
 std::string nvshmem_version() {
   return format("{}.{}.{}", NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION, NVSHMEM_VENDOR_PATCH_VERSION);
 }
+
+// NVSHMEM_SYMMETRIC_SIZE as NVSHMEM reads it: a number (a fraction allowed) and one optional
+// suffix k/m/g/t (powers of 1024); 1 GiB when unset. `error` says what is wrong with a value
+// NVSHMEM would refuse too.
+std::size_t nvshmem_heap_size(std::string& error) {
+  constexpr std::size_t kDefault = std::size_t{1} << 30;
+  const char* text = std::getenv("NVSHMEM_SYMMETRIC_SIZE");
+  if (text == nullptr || *text == '\0') return kDefault;
+  char* end = nullptr;
+  const double number = std::strtod(text, &end);
+  double scale = 1;
+  if (end != nullptr) switch (*end) {
+      case 'k': case 'K': scale = 1024.0; break;
+      case 'm': case 'M': scale = 1024.0 * 1024; break;
+      case 'g': case 'G': scale = 1024.0 * 1024 * 1024; break;
+      case 't': case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
+      case '\0': break;
+      default: end = nullptr; break;
+    }
+  if (end == nullptr || end == text || !(number > 0) || number * scale > 1.0e15) {
+    error = format("NVSHMEM_SYMMETRIC_SIZE='{}' is not a size NVSHMEM reads (e.g. 1G, 512m, 2.5G)", text);
+    return kDefault;
+  }
+  return static_cast<std::size_t>(number * scale);
+}
+
+// What the model keeps free for NVSHMEM's own use of the heap: a header per block and some
+// slack, so that a request the model places is one NVSHMEM can place too.
+constexpr std::size_t kModelMargin = std::size_t{4} << 20;
+constexpr std::size_t kModelPerBlock = 512;
 
 // ---- the process-wide NVSHMEM runtime ----------------------------------------------------------
 
@@ -186,8 +228,11 @@ void start_runtime(Team& team) {
 
 class NvshmemProvider final : public Provider {
  public:
-  explicit NvshmemProvider(Team& team) : team_(team), layout_(kWho, "nvshmem_ptr", peer_pointer) {
-    team_.check_same("nvshmem provider start", {});
+  explicit NvshmemProvider(Team& team)
+      : team_(team), layout_(kWho, "nvshmem_ptr", peer_pointer), heap_bytes_(nvshmem_heap_size(heap_size_error_)),
+        model_(heap_bytes_ > kModelMargin ? heap_bytes_ - kModelMargin : 0) {
+    team_.check_same("nvshmem provider start", {{"NVSHMEM_SYMMETRIC_SIZE", heap_bytes_}});
+    agree_or_throw(team_, kWho, "reading NVSHMEM_SYMMETRIC_SIZE", heap_size_error_, ErrorCode::invalid_argument);
     choose_device();
     {
       CurrentDevice current(device_, kWho);
@@ -207,7 +252,7 @@ class NvshmemProvider final : public Provider {
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     if (previous != device_) (void)cudaSetDevice(device_);
-    for (auto* entry : by_age) nvshmem_free(entry->resource);
+    for (auto* entry : by_age) nvshmem_free(entry->resource.ptr);
     if (previous >= 0 && previous != device_) (void)cudaSetDevice(previous);
     (void)cudaGetLastError();
   }
@@ -221,6 +266,25 @@ class NvshmemProvider final : public Provider {
     team_.check_same("nvshmem allocate", {{"bytes", bytes}, {"alignment", alignment}});
     check_allocation_request(kWho, bytes, alignment);
     require_running("allocate");
+    // Placed in the model first: what the heap cannot hold never reaches nvshmem_align.
+    const std::size_t modelled = std::max<std::size_t>(bytes, 1) + kModelPerBlock;
+    const auto model_offset = model_.allocate(modelled, alignment);
+    if (!model_offset)
+      throw Error(ErrorCode::out_of_memory,
+                  format("nvshmem allocate: {} bytes (alignment {}) cannot be had from NVSHMEM's symmetric heap of {} "
+                         "bytes (NVSHMEM_SYMMETRIC_SIZE{}): {} in {} live allocations of this provider, largest free "
+                         "block {} bytes ({} kept for NVSHMEM itself); refused on every rank before nvshmem_malloc, "
+                         "which cannot fail safely. Free allocations or raise NVSHMEM_SYMMETRIC_SIZE (e.g. "
+                         "NVSHMEM_SYMMETRIC_SIZE=4G), set before the first nvshmem provider starts",
+                         bytes, alignment, heap_bytes_,
+                         std::getenv("NVSHMEM_SYMMETRIC_SIZE") != nullptr ? format("={}", std::getenv("NVSHMEM_SYMMETRIC_SIZE")) : " unset: NVSHMEM's default",
+                         model_.bytes_in_use(), live_.size(), model_.largest_free_block(), kModelMargin));
+    struct GiveBack {
+      SymmetricHeap& model;
+      std::size_t offset;
+      bool armed = true;
+      ~GiveBack() { if (armed) model.free(offset); }
+    } give_back{model_, *model_offset};
     CurrentDevice current(device_, kWho);
     // At least one byte, so an empty allocation still has an address of its own.
     void* ptr = nvshmem_align(alignment, std::max<std::size_t>(bytes, 1));
@@ -241,15 +305,17 @@ class NvshmemProvider final : public Provider {
     allocation.ptr = ptr;
     allocation.bytes = bytes;
     allocation.map = placed(layout_.table_of(ptr), bytes);
-    live_.add(allocation, ptr);
+    live_.add(allocation, Block{ptr, *model_offset});
+    give_back.armed = false;
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    void* ptr = live_.take_for_free(team_, kWho, allocation).resource;
+    const Block block = live_.take_for_free(team_, kWho, allocation).resource;
     require_running("free");
     CurrentDevice current(device_, kWho);
-    nvshmem_free(ptr);
+    nvshmem_free(block.ptr);
+    model_.free(block.model_offset);
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
@@ -303,10 +369,18 @@ class NvshmemProvider final : public Provider {
     return placed(layout_.table_of_foreign_range(ptr, bytes), bytes);
   }
 
+  struct Block {
+    void* ptr;                  // from nvshmem_align
+    std::size_t model_offset;   // its place in model_
+  };
+
   Team& team_;
   int device_ = -1;                      // this rank's GPU, as this process numbers it
   LinearHeapLayout layout_;
-  LiveAllocations<void*> live_;  // each with its nvshmem_align pointer
+  std::string heap_size_error_;          // set by nvshmem_heap_size when NVSHMEM_SYMMETRIC_SIZE is malformed
+  std::size_t heap_bytes_;               // NVSHMEM_SYMMETRIC_SIZE, as NVSHMEM reads it
+  SymmetricHeap model_;                  // where this provider's blocks would lie in that heap
+  LiveAllocations<Block> live_;
 };
 
 }  // namespace

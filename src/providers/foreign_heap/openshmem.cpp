@@ -179,15 +179,19 @@ class OpenShmemProvider final : public Provider {
     check_allocation_request("openshmem", bytes, alignment);
     require_running("allocate");
     // At least one byte, so an empty allocation still has an address of its own.
+    // Every rank's heap holds the same allocations, so shmem_align fails on all of them alike
+    // (checked with Open MPI 4.1: a request past the heap returns NULL on every PE, promptly);
+    // agree_or_refuse then gives every rank the same out_of_memory error.
     void* ptr = shmem_align(alignment, std::max<std::size_t>(bytes, 1));
     std::string error;
-    if (ptr == nullptr)
-      error = detail::format("shmem_align({}, {}) returned NULL: the symmetric heap is full; free allocations or raise "
-                     "SHMEM_SYMMETRIC_HEAP_SIZE (e.g. SHMEM_SYMMETRIC_HEAP_SIZE=1G)",
-                     alignment, bytes);
-    else if (reinterpret_cast<std::uintptr_t>(ptr) % alignment != 0)
+    ErrorCode code = ErrorCode::system;
+    if (ptr == nullptr) {
+      error = heap_full(bytes, alignment);
+      code = ErrorCode::out_of_memory;
+    } else if (reinterpret_cast<std::uintptr_t>(ptr) % alignment != 0) {
       error = detail::format("shmem_align({}, {}) returned {}, which is not aligned", alignment, bytes, ptr);
-    agree_or_throw(team_, "openshmem", "allocating", error);
+    }
+    agree_or_refuse(team_, "openshmem", "allocate", error, code);
 
     Allocation allocation;
     allocation.ptr = ptr;
@@ -233,6 +237,24 @@ class OpenShmemProvider final : public Provider {
                   detail::format("openshmem {}: OpenSHMEM is no longer running (shmem_finalize ran at exit); use the "
                                  "provider only before the program exits",
                                  call));
+  }
+
+  // Why shmem_align gave no memory: the request, what this provider holds, the heap's size and
+  // the variables that set it.
+  std::string heap_full(std::size_t bytes, std::size_t alignment) {
+    std::uint64_t in_use = 0;
+    for (auto* entry : live_.oldest_first()) in_use += entry->map.allocation_bytes;
+    std::string size_setting;
+    for (const char* variable : {"SHMEM_SYMMETRIC_HEAP_SIZE", "SMA_SYMMETRIC_SIZE", "SHMEM_SYMMETRIC_SIZE"})
+      if (const char* value = std::getenv(variable); value != nullptr && size_setting.empty())
+        size_setting = detail::format("{}={}", variable, value);
+    if (size_setting.empty()) size_setting = "not set: Open MPI's default size";
+    return detail::format("shmem_align({}, {}) returned NULL: {} bytes cannot be had from OpenSHMEM's symmetric heap "
+                          "({}), which holds {} bytes in {} live allocations of this provider (and whatever the program "
+                          "took with shmem_malloc itself); free allocations or raise the heap's size: "
+                          "SHMEM_SYMMETRIC_HEAP_SIZE (e.g. SHMEM_SYMMETRIC_HEAP_SIZE=1G; Open MPI 4.1 reads it and "
+                          "SMA_SYMMETRIC_SIZE, not the standard's SHMEM_SYMMETRIC_SIZE)",
+                          alignment, bytes, bytes, size_setting, in_use, live_.size());
   }
 
   // PE i must be team rank i: the table is indexed by team rank and filled by shmem_ptr(.., pe).

@@ -5,6 +5,14 @@
 // Each window is mapped at its own place, so the heap is not linear: every allocation carries its
 // own table. Ranks on other machines get entry 0 (not direct).
 //
+// Memory that cannot be had: Open MPI refuses a window larger than /dev/shm's free space on the
+// rank that notices while the others stay in MPI_Win_allocate_shared, so every request is first
+// checked on every rank against the backing directory's free space (backing_space.h) and refused
+// on all of them together, with one allgather, before MPI sees it.
+//
+// Every MPI call runs on communicators split from the bootstrap's MPI_ERRORS_RETURN duplicate of
+// MPI_COMM_WORLD and has its return code checked: a failure is an aperture::Error, not an abort.
+//
 // Ranks: the team's communicator is MPI_COMM_WORLD reordered so that its rank i is team rank i,
 // so MPI ranks and table indices never have to agree by accident.
 //
@@ -15,6 +23,8 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -29,10 +39,12 @@
 #include "aperture/team.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/mpi.h"
+#include "bootstrap/mpi_comm.h"
 #include "common/env.h"
 #include "common/mpi_check.h"
 #include "detail/format.h"
 #include "engines/host_engine.h"
+#include "providers/foreign_window/backing_space.h"
 #include "providers/live_allocations.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -47,6 +59,17 @@ constexpr const char* kNeedsMpirun =
 std::uintptr_t align_up(std::uintptr_t address, std::size_t alignment) {
   return (address + alignment - 1) & ~(static_cast<std::uintptr_t>(alignment) - 1);
 }
+
+// Room for Open MPI's own state in a window's backing file, beyond the ranks' segments.
+constexpr std::uint64_t kWindowFileSlack = std::uint64_t{1} << 20;
+
+// A live window: what MPI must free, and this rank's segment of it (its untouched pages are
+// space /dev/shm has promised to the window; each rank counts its own, the machine sums them).
+struct Window {
+  MPI_Win win = MPI_WIN_NULL;
+  const void* own_segment = nullptr;
+  std::size_t own_segment_bytes = 0;
+};
 
 class MpiWindowProvider final : public Provider {
  public:
@@ -73,8 +96,15 @@ class MpiWindowProvider final : public Provider {
                            "appears out of place); the team must be the job mpirun started",
                            world.size - 1, sorted[r]));
 
-    std::string error = mpi_failure(MPI_Comm_split(MPI_COMM_WORLD, 0, team_.rank(), &team_comm_),
-                                    "MPI_Comm_split(MPI_COMM_WORLD) into the team's rank order");
+    // Split from the bootstrap's MPI_ERRORS_RETURN duplicate: a failed split returns its code on
+    // every rank instead of aborting the job under MPI_COMM_WORLD's fatal handler.
+    std::string error;
+    try {
+      error = mpi_failure(MPI_Comm_split(mpi_errors_return_world(), 0, team_.rank(), &team_comm_),
+                          "MPI_Comm_split(MPI_COMM_WORLD's duplicate) into the team's rank order");
+    } catch (const Error& e) {
+      error = std::string(e.detail());
+    }
     if (error.empty())
       error = mpi_failure(MPI_Comm_set_errhandler(team_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     // The ranks of this rank's node, as the team sees nodes (the machine, or the split that
@@ -92,8 +122,8 @@ class MpiWindowProvider final : public Provider {
     }
     if (error.empty()) {
       int team_comm_rank = -1;
-      MPI_Comm_rank(team_comm_, &team_comm_rank);
-      if (team_comm_rank != team_.rank())
+      error = mpi_failure(MPI_Comm_rank(team_comm_, &team_comm_rank), "MPI_Comm_rank(team)");
+      if (error.empty() && team_comm_rank != team_.rank())
         error = detail::format("the team communicator gave rank {} to team rank {}", team_comm_rank, team_.rank());
     }
     try {
@@ -109,10 +139,12 @@ class MpiWindowProvider final : public Provider {
     // Skipped after MPI_Finalize (it released everything) and while an exception unwinds: ranks
     // may be out of step then, and MPI_Win_free would wait for ranks that never come.
     if (!mpi_is_active() || std::uncaught_exceptions() > 0) return;
+    // Return codes are not checked here: a destructor cannot throw, and MPI_ERRORS_RETURN keeps
+    // a failure from aborting the job.
     for (auto* window : windows_.oldest_first()) {
       if (auto engine = engines_.find(window->map.allocation_base); engine != engines_.end())
         close_host_engine(engine->second);
-      MPI_Win_free(&window->resource);
+      (void)MPI_Win_free(&window->resource.win);
     }
     release_communicators();
   }
@@ -131,17 +163,25 @@ class MpiWindowProvider final : public Provider {
     // more, because MPI promises no alignment and each rank aligns its own segment.
     const std::size_t usable = std::max<std::size_t>(bytes, 1);
     const std::size_t requested = usable + alignment - 1;
+    refuse_unless_room(bytes, requested);
 
     MPI_Info info = MPI_INFO_NULL;
-    MPI_Info_create(&info);
+    std::string error = mpi_failure(MPI_Info_create(&info), "MPI_Info_create");
     // Each rank's segment on pages of its own: no cache line shared by two ranks' memory.
-    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    if (error.empty())
+      error = mpi_failure(MPI_Info_set(info, "alloc_shared_noncontig", "true"), "MPI_Info_set(alloc_shared_noncontig)");
+    // Every rank reaches the collective call, whatever happened before it on this rank: a rank
+    // that skipped it would leave the others inside MPI_Win_allocate_shared.
     void* base = nullptr;
     MPI_Win win = MPI_WIN_NULL;
-    std::string error = mpi_failure(
+    const std::string allocation_error = mpi_failure(
         MPI_Win_allocate_shared(static_cast<MPI_Aint>(requested), 1, info, node_comm_, &base, &win),
         detail::format("MPI_Win_allocate_shared({} bytes)", requested));
-    MPI_Info_free(&info);
+    if (error.empty()) error = allocation_error;
+    if (info != MPI_INFO_NULL) {
+      const std::string freeing = mpi_failure(MPI_Info_free(&info), "MPI_Info_free");
+      if (error.empty()) error = freeing;
+    }
     if (error.empty()) error = mpi_failure(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
     if (error.empty() && base == nullptr)
       error = detail::format("MPI_Win_allocate_shared({} bytes) returned no memory", requested);
@@ -158,6 +198,7 @@ class MpiWindowProvider final : public Provider {
     team_.allgather(&me, everyone.data(), sizeof me);
 
     std::vector<std::int64_t> table(team_.size(), 0);
+    Window window{win, {}};
     for (int node_rank = 0; error.empty() && node_rank < static_cast<int>(team_of_node_rank_.size()); ++node_rank) {
       const int peer = team_of_node_rank_[node_rank];
       MPI_Aint segment_bytes = 0;
@@ -173,6 +214,10 @@ class MpiWindowProvider final : public Provider {
         break;
       }
       table[peer] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(peer_base) + everyone[peer].offset);
+      if (peer == team_.rank()) {
+        window.own_segment = peer_base;
+        window.own_segment_bytes = static_cast<std::size_t>(segment_bytes);
+      }
     }
     void* ptr = error.empty() ? reinterpret_cast<void*>(local + me.offset) : nullptr;
     if (error.empty() && table[team_.rank()] != reinterpret_cast<std::int64_t>(ptr))
@@ -196,13 +241,13 @@ class MpiWindowProvider final : public Provider {
       allocation.map.attach_engine(engine.at(0), engine.owner);
       engines_[allocation.map.allocation_base] = std::move(engine);
     }
-    windows_.add(allocation, win);
+    windows_.add(allocation, window);
     return allocation;
   }
 
   void free(Allocation& allocation) override {
     const std::uintptr_t base = allocation.map.allocation_base;
-    MPI_Win win = windows_.take_for_free(team_, "mpi-window", allocation).resource;
+    MPI_Win win = windows_.take_for_free(team_, "mpi-window", allocation).resource.win;
     require_mpi("free");
     if (auto engine = engines_.find(base); engine != engines_.end()) {
       close_host_engine(engine->second);
@@ -229,8 +274,60 @@ class MpiWindowProvider final : public Provider {
 
  private:
   void release_communicators() {
-    if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
-    if (team_comm_ != MPI_COMM_NULL) MPI_Comm_free(&team_comm_);
+    // Not checked: called from the destructor and from a constructor already throwing.
+    if (node_comm_ != MPI_COMM_NULL) (void)MPI_Comm_free(&node_comm_);
+    if (team_comm_ != MPI_COMM_NULL) (void)MPI_Comm_free(&team_comm_);
+  }
+
+  // Collective, before MPI_Win_allocate_shared: every rank checks that the backing directory of
+  // its machine has room for the window file this request makes there (every rank's segment of
+  // `requested` bytes, in whole pages, and Open MPI's slack), counting the pages this provider's
+  // live windows have promised but not written as taken; one allgather, and every rank refuses
+  // together (out_of_memory) when any machine lacks the room.
+  void refuse_unless_room(std::size_t bytes, std::size_t requested) {
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t segment = (requested + page - 1) / page * page;
+    const auto node_ranks = static_cast<std::uint64_t>(team_of_node_rank_.size());
+    const BackingSpace space = mpi_window_backing_space();
+    std::uint64_t promised = 0;  // by this rank's own segments; the machine's is the sum over its ranks
+    for (auto* entry : windows_.oldest_first())
+      promised += untouched_bytes(entry->resource.own_segment, entry->resource.own_segment_bytes);
+    struct Room {
+      std::uint64_t needed;
+      std::uint64_t free_bytes;
+      std::uint64_t promised;
+      std::uint64_t statvfs_failed;
+      std::int64_t machine;  // the lowest team rank of this rank's machine: who shares its /dev/shm
+    };
+    // needed cannot overflow: bytes <= 2^48 (check_allocation_request) and node ranks <= 65536.
+    const Room mine{segment * node_ranks + kWindowFileSlack, space.free_bytes, promised, space.error.empty() ? 0u : 1u,
+                    *std::min_element(team_of_node_rank_.begin(), team_of_node_rank_.end())};
+    std::vector<Room> all(team_.size());
+    team_.allgather(&mine, all.data(), sizeof mine);
+    for (int r = 0; r < team_.size(); ++r) {
+      Room room = all[r];
+      room.promised = 0;
+      for (const Room& other : all)
+        if (other.machine == room.machine) room.promised += other.promised;
+      const std::uint64_t available = room.free_bytes > room.promised ? room.free_bytes - room.promised : 0;
+      if (room.statvfs_failed == 0 && room.needed <= available) continue;
+      if (r == team_.rank() && !space.error.empty())
+        throw Error(ErrorCode::system, detail::format("mpi-window allocate({} bytes): {}", bytes, space.error), "statvfs");
+      if (room.statvfs_failed != 0)
+        throw Error(ErrorCode::system, detail::format("mpi-window allocate({} bytes): rank {} cannot read how much room "
+                                                      "its machine's window directory has; see its error",
+                                                      bytes, r));
+      throw Error(
+          ErrorCode::out_of_memory,
+          detail::format("mpi-window allocate: {} bytes cannot be had: rank {}'s machine needs {} bytes in {} for the "
+                         "window ({} ranks x {} bytes, and {} for MPI) but has {} bytes free, {} of them promised to "
+                         "this provider's live windows ({} available); refused on every rank before "
+                         "MPI_Win_allocate_shared. Free allocations, or give {} more room (e.g. `mount -o "
+                         "remount,size=...` of /dev/shm, docker --shm-size), or point OMPI_MCA_osc_sm_backing_directory "
+                         "at a larger local file system",
+                         bytes, r, room.needed, space.directory, node_ranks, segment, kWindowFileSlack,
+                         room.free_bytes, room.promised, available, space.directory));
+    }
   }
 
   void require_mpi(const char* call) const {
@@ -246,7 +343,7 @@ class MpiWindowProvider final : public Provider {
   MPI_Comm team_comm_ = MPI_COMM_NULL;  // MPI_COMM_WORLD with team ranks as its ranks
   MPI_Comm node_comm_ = MPI_COMM_NULL;  // the ranks of team_comm_ that share this machine's memory
   std::vector<int> team_of_node_rank_;  // node_comm_ rank -> team rank
-  LiveAllocations<MPI_Win> windows_;    // live windows
+  LiveAllocations<Window> windows_;     // live windows
   std::map<std::uintptr_t, HostEngine> engines_;  // by allocation base: the RMA window of each
 };
 

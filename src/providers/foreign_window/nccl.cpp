@@ -187,10 +187,34 @@ class NcclProvider final : public Provider {
     agree_or_throw(team_, kWho, "storing through its first window's table", error.empty() ? closing : error);
   }
 
+  // Collective, before ncclMemAlloc: every rank checks that its GPU has the window's bytes free
+  // (cudaMemGetInfo, less a margin for the window's table and NCCL's registration), and every
+  // rank refuses together (out_of_memory, with the rank that lacks it) when one does not: a
+  // failure inside NCCL's allocation or registration is not one every rank would see alike.
+  void refuse_unless_room(std::size_t bytes, std::size_t window_bytes) {
+    constexpr std::size_t kMargin = std::size_t{64} << 20;
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    std::string error = APERTURE_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+    ErrorCode code = ErrorCode::system;
+    if (error.empty() && (free_bytes < kMargin || window_bytes > free_bytes - kMargin)) {
+      std::uint64_t held = 0;
+      for (auto* entry : live_.oldest_first()) held += entry->map.allocation_bytes;
+      error = format("{} bytes cannot be had: GPU {} has {} bytes of GPU memory free of {} (cudaMemGetInfo; {} kept for "
+                     "tables and NCCL's registration), and this provider holds {} bytes in {} windows; refused "
+                     "before ncclMemAlloc. NCCL windows take GPU memory directly (there is no heap size to raise): "
+                     "free allocations, or memory other users of this GPU hold",
+                     bytes, device_, free_bytes, total_bytes, kMargin, held, live_.size());
+      code = ErrorCode::out_of_memory;
+    }
+    agree_or_refuse(team_, kWho, "allocate", error, code);
+  }
+
   // Collective: allocates, zeroes and registers one window and builds its table.
   Window open_window(std::size_t bytes, std::size_t alignment) {
     // Registered windows are whole 4 KiB pages, the same size on every rank.
     const std::size_t window_bytes = round_up(std::max<std::size_t>(bytes, 1), NCCL_WIN_REQUIRED_ALIGNMENT);
+    refuse_unless_room(bytes, window_bytes);
     Window w;
     std::string error = nccl_failure(ncclMemAlloc(&w.ptr, window_bytes), format("ncclMemAlloc(&ptr, {})", window_bytes),
                                      comm_);

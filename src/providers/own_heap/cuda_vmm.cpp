@@ -304,13 +304,16 @@ class CudaVmmProvider final : public LinearHeapProvider {
     // start at 0) and exported, before any peer can look at it.
     Fd exported;
     std::string error;
+    ErrorCode code = ErrorCode::system;  // out_of_memory when the GPU has no room for the chunk
     {
       const CUmemAllocationProp prop = chunk_properties(device_, sharing_);
       Chunk chunk;
       chunk.va = static_cast<CUdeviceptr>(own_base() + offset);
       chunk.bytes = bytes;
-      error = APERTURE_CU_TRY(cu.cuMemCreate(&chunk.handle, bytes, &prop, 0));
+      const CUresult created = cu.cuMemCreate(&chunk.handle, bytes, &prop, 0);
+      error = cu_failure(created, "cuMemCreate(&handle, bytes, &prop, 0)", __FILE__, __LINE__);
       if (!error.empty()) {
+        code = cu_error_code(created);
         error = detail::format("{} (a {}-byte chunk, the heap going from {} to {} bytes on GPU {}); free memory on the "
                                "GPU, or lower APERTURE_GPU_HEAP_SIZE or what is allocated",
                                error, bytes, mapped_, target, device_);
@@ -328,7 +331,8 @@ class CudaVmmProvider final : public LinearHeapProvider {
         exported = Fd(fd);
       }
     }
-    foreign_gpu::agree_or_throw(team_, kWho, step, error);
+    // Every rank reads the refusal of the rank whose GPU is full (out_of_memory), not only "rank R failed".
+    agree_or_refuse(team_, kWho, step, error, code);
 
     if (sharing_) {
       // 2. Our chunk to every peer of this machine (a send never waits for its receiver).
