@@ -7,6 +7,7 @@
 #   BUILD_DIR=build-gpu LOG_DIR=out ./scripts/gpu-check.sh
 #   SANITIZE=0 ./scripts/gpu-check.sh      skip compute-sanitizer
 #   GPU_CHECK_BUDGET_S=300 ...             steps not begun by then are recorded as skipped
+#   EXAMPLES=0 ./scripts/gpu-check.sh      skip step 5a (the GPU examples' build and runs)
 #   COLLECTIVES=0 ./scripts/gpu-check.sh   skip step 5b (the collectives' own build, test and bench)
 #   GEMM=0 ./scripts/gpu-check.sh          skip step 5c (the overlapped GEMMs' test and bench)
 #   PYTHON_CHECK=0 ./scripts/gpu-check.sh  skip step 5d (the Python package); PYTHON_TESTS=FILES picks
@@ -76,7 +77,7 @@ fi
 # gpu-check.sh --ctest-no-skips BUILD_DIR: `ctest -L gpu`, failing (exit 1) when any test was
 # skipped or none ran: on a GPU machine, a skipped GPU test is a test that did not run.
 if [[ ${1:-} == --ctest-no-skips ]]; then
-  out=$(ctest --test-dir "$2" -L gpu --output-on-failure 2>&1); rc=$?
+  out=$(ctest --test-dir "$2" -L gpu --output-on-failure "${@:3}" 2>&1); rc=$?
   echo "$out"
   skipped=$(grep -c '(Skipped)' <<<"$out")
   ran=$(grep -oE 'out of [0-9]+' <<<"$out" | tail -1 | grep -oE '[0-9]+')
@@ -287,14 +288,22 @@ step gpu_checked_test 120 "$build_dir/gpu_checked_test"
 
 # --- 5. the same tests as CTest registers them (gpu.<test>.np1/np2, skipped without a GPU) ---
 if (( gpus > 0 )); then
-  step ctest 200 "$BASH" "$root/scripts/gpu-check.sh" --ctest-no-skips "$build_dir"
+  one_gpu_per_rank=()
+  if (( gpus < 2 )); then
+    # As in step 4: nvshmem and nccl (and the mixed test, which uses both) need one GPU per rank.
+    one_gpu_per_rank=(-E '^gpu\.(conformance\.(nvshmem|nccl)|mixed_providers_test)\.np2$')
+    record ctest.np2-one-gpu-per-rank N/A 0 "gpu.conformance.{nvshmem,nccl}.np2, gpu.mixed_providers_test.np2 need one GPU per rank; this machine has $gpus"
+  fi
+  step ctest 200 "$BASH" "$root/scripts/gpu-check.sh" --ctest-no-skips "$build_dir" "${one_gpu_per_rank[@]}"
 else
   step ctest 200 ctest --test-dir "$build_dir" -L gpu --output-on-failure
 fi
 
 # --- 5a. the GPU examples (examples/05_kernel, 06_collectives), as a newcomer runs them -------
 # The stand-alone build holds the whole project, examples included; 2 ranks may share one GPU.
-if cmake --build "$build_dir" --target help 2>/dev/null | grep -q "example_06_collectives"; then
+if [[ ${EXAMPLES:-1} != 1 ]]; then
+  record examples N/A 0 "EXAMPLES=0"
+elif cmake --build "$build_dir" --target help 2>/dev/null | grep -q "example_06_collectives"; then
   step build-examples 200 cmake --build "$build_dir" --parallel "$(nproc)" --target example_05_kernel example_06_collectives
   for e in 05_kernel 06_collectives; do
     program="$build_dir/aperture/examples/example_$e"
