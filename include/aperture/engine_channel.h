@@ -100,6 +100,7 @@ APERTURE_HD T engine_value_from_bits(std::uint64_t bits) {
 // Hands `request` to the channel: the host calls the engine; a kernel has no way to the host
 // engine yet and stops with a trap rather than touch address 0.
 APERTURE_HD void engine_submit(const EngineChannel& channel, const EngineRequest& request, void* result) {
+  (void)channel, (void)request, (void)result;  // the device branch uses none of them
   APERTURE_IF_DEVICE_ELSE((APERTURE_DEVICE_TRAP();), (channel.host_call(channel.context, request, result);))
 }
 
@@ -118,7 +119,7 @@ APERTURE_DETAIL_OUT_OF_LINE APERTURE_HD void engine_transfer(EngineChannel chann
 
 template <class T>
 APERTURE_DETAIL_OUT_OF_LINE APERTURE_HD T engine_load(EngineChannel channel, int peer, std::uint64_t offset) {
-  T value;
+  T value{};  // filled by the engine (a kernel traps before reading it)
   engine_transfer(channel, EngineOp::get, peer, offset, &value, sizeof(T));
   return value;
 }

@@ -102,7 +102,8 @@ class Communicator:
         self._core.barrier(stream)
 
     def all_reduce(self, tensor, op="sum"):
-        """In place: every element becomes the reduction ("sum", "min", "max") over ranks."""
+        """In place: every element becomes the reduction over ranks: op is "sum", "prod", "min", "max" or
+        "avg", rounded to the element type at every step as NCCL does (docs/CONTRACT.md)."""
         self._check("all_reduce", tensor, "tensor")
         a = _arrays.address(tensor)
         self._core.all_reduce(a, self._symmetric_map("all_reduce", tensor), a, _arrays.numel(tensor), _arrays.dtype_name(tensor), op,
@@ -133,6 +134,15 @@ class Communicator:
         self._core.all_to_all(_arrays.address(inp), _arrays.address(out), _arrays.numel(inp) // self.size,
                               _arrays.dtype_name(inp), self._stream(inp))
         return out
+
+    def check(self):
+        """GPU memory: waits for torch's current stream, then raises aperture.Error (code timeout) if a
+        kernel's wait gave up (APERTURE_TIMEOUT) since this Communicator was made; host memory: nothing
+        to check (host waits raise where they give up)."""
+        stream = 0
+        if self._provider.memory_kind == "device":
+            stream = _arrays.torch.cuda.current_stream().cuda_stream
+        self._core.check(stream)
 
     def broadcast(self, tensor, root):
         """In place: every rank's tensor becomes root's."""

@@ -66,21 +66,18 @@ struct AllocationBox {
 std::string kind_name(aperture::MemoryKind kind) { return kind == aperture::MemoryKind::host ? "host" : "device"; }
 
 aperture::DataType data_type(std::string_view name) {
-  using aperture::DataType;
-  if (name == "float32") return DataType::float32;
-  if (name == "float64") return DataType::float64;
-  if (name == "int32") return DataType::int32;
-  if (name == "int64") return DataType::int64;
-  if (name == "float16") return DataType::float16;
-  if (name == "bfloat16") return DataType::bfloat16;
-  refuse("collectives take float32, float64, int32, int64, float16 or bfloat16, not " + std::string(name));
+  // torch's names (float8_e4m3fn is NCCL's e4m3: finite, NaN but no infinity), and numpy's.
+  for (aperture::DataType t : aperture::kAllDataTypes)
+    if (name == aperture::name_of(t)) return t;
+  if (name == "float8_e4m3fn") return aperture::DataType::float8_e4m3;
+  refuse("collectives take int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, "
+         "float8_e4m3fn or float8_e5m2 (NCCL's element types), not " + std::string(name));
 }
 
 aperture::ReduceOp reduce_op(std::string_view name) {
-  if (name == "sum") return aperture::ReduceOp::sum;
-  if (name == "min") return aperture::ReduceOp::min;
-  if (name == "max") return aperture::ReduceOp::max;
-  refuse("op = \"" + std::string(name) + "\" is not a reduction; use \"sum\", \"min\" or \"max\"");
+  for (aperture::ReduceOp op : aperture::kAllReduceOps)
+    if (name == aperture::name_of(op)) return op;
+  refuse("op = \"" + std::string(name) + "\" is not a reduction; use \"sum\", \"prod\", \"min\", \"max\" or \"avg\"");
 }
 
 void* as_pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }  // NOLINT(performance-no-int-to-ptr)
