@@ -8,7 +8,9 @@ scratch, by the C++ library. Every call is collective: same calls, same order, s
 from . import _arrays, _core, _registry
 from ._error import ErrorCode, fail
 
-_DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16")
+# NCCL's element types, by torch's (and numpy's) names; float8_e4m3fn is NCCL's e4m3.
+_DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64",
+           "float8_e4m3fn", "float8_e5m2")
 
 
 class Communicator:
