@@ -91,12 +91,6 @@ def test_wrong_dtype(team, comm, dtype):
     assert e.value.code == INVALID
 
 
-def test_wrong_reduction(team, comm):
-    with pytest.raises(aperture.Error, match='op = "mean" is not a reduction') as e:
-        comm.all_reduce(torch.zeros(8), op="mean")
-    assert e.value.code == INVALID
-
-
 @pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
                                    torch.float32, torch.float64])
 @pytest.mark.parametrize("op", ["sum", "prod", "min", "max"])
@@ -139,8 +133,8 @@ def test_mismatched_collective_shapes(team, comm):
     if team.size > 1:
         with pytest.raises(aperture.Error, match="not a multiple"):
             comm.all_to_all(torch.zeros(team.size + 1, dtype=torch.int64), torch.zeros(team.size + 1, dtype=torch.int64))
-    with pytest.raises(aperture.Error, match="op = \"prod\" is not a reduction"):
-        comm.all_reduce(inp, op="prod")
+    with pytest.raises(aperture.Error, match="op = \"mean\" is not a reduction"):
+        comm.all_reduce(inp, op="mean")
     # after every refusal the ranks are still in step
     t = torch.tensor([pattern(team.rank, i) for i in range(n)])
     comm.all_reduce(t)
