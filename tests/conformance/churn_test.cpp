@@ -101,7 +101,11 @@ TEST_P(ChurnTest, AllocateFreeCyclesLeaveNothingBehind) {
     EXPECT_LE(device_after, device_baseline + (std::size_t{2} << 20))
         << "device memory in use grew from " << device_baseline << " to " << device_after << " bytes";
   } else {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    // Under ASan/TSan the sanitizer's own allocator maps memory as the process runs, so the count
+    // says nothing of ours there; the plain build (CI's main suite and churn stage) checks it.
     EXPECT_LE(after.mappings, baseline.mappings) << "mappings grew: " << baseline.mappings << " -> " << after.mappings;
+#endif
     EXPECT_LE(after.descriptors, baseline.descriptors)
         << "descriptors grew: " << baseline.descriptors << " -> " << after.descriptors;
   }
