@@ -88,3 +88,60 @@ def make_provider(name, team):
     """Collective: the C++ provider `name` ("default", "shm", "mpi-window", "openshmem",
     "cuda-ipc", "cuda-vmm", "nvshmem", "nccl") over `team`."""
     return Provider(_core.make_provider(name, team), team)
+
+
+class _TorchSymmetricAllocator:
+    """torch symmetric memory as the allocator of a ForeignProvider (see python/src/core.cpp): every
+    allocation is a torch.distributed._symmetric_memory.empty buffer, rendezvoused over `group`;
+    its table is the handle's buffer_ptrs (kernels read buffer_ptrs_dev itself)."""
+
+    def __init__(self, team, group, device):
+        self._team = team
+        self._group = group
+        self._device = device
+
+    def allocate(self, nbytes, alignment):
+        torch = _arrays.torch
+        from torch.distributed import _symmetric_memory as symm_mem
+
+        # A zero-byte request still gets its own buffer (and address), as the C++ providers give.
+        buffer = symm_mem.empty(max(nbytes, alignment), dtype=torch.uint8, device=self._device)
+        handle = symm_mem.rendezvous(buffer, self._group)
+        if handle.rank != self._team.rank or handle.world_size != self._team.size:
+            fail(ErrorCode.mismatch,
+                 f"torch-symmetric allocate: the group's rank {handle.rank} of {handle.world_size} is not the team's "
+                 f"rank {self._team.rank} of {self._team.size}; give a group whose ranks are the team's, in its order")
+        bases = [int(p) for p in handle.buffer_ptrs]
+        if bases[handle.rank] != buffer.data_ptr() or buffer.data_ptr() % alignment:
+            fail(ErrorCode.unavailable,
+                 f"torch-symmetric allocate: torch's buffer at {buffer.data_ptr():#x} is not at the start of its "
+                 f"symmetric block ({bases[handle.rank]:#x}) or not {alignment}-byte aligned")
+        # The map owns the buffer and the handle (its table's owner): the memory goes with its last copy.
+        core_map = _core.map_from_table(handle.rank, bases, nbytes, int(handle.buffer_ptrs_dev), (buffer, handle))
+        return buffer.data_ptr(), core_map
+
+    def place_table(self, table):
+        return _arrays.torch.tensor(table, dtype=_arrays.torch.int64, device=self._device)
+
+
+def torch_symmetric_provider(team, group=None):
+    """Collective: a provider whose allocations are torch symmetric memory
+    (torch.distributed._symmetric_memory.empty, rendezvoused over `group`, default the world
+    group; its ranks must be the team's, in the same order). Its tensors, and the C++ code that
+    allocates from a provider (Communicator, OverlappedGemm), then run on torch's buffers and
+    tables. Needs torch.distributed initialised (any backend: rendezvous uses its store) and,
+    as torch does, one GPU per rank."""
+    torch = _arrays.torch
+    if torch is None or not torch.cuda.is_available():
+        fail(ErrorCode.unavailable, "torch_symmetric_provider needs torch with a CUDA GPU")
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        fail(ErrorCode.invalid_argument,
+             "torch_symmetric_provider: torch.distributed is not initialised; call "
+             "torch.distributed.init_process_group first (under aperture launch or torchrun, env:// works)")
+    if group is None:
+        group = dist.group.WORLD
+    device = torch.device("cuda", torch.cuda.current_device())
+    allocator = _TorchSymmetricAllocator(team, group, device)
+    return Provider(_core.ForeignProvider("torch-symmetric", _core.MemoryKind.device, allocator), team)

@@ -7,7 +7,8 @@
 // allocation its provider, a Communicator both. Memory handed to torch or numpy holds its
 // Allocation object (DLPack owner), so a tensor never outlives the provider it lies in.
 //
-// Calls that may wait for other ranks release the GIL.
+// Calls that may wait for other ranks release the GIL; C++ code that calls back into Python (a
+// ForeignProvider's allocations) takes it again.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -16,6 +17,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -27,6 +29,7 @@
 
 #include "aperture/aperture.h"
 #include "aperture/collectives/communicator.h"
+#include "aperture/collectives/overlapped_gemm.h"
 
 #if APERTURE_PY_WITH_CUDA
 #  include <cuda_runtime_api.h>
@@ -136,6 +139,93 @@ struct CommunicatorBox {
   }
 };
 
+// An OverlappedGemm that close() can end before Python drops the object (its destructor is collective).
+struct OverlappedGemmBox {
+  std::unique_ptr<aperture::OverlappedGemm> gemm;
+  aperture::OverlappedGemm& get() {
+    if (!gemm) throw Error(ErrorCode::invalid_argument, "OverlappedGemm: used after close(); make a new one");
+    return *gemm;
+  }
+};
+
+// A provider whose memory another library allocates, reached through a Python object, so that
+// the C++ code that takes a Provider (the Communicator, OverlappedGemm) can allocate from it:
+//   allocator.allocate(bytes, alignment) -> (address, map)   collective; `map` (map_from_table)
+//       owns the memory through its table's owner, so the memory lives while any copy of the
+//       map does and goes with the last one;
+//   allocator.place_table(list of int) -> tensor             (device memory only) the table of
+//       a view, where the provider's kernels read it (an int64 tensor; its data_ptr is the table);
+//   allocator.free(address)                                  optional, collective: for allocators
+//       whose memory is released by a call rather than by dropping the last reference.
+// torch symmetric memory comes in this way (aperture.torch_symmetric_provider). The checks
+// (double free, ranges it does not own) are made here, as the C++ providers make them.
+class ForeignProvider final : public aperture::Provider {
+ public:
+  ForeignProvider(std::string name, aperture::MemoryKind kind, nb::object allocator)
+      : name_(std::move(name)), kind_(kind), allocator_(std::move(allocator)) {}
+  ~ForeignProvider() override {
+    nb::gil_scoped_acquire gil;  // the maps' owners are Python objects
+    live_.clear();
+    allocator_.reset();
+  }
+
+  std::string_view name() const override { return name_; }
+  aperture::MemoryKind memory_kind() const override { return kind_; }
+  bool is_linear() const override { return false; }
+
+  aperture::Allocation allocate(std::size_t bytes, std::size_t alignment) override {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+      refuse(name_ + " allocate: alignment " + std::to_string(alignment) + " is not a power of two");
+    nb::gil_scoped_acquire gil;
+    auto [address, map] = nb::cast<std::tuple<std::uintptr_t, aperture::SymmetricAddressMap>>(
+        allocator_.attr("allocate")(bytes, alignment));
+    if (address % alignment != 0 || map.allocation_base != address || map.allocation_bytes != bytes)
+      throw Error(ErrorCode::internal, name_ + " allocate: the allocator returned " + std::to_string(bytes) +
+                                           " bytes at " + std::to_string(address) + " with a map of " +
+                                           std::to_string(map.allocation_bytes) + " bytes at " +
+                                           std::to_string(map.allocation_base) + " (alignment " +
+                                           std::to_string(alignment) + " asked)");
+    live_.push_back(map);
+    return aperture::Allocation{as_pointer(address), bytes, std::move(map)};
+  }
+
+  void free(aperture::Allocation& allocation) override {
+    const auto it = std::find_if(live_.begin(), live_.end(), [&](const aperture::SymmetricAddressMap& m) {
+      return m.allocation_base == reinterpret_cast<std::uintptr_t>(allocation.ptr);
+    });
+    if (it == live_.end())
+      refuse(name_ + " free: no live allocation of this provider starts at " +
+             std::to_string(reinterpret_cast<std::uintptr_t>(allocation.ptr)) +
+             " (freed already, or another provider's); free each allocation once, with its provider");
+    nb::gil_scoped_acquire gil;  // the last copies of the map may drop the memory's Python owner
+    const aperture::SymmetricAddressMap map = std::move(*it);
+    live_.erase(it);
+    const auto address = reinterpret_cast<std::uintptr_t>(allocation.ptr);
+    allocation = {};
+    if (nb::hasattr(allocator_, "free")) allocator_.attr("free")(address);
+    map.mark_freed();  // every copy of the map refuses the checked path from now on
+  }
+
+  aperture::SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
+    for (const auto& m : live_) {
+      if (!m.owns(ptr, std::max<std::size_t>(bytes, 1))) continue;
+      std::vector<std::int64_t> table = m.view_table(ptr, bytes);
+      nb::gil_scoped_acquire gil;
+      if (kind_ == aperture::MemoryKind::host) return map_from_table(m.local_rank, std::move(table), bytes, 0, nb::none());
+      nb::object placed = allocator_.attr("place_table")(table);
+      const auto device_table = nb::cast<std::uintptr_t>(placed.attr("data_ptr")());
+      return map_from_table(m.local_rank, std::move(table), bytes, device_table, std::move(placed));
+    }
+    refuse(name_ + " symmetric_address_map: " + std::to_string(bytes) + " bytes at " +
+           std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) + " lie in no live allocation of this provider");
+  }
+
+ private:
+  std::string name_;
+  aperture::MemoryKind kind_;
+  nb::object allocator_;
+  std::vector<aperture::SymmetricAddressMap> live_;  // one per live allocation
+};
 
 }  // namespace
 
@@ -144,6 +234,10 @@ NB_MODULE(_core, m) {
   nb::register_exception_translator(translate_error);
   // Teams and providers held in module globals until the interpreter exits are not leaks.
   nb::set_leak_warnings(false);
+
+  nb::enum_<aperture::MemoryKind>(m, "MemoryKind", "host or device memory (aperture::MemoryKind)")
+      .value("host", aperture::MemoryKind::host)
+      .value("device", aperture::MemoryKind::device);
 
   nb::enum_<ErrorCode>(m, "ErrorCode", "Why a call failed (aperture::ErrorCode)")
       .value("invalid_argument", ErrorCode::invalid_argument)
@@ -253,6 +347,10 @@ NB_MODULE(_core, m) {
         return p.symmetric_address_map(as_pointer(address), bytes);
       }, "address"_a, "bytes"_a);
 
+  nb::class_<ForeignProvider, aperture::Provider>(m, "ForeignProvider",
+                                                 "a provider whose memory a Python allocator hands out")
+      .def(nb::init<std::string, aperture::MemoryKind, nb::object>(), "name"_a, "memory_kind"_a, "allocator"_a);
+
   m.def("make_provider", &aperture::make_provider, "name"_a, "team"_a, nb::keep_alive<0, 2>(),
         nb::call_guard<nb::gil_scoped_release>(), "collective");
 
@@ -309,5 +407,30 @@ NB_MODULE(_core, m) {
         b.get().all_to_all(as_pointer(in), as_pointer(out), count, data_type(type), as_stream(stream));
       }, "inp"_a, "out"_a, "count"_a, "dtype"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
       .def("check", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
+           "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>());
+
+  // Every matrix is a bf16 address of this rank's GPU; the Python layer (aperture/_overlapped_gemm.py)
+  // checks the tensors, the C++ class the shapes and the alignment.
+  nb::class_<OverlappedGemmBox>(m, "OverlappedGemm", "all-gather + GEMM and GEMM + reduce-scatter (aperture::OverlappedGemm)")
+      .def("__init__", [](OverlappedGemmBox* self, aperture::Provider& provider, aperture::Team& team) {
+        auto* box = new (self) OverlappedGemmBox();
+        nb::gil_scoped_release release;
+        box->gemm = std::make_unique<aperture::OverlappedGemm>(provider, team);
+      }, "provider"_a, "team"_a, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), "collective")
+      .def_prop_ro("rank", [](OverlappedGemmBox& b) { return b.get().rank(); })
+      .def_prop_ro("size", [](OverlappedGemmBox& b) { return b.get().size(); })
+      .def_prop_ro("closed", [](const OverlappedGemmBox& b) { return !b.gemm; })
+      .def("close", [](OverlappedGemmBox& b) { b.gemm.reset(); }, nb::call_guard<nb::gil_scoped_release>())
+      .def("reserve", [](OverlappedGemmBox& b, std::size_t m, std::size_t n, std::size_t k) { b.get().reserve(m, n, k); },
+           "m"_a, "n"_a, "k"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def("ag_gemm", [](OverlappedGemmBox& b, std::uintptr_t a_shard, std::uintptr_t b_matrix, std::uintptr_t c,
+                         std::size_t m, std::size_t n, std::size_t k, std::uintptr_t stream) {
+        b.get().ag_gemm(as_pointer(a_shard), as_pointer(b_matrix), as_pointer(c), m, n, k, as_stream(stream));
+      }, "a_shard"_a, "b"_a, "c"_a, "m"_a, "n"_a, "k"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
+      .def("gemm_rs", [](OverlappedGemmBox& b, std::uintptr_t a, std::uintptr_t b_matrix, std::uintptr_t c_shard,
+                         std::size_t m, std::size_t n, std::size_t k, std::uintptr_t stream) {
+        b.get().gemm_rs(as_pointer(a), as_pointer(b_matrix), as_pointer(c_shard), m, n, k, as_stream(stream));
+      }, "a"_a, "b"_a, "c_shard"_a, "m"_a, "n"_a, "k"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
+      .def("check", [](OverlappedGemmBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
            "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>());
 }

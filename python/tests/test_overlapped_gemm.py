@@ -1,0 +1,198 @@
+"""aperture.OverlappedGemm from Python: ag_gemm and gemm_rs on torch tensors, every element checked
+against torch's unfused reference (torch.matmul of the gathered inputs, the reduce-scatter summed
+from every rank's inputs, which each rank computes itself), on torch's current stream and in a
+CUDA graph, on memory from the GPU providers and from torch symmetric memory; and the refusals.
+The GPU tests skip without a GPU; the refusal of a host provider runs everywhere (in CI: a build
+without CUDA, where the class says so)."""
+
+import os
+
+import pytest
+import torch
+
+import aperture
+from aperture import _core
+from conftest import GPU_PROVIDERS
+
+ON_GPU = _core.with_cuda and torch.cuda.is_available() and bool(GPU_PROVIDERS)
+gpu_only = pytest.mark.skipif(not ON_GPU, reason="no GPU or GPU provider (or a build without CUDA)")
+
+# (m, n, k): m a multiple of 1, 2 and 4 ranks; the second needs larger buffers (they grow).
+SHAPES = [(256, 192, 128), (512, 128, 320)]
+
+
+def matrix(rows, cols, seed, device="cuda"):
+    """A bf16 matrix whose every element depends on (seed, row, column); values of a few bits, so
+    bf16 holds them exactly and a misplaced row or rank shows."""
+    i = torch.arange(rows, device=device, dtype=torch.int64).unsqueeze(1)
+    j = torch.arange(cols, device=device, dtype=torch.int64).unsqueeze(0)
+    v = (i * 31 + j * 17 + seed * 101) % 23 - 11
+    return (v.to(torch.float32) / 16).to(torch.bfloat16)
+
+
+def assert_close_bf16(got, reference, magnitude, what):
+    """got (bf16) against an fp32 reference: within bf16's rounding of the result and of the
+    partial products, 2**-7 of the sum of |terms| (magnitude), elementwise."""
+    error = (got.float() - reference).abs()
+    bound = magnitude * 2.0 ** -7 + 1e-3
+    bad = error > bound
+    assert not bool(bad.any()), (f"{what}: {int(bad.sum())} of {bad.numel()} elements off, the first at "
+                                 f"{tuple(int(x) for x in bad.nonzero()[0])}: got {got.float()[bad][0].item()}, "
+                                 f"expected {reference[bad][0].item()}")
+
+
+def ag_inputs(rank, m, n, k, world, step=0):
+    rows = m // world
+    return matrix(rows, k, 10 * rank + step), matrix(k, n, 1000 + step)  # b is the same on every rank
+
+
+def check_ag_gemm(c, m, n, k, world, step=0):
+    shards = [ag_inputs(r, m, n, k, world, step)[0] for r in range(world)]  # every rank's, computed here
+    a = torch.cat(shards).float()
+    b = ag_inputs(0, m, n, k, world, step)[1].float()
+    assert c.shape == (m, n) and c.dtype == torch.bfloat16
+    assert_close_bf16(c, a @ b, a.abs() @ b.abs(), f"ag_gemm m={m} n={n} k={k} step {step}")
+
+
+def rs_inputs(rank, m, n, k, step=0):
+    return matrix(m, k, 7 * rank + 3 + step), matrix(k, n, 500 + 13 * rank + step)  # both differ per rank
+
+
+def check_gemm_rs(c_shard, rank, m, n, k, world, step=0):
+    rows = m // world
+    reference = torch.zeros(m, n, device=c_shard.device)
+    magnitude = torch.zeros(m, n, device=c_shard.device)
+    for r in range(world):
+        a, b = (x.float() for x in rs_inputs(r, m, n, k, step))
+        reference += a @ b
+        magnitude += a.abs() @ b.abs()
+    mine = slice(rank * rows, (rank + 1) * rows)
+    assert c_shard.shape == (rows, n) and c_shard.dtype == torch.bfloat16
+    assert_close_bf16(c_shard, reference[mine], magnitude[mine] * 2, f"gemm_rs m={m} n={n} k={k} step {step}")
+
+
+def run_both(team, tp):
+    for m, n, k in SHAPES:
+        a_shard, b = ag_inputs(team.rank, m, n, k, team.size)
+        check_ag_gemm(tp.ag_gemm(a_shard, b), m, n, k, team.size)
+        a, b = rs_inputs(team.rank, m, n, k)
+        check_gemm_rs(tp.gemm_rs(a, b), team.rank, m, n, k, team.size)
+    tp.check()
+
+
+@gpu_only
+def test_ag_gemm_and_gemm_rs_match_torch(team, gpu_provider):
+    with aperture.OverlappedGemm(team, gpu_provider) as tp:
+        assert (tp.rank, tp.size) == (team.rank, team.size)
+        run_both(team, tp)
+        # Into given outputs, on a side stream: the work is queued there, behind the inputs' copies.
+        m, n, k = SHAPES[0]
+        side = torch.cuda.Stream()
+        c = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        c_shard = torch.empty(m // team.size, n, dtype=torch.bfloat16, device="cuda")
+        with torch.cuda.stream(side):
+            a_shard, b = ag_inputs(team.rank, m, n, k, team.size, step=5)
+            assert tp.ag_gemm(a_shard, b, out=c) is c
+            a, b2 = rs_inputs(team.rank, m, n, k, step=5)
+            assert tp.gemm_rs(a, b2, out=c_shard) is c_shard
+        side.synchronize()
+        check_ag_gemm(c, m, n, k, team.size, step=5)
+        check_gemm_rs(c_shard, team.rank, m, n, k, team.size, step=5)
+
+
+@gpu_only
+def test_captured_in_a_cuda_graph_and_replayed(team, gpu_provider):
+    m, n, k = SHAPES[1]
+    with aperture.OverlappedGemm(team, gpu_provider) as tp:
+        tp.reserve(m, n, k)
+        a_shard, b = (x.clone() for x in ag_inputs(team.rank, m, n, k, team.size))
+        a, b_rs = (x.clone() for x in rs_inputs(team.rank, m, n, k))
+        c = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        c_shard = torch.empty(m // team.size, n, dtype=torch.bfloat16, device="cuda")
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            tp.ag_gemm(a_shard, b, out=c)
+            tp.gemm_rs(a, b_rs, out=c_shard)
+        for step in range(1, 4):  # new inputs each replay: the graph reads them where they lie
+            for dst, src in zip((a_shard, b), ag_inputs(team.rank, m, n, k, team.size, step)):
+                dst.copy_(src)
+            for dst, src in zip((a, b_rs), rs_inputs(team.rank, m, n, k, step)):
+                dst.copy_(src)
+            graph.replay()
+            torch.cuda.synchronize()
+            check_ag_gemm(c, m, n, k, team.size, step)
+            check_gemm_rs(c_shard, team.rank, m, n, k, team.size, step)
+        tp.check()
+        del graph
+
+
+@gpu_only
+def test_bad_input_gets_the_cpp_message(team, gpu_provider):
+    w = team.size
+    bf = dict(dtype=torch.bfloat16, device="cuda")
+    with aperture.OverlappedGemm(team, gpu_provider) as tp:
+        with pytest.raises(aperture.Error, match="n must be a positive multiple of 64; pad the columns") as e:
+            tp.ag_gemm(torch.zeros(64, 128, **bf), torch.zeros(128, 100, **bf))  # the C++ check's words
+        assert e.value.code == aperture.ErrorCode.invalid_argument
+        with pytest.raises(aperture.Error, match="k must be a positive multiple of 64"):
+            tp.gemm_rs(torch.zeros(64 * w, 96, **bf), torch.zeros(96, 128, **bf))
+        if w > 1:
+            with pytest.raises(aperture.Error, match="m must be a positive multiple of the team size"):
+                tp.gemm_rs(torch.zeros(64 * w + 1, 128, **bf), torch.zeros(128, 128, **bf))
+        with pytest.raises(aperture.Error, match="take bfloat16 matrices"):
+            tp.ag_gemm(torch.zeros(64, 128, device="cuda"), torch.zeros(128, 128, **bf))
+        with pytest.raises(aperture.Error, match="take CUDA tensors"):
+            tp.ag_gemm(torch.zeros(64, 128, dtype=torch.bfloat16), torch.zeros(128, 128, **bf))
+        with pytest.raises(aperture.Error, match=r"b has shape \(64, 128\), but 128 rows are needed"):
+            tp.ag_gemm(torch.zeros(64, 128, **bf), torch.zeros(64, 128, **bf))
+        with pytest.raises(aperture.Error, match="not contiguous"):
+            tp.gemm_rs(torch.zeros(128 * w, 128, **bf), torch.zeros(128, 128, **bf).t())
+        with pytest.raises(aperture.Error, match=r"out has shape \(\d+, 64\), but 128 columns are needed"):
+            tp.ag_gemm(torch.zeros(64, 128, **bf), torch.zeros(128, 128, **bf), out=torch.zeros(64 * w, 64, **bf))
+        with pytest.raises(aperture.Error, match="not 16-byte aligned"):
+            tp.ag_gemm(torch.zeros(64 * 128 + 1, **bf)[1:].view(64, 128), torch.zeros(128, 128, **bf))
+        run_both(team, tp)  # nothing was queued by the refused calls: the ranks still meet
+    with pytest.raises(aperture.Error, match="used after close"):
+        tp.ag_gemm(torch.zeros(64, 128, **bf), torch.zeros(128, 128, **bf))
+
+
+def test_a_host_provider_or_a_build_without_cuda_is_refused(team, host_provider):
+    with pytest.raises(aperture.Error) as e:
+        aperture.OverlappedGemm(team, host_provider)
+    if not _core.with_cuda:  # CI's build: the class is there, and says why it cannot run
+        assert "built without CUDA" in str(e.value) and e.value.code == aperture.ErrorCode.unavailable
+    else:
+        assert ("serves host memory" in str(e.value) and e.value.code == aperture.ErrorCode.invalid_argument) or \
+            "without cuBLASLt" in str(e.value)
+
+
+@gpu_only
+@pytest.mark.skipif("MASTER_PORT" not in os.environ, reason="needs a launcher's MASTER_ADDR/MASTER_PORT")
+def test_on_torch_symmetric_memory(team):
+    import torch.distributed as dist
+
+    if torch.cuda.device_count() < team.local_size:
+        pytest.skip("torch symmetric memory refuses ranks that share a GPU (rendezvous: "
+                    "\"detected allocations from overlapping devices from different ranks\")")
+    # A store of its own (another port than test_gpu.py's env:// one), for rendezvous.
+    port = int(os.environ["MASTER_PORT"]) + 11
+    dist.init_process_group("gloo", init_method=f"tcp://{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{port}",
+                            rank=team.rank, world_size=team.size)
+    try:
+        provider = aperture.torch_symmetric_provider(team)
+        assert provider.name == "torch-symmetric" and provider.memory_kind == "device"
+        # The provider's own tensors: torch's buffers, torch's table.
+        t = provider.zeros(1024, torch.int32)
+        m = aperture.address_map(t)
+        assert m.allocation_base == t.data_ptr() and m.peer_bases.is_cuda
+        view = aperture.address_map(t[256:512])
+        assert view.peer_bases.cpu().tolist() == [p + 1024 for p in m.host_peer_bases]
+        provider.free(t)
+        with pytest.raises(aperture.Error, match="was freed"):
+            provider.free(t)
+        with aperture.OverlappedGemm(team, provider) as tp:  # its flags and buffers in torch's memory
+            run_both(team, tp)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
