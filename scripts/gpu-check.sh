@@ -38,7 +38,10 @@
 #      5d. the Python package: `pip install --no-build-isolation --no-deps .` (its Python has
 #      torch, triton, nanobind and scikit-build-core and reaches no registry), pytest at 1 rank and
 #      at 2 ranks on one GPU (cuda-ipc, cuda-vmm; torch symmetric memory imported), and
-#      bench/python/all_reduce.py (2 ranks with 2 GPUs, else 1 rank: a function check);
+#      bench/python/all_reduce.py (2 ranks with 2 GPUs, else 1 rank: a function check),
+#      bench/python/triton_overhead.py (aperture.triton against raw buffer_ptrs, one process), and
+#      the Iris tests under mpirun at 1 and 2 ranks on one GPU, the Iris examples at 2 ranks
+#      under mpirun and under aperture launch;
 #   6. compute-sanitizer: memcheck (with leak check) on the aperture heaps' conformance runs and
 #      the kernel tests at 1 rank and on every rank of a 2-rank run, racecheck on the kernel
 #      tests, initcheck and synccheck on one each;
@@ -366,6 +369,34 @@ if [[ ${PYTHON_CHECK:-1} == 1 ]]; then
   step "python-bench.np$py_bench_ranks" 120 "$("$python" -c 'import aperture; print(aperture.program)' 2>/dev/null || echo aperture)" \
     launch -n "$py_bench_ranks" --timeout 110 -- "$python" "$root/bench/python/all_reduce.py"
   cat "$work/python-bench.np$py_bench_ranks.log" 2>/dev/null | grep -v '^\[rank [1-9]' | tail -8
+  # aperture.triton's store against the same kernel on a raw buffer_ptrs pointer (issue 11: <= 1%).
+  step python-triton-overhead 150 "$python" "$root/bench/python/triton_overhead.py"
+  grep -E '^ *[0-9]+ |^triton-overhead: aperture' "$work/python-triton-overhead.log" 2>/dev/null
+  # The Iris tests and examples (docs/IRIS.md) under plain mpirun too, at 1 rank and 2 on one GPU
+  # (the pytest steps above ran the tests under aperture launch; the examples run under both).
+  iris_mpirun=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 CUDA_VISIBLE_DEVICES=0 APERTURE_TIMEOUT=60
+               mpirun --oversubscribe --bind-to none -n)
+  with_mpi=0
+  "$python" -c 'import aperture, sys; sys.exit(not dict(s[:2] for s in aperture.provider_statuses())["mpi-window"])' &&
+    with_mpi=1
+  if (( with_mpi )); then
+    for n in 1 2; do
+      step "iris-tests.mpirun.np$n" 240 "${iris_mpirun[@]}" "$n" "$python" -m pytest -q -p no:cacheprovider --color=no \
+        "$root/python/tests/test_iris_host.py" "$root/python/tests/test_iris_device.py"
+    done
+  else
+    record iris-tests.mpirun N/A 0 "the package was built without MPI (no MPI development files here)"
+  fi
+  py_launcher=$("$python" -c 'import aperture; print(aperture.program)' 2>/dev/null || echo aperture)
+  for example in message_passing store_bandwidth load_bandwidth; do
+    example_args=()
+    [[ $example == message_passing ]] || example_args=(--compare --sizes 1M,64M)
+    step "iris-$example.launch.np2" 120 env CUDA_VISIBLE_DEVICES=0 "$py_launcher" launch -n 2 --timeout 110 -- \
+      "$python" "$root/examples/iris/$example.py" "${example_args[@]}"
+    (( with_mpi )) && step "iris-$example.mpirun.np2" 120 "${iris_mpirun[@]}" 2 "$python" \
+      "$root/examples/iris/$example.py" "${example_args[@]}"
+  done
+  grep -hE 'GB/s|every element' "$work"/iris-*.log 2>/dev/null | grep -v '^\[rank [1-9]' | tail -16
 else
   record python N/A 0 "PYTHON_CHECK=0"
 fi

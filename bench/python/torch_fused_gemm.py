@@ -2,7 +2,9 @@
 (torch.ops.symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter, what
 torch.distributed._symmetric_memory._fused_all_gather_matmul / _fused_matmul_reduce_scatter
 call) at the same Llama-3-70B MLP shapes, with torch's unfused pair (NCCL collective + torch.mm,
-one stream) beside them as a cross-check of the C++ bench's baseline (a).
+one stream) beside them as a cross-check of the C++ bench's baseline (a); and, where the Python
+package is installed, aperture's own OverlappedGemm called from Python (aperture.OverlappedGemm on
+--aperture-provider, "" to leave it out) in the same processes, on the same inputs.
 
     torchrun --nproc-per-node 2 bench/python/torch_fused_gemm.py [--gemm-m 128,1024,4096,16384] [--csv out.csv]
 
@@ -49,6 +51,8 @@ def main():
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--csv", default="")
+    parser.add_argument("--aperture-provider", default="default",
+                        help="provider of aperture.OverlappedGemm's buffers (\"\": no aperture rows)")
     args = parser.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -61,6 +65,17 @@ def main():
 
     if hasattr(symm_mem, "enable_symm_mem_for_group"):
         symm_mem.enable_symm_mem_for_group(group_name)
+
+    tp = None
+    if args.aperture_provider:
+        try:
+            import aperture
+
+            team = aperture.Team.from_env()  # torchrun's variables; its hub takes MASTER_PORT + 1
+            tp = aperture.OverlappedGemm(team, aperture.make_provider(args.aperture_provider, team))
+        except ImportError:
+            if rank == 0:
+                print("aperture's Python package is not installed here: no aperture rows", file=sys.stderr)
 
     rows = []
     for m in [int(x) for x in args.gemm_m.split(",") if x]:
@@ -81,6 +96,11 @@ def main():
                 def unfused():
                     dist.all_gather_into_tensor(full, a)
                     torch.mm(full, b)
+
+                def ours():
+                    tp.ag_gemm(a, b, out=c)
+
+                c = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
             else:
                 out = torch.empty((m // world, n), device="cuda", dtype=torch.bfloat16)
 
@@ -90,6 +110,9 @@ def main():
                 def unfused():
                     dist.reduce_scatter_tensor(out, torch.mm(a, b))
 
+                def ours():
+                    tp.gemm_rs(a, b, out=out)
+
             try:
                 t_fused = timed(fused, args.trials, args.iters)
             except Exception as e:  # noqa: BLE001 - report why, keep the other figures
@@ -97,17 +120,22 @@ def main():
                 if rank == 0:
                     print(f"{op} M={m}: torch fused op failed: {type(e).__name__}: {e}", file=sys.stderr)
             t_unfused = timed(unfused, args.trials, args.iters)
-            rows.append((op, m, n, k, world, t_fused, t_unfused))
+            t_ours = timed(ours, args.trials, args.iters) if tp is not None else float("nan")
+            rows.append((op, m, n, k, world, t_fused, t_unfused, t_ours))
             if rank == 0:
                 print(f"{op} M={m} n={n} k={k} x {world} ranks: (c) torch fused {t_fused:.1f} us, "
-                      f"torch unfused (NCCL + mm) {t_unfused:.1f} us", flush=True)
+                      f"torch unfused (NCCL + mm) {t_unfused:.1f} us, aperture.OverlappedGemm from Python "
+                      f"{t_ours:.1f} us", flush=True)
             del a, b
             torch.cuda.empty_cache()
     if rank == 0 and args.csv:
         with open(args.csv, "w") as f:
-            f.write("op,m,n,k,ranks,torch_fused_us,torch_unfused_us\n")
+            f.write("op,m,n,k,ranks,torch_fused_us,torch_unfused_us,aperture_python_us\n")
             for r in rows:
                 f.write(",".join(str(x) for x in r) + "\n")
+    if tp is not None:
+        tp.check()
+        tp.close()  # collective, before the process group goes
     dist.destroy_process_group()
 
 

@@ -112,13 +112,19 @@ class _TorchSymmetricAllocator:
                  f"torch-symmetric allocate: the group's rank {handle.rank} of {handle.world_size} is not the team's "
                  f"rank {self._team.rank} of {self._team.size}; give a group whose ranks are the team's, in its order")
         bases = [int(p) for p in handle.buffer_ptrs]
-        if bases[handle.rank] != buffer.data_ptr() or buffer.data_ptr() % alignment:
+        address = buffer.data_ptr()
+        if address % alignment:
             fail(ErrorCode.unavailable,
-                 f"torch-symmetric allocate: torch's buffer at {buffer.data_ptr():#x} is not at the start of its "
-                 f"symmetric block ({bases[handle.rank]:#x}) or not {alignment}-byte aligned")
+                 f"torch-symmetric allocate: torch's buffer at {address:#x} is not {alignment}-byte aligned")
         # The map owns the buffer and the handle (its table's owner): the memory goes with its last copy.
-        core_map = _core.map_from_table(handle.rank, bases, nbytes, int(handle.buffer_ptrs_dev), (buffer, handle))
-        return buffer.data_ptr(), core_map
+        offset = address - bases[handle.rank]
+        if offset == 0:
+            table, owner = int(handle.buffer_ptrs_dev), (buffer, handle)
+        else:  # the buffer inside a larger block: the table shifted to it, on the device
+            bases = [p + offset if p else 0 for p in bases]
+            placed = self.place_table(bases)
+            table, owner = placed.data_ptr(), (buffer, handle, placed)
+        return address, _core.map_from_table(handle.rank, bases, nbytes, table, owner)
 
     def place_table(self, table):
         return _arrays.torch.tensor(table, dtype=_arrays.torch.int64, device=self._device)

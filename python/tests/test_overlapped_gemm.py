@@ -109,7 +109,11 @@ def test_captured_in_a_cuda_graph_and_replayed(team, gpu_provider):
         a, b_rs = (x.clone() for x in rs_inputs(team.rank, m, n, k))
         c = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
         c_shard = torch.empty(m // team.size, n, dtype=torch.bfloat16, device="cuda")
+        tp.ag_gemm(a_shard, b, out=c)  # eager first, as before any capture (cuBLASLt plans made here)
+        tp.gemm_rs(a, b_rs, out=c_shard)
         torch.cuda.synchronize()
+        check_ag_gemm(c, m, n, k, team.size)
+        check_gemm_rs(c_shard, team.rank, m, n, k, team.size)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             tp.ag_gemm(a_shard, b, out=c)
