@@ -73,9 +73,10 @@ def main():
 
             team = aperture.Team.from_env()  # torchrun's variables; its hub takes MASTER_PORT + 1
             tp = aperture.OverlappedGemm(team, aperture.make_provider(args.aperture_provider, team))
-        except ImportError:
+        except (ImportError, AttributeError, RuntimeError) as e:  # not installed, too old, or cannot run here
+            tp = None
             if rank == 0:
-                print("aperture's Python package is not installed here: no aperture rows", file=sys.stderr)
+                print(f"no aperture rows: {type(e).__name__}: {e}", file=sys.stderr)
 
     rows = []
     for m in [int(x) for x in args.gemm_m.split(",") if x]:
