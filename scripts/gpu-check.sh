@@ -46,7 +46,7 @@
 #      judged by scripts/sanitizers/filter-compute-sanitizer.awk against the narrow, commented
 #      list of accepted reports from inside NVIDIA's libraries (scripts/sanitizers/compute-sanitizer.accept);
 #      6c. the GPU proxy channel (PROXY=0 skips it): its own build of tests/gpu with MPI, then
-#      gpu_proxy_test at 2 ranks on one GPU, as one node (direct) and as two (APERTURE_NODES: the
+#      gpu_proxy_queue_test (the queue alone, 512 GPU threads, an engine of its own) and gpu_proxy_test at 2 ranks on one GPU, as one node (direct) and as two (APERTURE_NODES: the
 #      peer through the queue, the proxy thread and MPI RMA), and the proxy's latency;
 #   7. prints one line per run (GoogleTest's passed and skipped counts) and the totals.
 # Skips: on a machine with a GPU, a program that skips (exit 77, e.g. a provider not available)
@@ -443,7 +443,9 @@ if [[ ${PROXY:-1} == 1 ]]; then
   proxy_build="$build_dir-proxy"
   step proxy.configure 120 cmake -S "$root/tests/gpu" -B "$proxy_build" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAPERTURE_MPI=ON -DAPERTURE_OPENSHMEM=OFF "${gtest[@]}"
-  step proxy.build 300 cmake --build "$proxy_build" --parallel "$(nproc)" --target gpu_proxy_test aperture-cli
+  step proxy.build 300 cmake --build "$proxy_build" --parallel "$(nproc)" --target gpu_proxy_queue_test gpu_proxy_test \
+    aperture-cli
+  step gpu_proxy_queue_test 120 "$proxy_build/gpu_proxy_queue_test"  # the queue alone, GPU threads as producers
   for nodes in 1 2; do
     launch=(launch -n 2 --timeout 150)
     (( nodes == 2 )) && launch=(launch --mpi --nodes 2 -n 2 --timeout 150)
