@@ -42,7 +42,8 @@ struct SymmetricAddressMap;
 class APERTURE_API GpuProxy {
  public:
   // Where the queue lives. device_mapped: slots in pinned host memory mapped for the GPU and the
-  // tickets in device memory (producers are one GPU's threads; needs a CUDA build and a GPU).
+  // tickets in device memory (producers are one GPU's threads; needs a CUDA build and a GPU). The
+  // tickets are on the device current when the proxy is made: run the view's kernels there.
   // host: everything in ordinary host memory, for host threads as producers (tests).
   enum class QueueMemory { device_mapped, host };
   struct Options {
