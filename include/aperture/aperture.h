@@ -14,6 +14,7 @@
 #include "aperture/coop.h"
 #include "aperture/coop_rma.h"
 #include "aperture/peer_view.h"
+#include "aperture/gpu_proxy.h"
 #include "aperture/address_map.h"
 #include "aperture/team.h"
 #include "aperture/provider.h"

@@ -10,43 +10,24 @@
 // the signal is.
 //
 // The channel is trivially copyable, like the PeerView it sits in. Host code calls through
-// `host_call`; device code cannot call the host, and without a proxy queue an indirect
-// operation in a kernel traps (a clear failure, never a wild store to address 0).
+// `host_call`. Device code cannot call the host: a channel with a proxy queue (`queue`, set by
+// aperture::GpuProxy, aperture/gpu_proxy.h) sends a kernel's request through that queue to the
+// rank's proxy thread, which calls the engine; without a queue an indirect operation in a
+// kernel traps (a clear failure, never a wild store to address 0). A request the proxy could not
+// carry out (the engine failed, the queue timed out or closed) also traps, after printing the
+// operation, the peer and the status: a kernel has no exception to throw.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>  // printf in kernels
 #include <type_traits>
 
 #include "aperture/config.h"
+#include "aperture/engine_request.h"
+#include "aperture/proxy_queue.h"
 
 namespace aperture {
-
-enum class EngineOp : std::uint8_t {
-  put,         // `local` -> the peer, `bytes` bytes
-  get,         // the peer -> `local`, `bytes` bytes
-  fetch_op,    // the atomic `atomic` with `value`; the old value into `result`
-  compare_swap,// if the peer's word == `compare`, it becomes `value`; the old value into `result`
-  signal,      // release store of `value` into a 64-bit flag, after everything issued before it
-};
-
-// What an atomic does, and the element it works on.
-enum class EngineAtomic : std::uint8_t { add, sub, band, bor, bxor, min, max, replace };
-enum class EngineElement : std::uint8_t { signed_int, unsigned_int, floating };
-
-struct EngineRequest {
-  EngineOp op = EngineOp::put;
-  EngineAtomic atomic = EngineAtomic::add;
-  EngineElement element = EngineElement::unsigned_int;
-  std::uint8_t element_bytes = 0;  // 4 or 8 for atomics
-  int peer = 0;                    // the rank whose memory is accessed
-  std::uint64_t offset = 0;        // bytes from the start of the peer's copy of the allocation
-  std::uint64_t bytes = 0;         // put/get
-  const void* local = nullptr;     // put: the source; get: the destination (the caller's memory)
-  std::uint64_t value = 0;         // atomics, signal: the operand (bits of a T, zero-extended)
-  std::uint64_t compare = 0;       // compare_swap: the expected value
-};
-static_assert(std::is_trivially_copyable_v<EngineRequest>, "requests are copied into queues");
 
 // Carries out `request`; for fetch_op and compare_swap writes the old value (element_bytes
 // bytes) to `result`. Throws aperture::Error when the engine fails.
@@ -57,6 +38,7 @@ struct EngineChannel {
   EngineHostCall host_call = nullptr; // null: no engine; indirect peers are refused
   // Where this map's copy starts inside the memory the engine covers (a view's offset).
   std::uint64_t base_offset = 0;
+  ProxyQueue queue{};  // how a kernel reaches the engine; empty: it cannot (indirect ops trap)
 
   APERTURE_HD bool attached() const { return host_call != nullptr; }
 };
@@ -97,29 +79,42 @@ APERTURE_HD T engine_value_from_bits(std::uint64_t bits) {
   return value;
 }
 
-// Hands `request` to the channel: the host calls the engine; a kernel has no way to the host
-// engine yet and stops with a trap rather than touch address 0.
-APERTURE_HD void engine_submit(const EngineChannel& channel, const EngineRequest& request, void* result) {
-  (void)channel, (void)request, (void)result;  // the device branch uses none of them
-  APERTURE_IF_DEVICE_ELSE((APERTURE_DEVICE_TRAP();), (channel.host_call(channel.context, request, result);))
+// A kernel's request that did not end ok: say which and stop the kernel (device code only).
+APERTURE_HD void engine_proxy_failed(ProxyStatus status, EngineOp op, int peer, std::uint64_t offset) {
+  (void)status, (void)op, (void)peer, (void)offset;
+  APERTURE_IF_DEVICE_ELSE((printf("aperture: engine operation %d on rank %d at offset %llu through the GPU proxy "
+                                  "ended %s; the host's GpuProxy::last_error() has the engine's message\n",
+                                  int(op), peer, static_cast<unsigned long long>(offset), proxy_status_name(status));
+                           APERTURE_DEVICE_TRAP();),
+                          ())
+}
+
+// Hands `request` (not a put or get: those go through engine_transfer) to the channel: the host
+// calls the engine; a kernel posts it to the proxy queue, or traps where there is none, rather
+// than touch address 0.
+APERTURE_HD void engine_submit(const EngineChannel& channel, const EngineRequest& request, std::uint64_t* result) {
+  APERTURE_IF_DEVICE_ELSE(
+      (if (!channel.queue.attached()) APERTURE_DEVICE_TRAP();
+       const ProxyStatus status = proxy_call(channel.queue, request, nullptr, nullptr, result);
+       if (status != ProxyStatus::ok) engine_proxy_failed(status, request.op, request.peer, request.offset);),
+      (channel.host_call(channel.context, request, result);))
 }
 
 // put: `local` -> the peer at `offset`; get: the peer at `offset` -> `local`.
 APERTURE_DETAIL_OUT_OF_LINE APERTURE_HD void engine_transfer(EngineChannel channel, EngineOp op, int peer,
                                                              std::uint64_t offset, const void* local,
                                                              std::uint64_t bytes) {
-  EngineRequest request;
-  request.op = op;
-  request.peer = peer;
-  request.offset = offset;
-  request.bytes = bytes;
-  request.local = local;
-  engine_submit(channel, request, nullptr);
+  APERTURE_IF_DEVICE_ELSE(
+      (if (!channel.queue.attached()) APERTURE_DEVICE_TRAP();
+       const ProxyStatus status = proxy_transfer(channel.queue, op, peer, offset, local, bytes);
+       if (status != ProxyStatus::ok) engine_proxy_failed(status, op, peer, offset);),
+      (EngineRequest request; request.op = op; request.peer = peer; request.offset = offset;
+       request.bytes = bytes; request.local = local; channel.host_call(channel.context, request, nullptr);))
 }
 
 template <class T>
 APERTURE_DETAIL_OUT_OF_LINE APERTURE_HD T engine_load(EngineChannel channel, int peer, std::uint64_t offset) {
-  T value{};  // filled by the engine (a kernel traps before reading it)
+  T value{};  // filled by the engine (through the proxy queue in a kernel)
   engine_transfer(channel, EngineOp::get, peer, offset, &value, sizeof(T));
   return value;
 }
@@ -142,9 +137,9 @@ APERTURE_DETAIL_OUT_OF_LINE APERTURE_HD T engine_atomic(EngineChannel channel, E
   request.offset = offset;
   request.value = engine_bits_of(value);
   request.compare = engine_bits_of(compare);
-  T old{};
+  std::uint64_t old = 0;  // the engine writes element_bytes bytes: the low ones, little-endian
   engine_submit(channel, request, &old);
-  return old;
+  return engine_value_from_bits<T>(old);
 }
 
 APERTURE_DETAIL_OUT_OF_LINE APERTURE_HD void engine_signal(EngineChannel channel, int peer, std::uint64_t offset,
