@@ -22,15 +22,27 @@ peer_bases[from_rank])``. It is computed once per call as a scalar element offse
 table loads and one subtraction, whatever the block size) and added to the pointer block with
 ordinary typed pointer arithmetic, so Triton keeps what it knows about the block's contiguity.
 The table's entries must differ by multiples of the element size; they always do for tensors,
-whose every copy is aligned to its element size.
+whose every copy is aligned to its element size. Where the two ranks are one value in the
+kernel (``load(p, rank, rank, ...)``), the offset is 0 for the compiler too: the access is a
+plain local one, with no table read.
 
 ``load`` and ``store`` go one step further for bandwidth: when the two peers' copies are
 congruent modulo 16 bytes (true for every aperture provider, whose allocations are at least
 256-byte aligned, and for torch symmetric memory), they tell the compiler so, which lets it
 emit 16-byte vector accesses exactly as it would for a local pointer. The test is one scalar
-comparison. Both forms are issued, with complementary masks (a masked-off access touches no
-memory, so the vector form never goes through a misaligned address): as two branches, a load
-whose value then feeds a branched store crashes Triton 3.6's coalescing pass.
+comparison and one uniform branch: the vector form where it holds, the word form (correct for
+any table) elsewhere, and only the branch taken runs, so a kernel on congruent copies issues
+the access instructions of the same kernel on a raw aligned pointer and a few scalar ones more
+(checked in the PTX: tests/test_triton_codegen.py).
+
+Triton 3.6's coalescing pass crashes on such a branch when its analysis finds one side dead
+without the compiler having removed it: when the table offset folds to 0 there (``x - x``,
+the two table reads merged into one) after the last simplification before the pass ran. The
+offset is written so that it is a constant to the pass only where the compiler has already
+removed the branch: from_rank's entry is read under the mask ``from_rank != to_rank`` and
+replaced by to_rank's where the ranks are equal, so either the ranks are one value early
+enough for the offset to fold to 0 and the branch to go, or the two reads stay distinct
+operations, which no analysis can fold.
 
 Ordering follows the C++ semantics (DESIGN.md §4): ``load``/``store``/``put``/``get``/``copy``
 are relaxed and unordered; ``signal`` is a release operation and ``wait_until_ge`` an acquire
@@ -72,15 +84,20 @@ _VECTOR_BYTES = tl.constexpr(16)
 
 
 @triton.jit
-def _base(peer_bases, rank):
+def _entry(peer_bases, rank, mask=None):
     # The table may be int64 (aperture, torch symmetric memory) or uint64 (Iris); both hold
     # addresses below 2**63, so a bit cast to int64 keeps the value.
-    return tl.load(peer_bases + rank).to(tl.int64, bitcast=True)
+    return tl.load(peer_bases + rank, mask=mask).to(tl.int64, bitcast=True)
 
 
 @triton.jit
 def _delta_bytes(from_rank, to_rank, peer_bases):
-    return _base(peer_bases, to_rank) - _base(peer_bases, from_rank)
+    to_base = _entry(peer_bases, to_rank)
+    # from_rank's entry is read only where the ranks differ and is to_rank's where they are
+    # equal: never two identical reads, which the compiler would merge into one, and a delta of
+    # 0 the compiler sees where the ranks are one value (the module's docstring says why).
+    from_base = tl.where(from_rank == to_rank, to_base, _entry(peer_bases, from_rank, mask=from_rank != to_rank))
+    return to_base - from_base
 
 
 @triton.jit
@@ -114,15 +131,13 @@ def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None, cache_modif
     ``other`` (undefined when ``other`` is None, as in ``tl.load``). ``cache_modifier`` and
     ``volatile`` are ``tl.load``'s."""
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
-    # The vector form where the peers are 16-byte congruent, the word form elsewhere (see the
-    # module's docstring for why not two branches).
-    aligned = delta % _VECTOR_BYTES == 0
-    vector_mask = aligned if mask is None else mask & aligned
-    word_mask = (delta % _VECTOR_BYTES != 0) if mask is None else mask & (delta % _VECTOR_BYTES != 0)
-    vector = tl.load(_shift_vector_aligned(ptr, delta), mask=vector_mask, other=other, cache_modifier=cache_modifier,
-                     volatile=volatile)
-    word = tl.load(_shift(ptr, delta), mask=word_mask, other=other, cache_modifier=cache_modifier, volatile=volatile)
-    value = tl.where(aligned, vector, word)
+    # One uniform branch: the vector form where the peers are 16-byte congruent, the word form
+    # elsewhere; only the branch taken runs (see the module's docstring).
+    if delta % _VECTOR_BYTES == 0:
+        value = tl.load(_shift_vector_aligned(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier,
+                        volatile=volatile)
+    else:
+        value = tl.load(_shift(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier, volatile=volatile)
     return value
 
 
@@ -131,11 +146,11 @@ def store(ptr, value, from_rank, to_rank, peer_bases, mask=None, cache_modifier:
     """Writes ``value`` into to_rank's copy of ``ptr`` (relaxed). Masked-out lanes write nothing.
     ``cache_modifier`` is ``tl.store``'s."""
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
-    aligned = delta % _VECTOR_BYTES == 0
-    vector_mask = aligned if mask is None else mask & aligned
-    word_mask = (delta % _VECTOR_BYTES != 0) if mask is None else mask & (delta % _VECTOR_BYTES != 0)
-    tl.store(_shift_vector_aligned(ptr, delta), value, mask=vector_mask, cache_modifier=cache_modifier)
-    tl.store(_shift(ptr, delta), value, mask=word_mask, cache_modifier=cache_modifier)
+    # As in load: the vector form or the word form, one uniform branch.
+    if delta % _VECTOR_BYTES == 0:
+        tl.store(_shift_vector_aligned(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
+    else:
+        tl.store(_shift(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
 
 
 @triton.jit

@@ -128,6 +128,47 @@ def test_copy_between_ranks_in_either_direction(dtype):
         assert torch.equal(copies[1 - to_rank], before[1 - to_rank])
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bfloat16, torch.float32], ids=str)
+def test_load_store_copy_are_exact_on_heaps_not_16_byte_congruent(dtype):
+    # Rank 1's heap starts one element past a 16-byte boundary, rank 0's on one: the remote
+    # accesses take aperture.triton's word path, every element checked.
+    elem = torch.tensor([], dtype=dtype).element_size()
+    arena = torch.zeros(1024 + 4 * N * elem, dtype=torch.uint8, device=DEVICE)
+
+    def misaligned_heaps(salt):
+        starts = [256, 256 + 2 * N * elem + 256 + elem]
+        copies = [arena[s:s + 2 * N * elem].view(dtype) for s in starts]
+        for r, c in enumerate(copies):
+            c.copy_(pattern(r, 2 * N, dtype, salt=salt))
+        assert (copies[1].data_ptr() - copies[0].data_ptr()) % 16
+        return copies
+
+    copies = misaligned_heaps(70)
+    for cur_rank in range(WORLD):
+        for remote_rank in range(WORLD):
+            out = torch.zeros(N, dtype=dtype, device=DEVICE)
+            load_kernel[GRID](copies[cur_rank], out, heap_bases(copies), cur_rank, remote_rank, N, BLOCK=BLOCK,
+                              HINT=True)
+            assert torch.equal(out, copies[remote_rank][:N]), (cur_rank, remote_rank)
+    for cur_rank, remote_rank in [(0, 1), (1, 0)]:
+        copies = misaligned_heaps(71)
+        before = [c.clone() for c in copies]
+        src = pattern(30 + cur_rank, N, dtype, salt=72)
+        store_kernel[GRID](copies[cur_rank], src, heap_bases(copies), cur_rank, remote_rank, N, BLOCK=BLOCK)
+        expected = before[remote_rank].clone()
+        expected[:N] = src
+        assert torch.equal(copies[remote_rank], expected), (cur_rank, remote_rank)
+        assert torch.equal(copies[cur_rank], before[cur_rank])
+    for from_rank, to_rank, cur_rank in [(1, 0, 0), (0, 1, 0), (1, 0, 1)]:
+        copies = misaligned_heaps(73)
+        before = [c.clone() for c in copies]
+        copy_kernel[GRID](copies[cur_rank], heap_bases(copies), from_rank, to_rank, cur_rank, N, BLOCK=BLOCK)
+        expected = before[to_rank].clone()
+        expected[N:] = before[from_rank][:N]
+        assert torch.equal(copies[to_rank], expected), (from_rank, to_rank, cur_rank)
+        assert torch.equal(copies[1 - to_rank], before[1 - to_rank])
+
+
 def test_translate_maps_into_the_other_heap():
     copies = heaps(torch.float32)
     out = torch.zeros(1, dtype=torch.int64, device=DEVICE)

@@ -147,6 +147,62 @@ def test_copies_aligned_differently_take_the_unaligned_path_and_stay_exact(dtype
     assert torch.equal(copies[2], src)
 
 
+def incongruent_copies(dtype, n, salt):
+    """Rank r's copy starts (r + 1) elements past a 256-byte boundary of one arena, so two
+    ranks' copies are a whole number of elements apart and, but for int64's ranks 0 and 2
+    (16 bytes apart), not 16-byte congruent."""
+    elem = torch.tensor([], dtype=dtype).element_size()
+    arena = torch.zeros(256 * (WORLD + 1) + n * elem * WORLD, dtype=torch.uint8, device=DEVICE)
+    copies = []
+    for r in range(WORLD):
+        first = 256 * (r + 1) + n * elem * r + elem * (r + 1)
+        view = arena[first:first + n * elem].view(dtype)
+        view.copy_(pattern(r, n, dtype, salt=salt))
+        copies.append(view)
+    incongruent = {(f, t) for f, t in rank_pairs() if (copies[t].data_ptr() - copies[f].data_ptr()) % 16}
+    assert incongruent >= {(0, 1), (1, 0), (1, 2), (2, 1)}, incongruent
+    return arena, copies
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bfloat16, torch.float32, torch.int64], ids=str)
+def test_store_put_get_copy_are_exact_between_copies_not_16_byte_congruent(dtype):
+    # Two ranks' copies take the word path (load/store's other branch), the caller's own copy
+    # the vector one; every element of every copy is checked after each kernel.
+    for from_rank, to_rank in rank_pairs():
+        arena, copies = incongruent_copies(dtype, 2 * N, salt=30)
+        before = [c.clone() for c in copies]
+        src = pattern(from_rank * WORLD + to_rank, N, dtype, salt=31)
+        store_kernel[GRID](copies[from_rank], src, table(copies), from_rank, to_rank, N, BLOCK=BLOCK)
+        for r in range(WORLD):
+            expected = before[r].clone()
+            if r == to_rank:
+                expected[:N] = src
+            assert torch.equal(copies[r], expected), f"store {from_rank}->{to_rank}: rank {r}'s copy"
+
+        arena, copies = incongruent_copies(dtype, 2 * N, salt=32)
+        before = [c.clone() for c in copies]
+        local_src = pattern(60 + from_rank, N, dtype, salt=33)
+        local_dst = torch.zeros(N, dtype=dtype, device=DEVICE)
+        put_get_kernel[GRID](copies[from_rank], local_src, local_dst, table(copies), from_rank, to_rank, N,
+                             BLOCK=BLOCK)
+        assert torch.equal(local_dst, before[to_rank][N:]), f"get {from_rank}->{to_rank}"
+        for r in range(WORLD):
+            expected = before[r].clone()
+            if r == to_rank:
+                expected[:N] = local_src
+            assert torch.equal(copies[r], expected), f"put {from_rank}->{to_rank}: rank {r}'s copy"
+
+    for src_rank, dst_rank, cur_rank in [(0, 1, 0), (2, 0, 0), (1, 1, 1), (2, 1, 0), (0, 2, 1)]:
+        arena, copies = incongruent_copies(dtype, 2 * N, salt=34)
+        before = [c.clone() for c in copies]
+        copy_kernel[GRID](copies[cur_rank], table(copies), src_rank, dst_rank, cur_rank, N, BLOCK=BLOCK)
+        for r in range(WORLD):
+            expected = before[r].clone()
+            if r == dst_rank:
+                expected[N:] = before[src_rank][:N]
+            assert torch.equal(copies[r], expected), (src_rank, dst_rank, cur_rank, r)
+
+
 @pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.int32], ids=str)
 def test_put_and_get_move_blocks_between_the_caller_and_the_target(dtype):
     from_rank, to_rank = 1, 2
