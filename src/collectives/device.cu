@@ -2,7 +2,8 @@
 // with one CUDA block (aperture::CoopBlock) as the Coop and a grid of blocks splitting the data.
 // Every kernel takes only the handle and the call's arguments by value; epochs live in device
 // memory, so a launch may be captured in a CUDA graph and replayed. The kernels and the launch
-// are device_kernels.cuh; the reductions are instantiated in device_reduce_*.cu.
+// are device_kernels.cuh; the reductions are instantiated in device_reduce_<type>.cu, one file
+// per element type that src/collectives/CMakeLists.txt generates.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // src/collectives/device_reduce.cuh — launch_reduction<T>'s definition: every reduction kind
-// for every ReduceOp of one element type. Included only by the device_reduce_*.cu files, which
-// instantiate it for their types.
+// for every ReduceOp of one element type. Included only by the device_reduce_<type>.cu files that
+// src/collectives/CMakeLists.txt generates, each of which instantiates it for one element type.
 #pragma once
 
 #include "device_kernels.cuh"
