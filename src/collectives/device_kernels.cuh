@@ -98,6 +98,16 @@ __global__ void __launch_bounds__(kMaxThreads) all_reduce_direct_kernel(Collecti
   all_reduce_direct<Op>(CoopBlock{}, h, in, in_bases, out, count);
 }
 template <ReduceOp Op, class T>
+__global__ void __launch_bounds__(kMaxThreads) all_reduce_two_shot_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
+  follow_previous_grid();
+  all_reduce_two_shot_direct<Op>(CoopBlock{}, h, in, in_bases, out, count);
+}
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads) all_to_all_direct_kernel(CollectiveHandle h, const T* in, const std::int64_t* in_bases, T* out, std::uint64_t count) {
+  follow_previous_grid();
+  all_to_all_direct(CoopBlock{}, h, in, in_bases, out, count);
+}
+template <ReduceOp Op, class T>
 __global__ void __launch_bounds__(kMaxThreads) all_reduce_one_shot_kernel(CollectiveHandle h, const T* in, T* out, std::uint64_t count) {
   follow_previous_grid();
   all_reduce_one_shot<Op>(CoopBlock{}, h, in, out, count);

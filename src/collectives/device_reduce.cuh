@@ -33,6 +33,9 @@ void launch_reduction_op(const Launch& l, const CollectiveHandle& h, const Call&
     case Kind::all_reduce_direct:
       launch(l, all_reduce_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
       break;
+    case Kind::all_reduce_two_shot_direct:
+      launch(l, all_reduce_two_shot_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
+      break;
     default: throw Error(ErrorCode::internal, "collectives: internal: not a reduction");
   }
 }

@@ -30,13 +30,14 @@ void run_movement(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
     case Kind::all_gather_ll: all_gather_ll(g, h, in, out, c.count); return;
     case Kind::all_gather_direct: all_gather_direct(g, h, in, c.in_bases, out, c.count); return;
     case Kind::all_to_all: all_to_all(g, h, in, out, c.count); return;
+    case Kind::all_to_all_direct: all_to_all_direct(g, h, in, c.in_bases, out, c.count); return;
     default: throw Error(ErrorCode::internal, "collectives: internal: not a data movement");
   }
 }
 
 bool moves_data(Kind k) {
   return k == Kind::broadcast || k == Kind::all_gather || k == Kind::all_gather_ll || k == Kind::all_gather_direct ||
-         k == Kind::all_to_all;
+         k == Kind::all_to_all || k == Kind::all_to_all_direct;
 }
 
 }  // namespace
