@@ -209,8 +209,10 @@ TEST_P(ElementTypesTest, ZeroCopyTwoShotAndAllToAll) {
     return b;
   };
   for (const auto& [comm, how] : comms)
-    for (const auto& [t, op] : cases)
+    for (const auto& type_and_op : cases)
       for (std::uint64_t count : kCounts) {
+        const DataType t = type_and_op.first;  // named copies: lambdas capture them (not bindings)
+        const ReduceOp op = type_and_op.second;
         const std::string what = name(t, op) + " count " + std::to_string(count) + ", " + how;
         const std::size_t size = aperture::size_of(t);
         for (bool in_place : {false, true}) {
