@@ -132,7 +132,8 @@ const std::vector<std::string> kDeviceOps = {"barrier", "put", "get", "broadcast
 const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_reduce.two_shot", "all_reduce.ll",
                                                  "all_gather.staged", "reduce_scatter.staged", "ping_pong.table",
                                                  "all_gather.symmetric", "reduce_scatter.symmetric",
-                                                 "all_reduce.symmetric", "ag_gemm", "gemm_rs"};
+                                                 "all_reduce.symmetric", "all_reduce.two_shot.symmetric",
+                                                 "all_to_all.symmetric", "ag_gemm", "gemm_rs"};
 
 #if APERTURE_BENCH_WITH_NCCL
 // Why NCCL cannot run over these ranks, or "" when it can: NCCL refuses two ranks on one GPU
@@ -264,7 +265,8 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       throw Error("bench: unknown op '" + op + "' for GPU memory; ops are barrier, put, get, ping_pong, broadcast, "
                   "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_reduce.ll, "
                   "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all, all_gather.symmetric, "
-                  "reduce_scatter.symmetric, all_reduce.symmetric, ag_gemm, gemm_rs");
+                  "reduce_scatter.symmetric, all_reduce.symmetric, all_reduce.two_shot.symmetric, all_to_all.symmetric, "
+                  "ag_gemm, gemm_rs");
     if (op == "ag_gemm" || op == "gemm_rs") {  // shapes of their own (options.gemm_rows), not --sizes
 #if APERTURE_BENCH_WITH_NCCL
       void* nccl_comm = nccl;
@@ -282,7 +284,8 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
     for (DataType type : types)
     for (std::size_t bytes : options.sizes) {
       const std::size_t esize = size_of(type);
-      const bool blocks = op.rfind("reduce_scatter", 0) == 0 || op == "all_to_all";
+      const bool is_all_to_all = op.rfind("all_to_all", 0) == 0;
+      const bool blocks = op.rfind("reduce_scatter", 0) == 0 || is_all_to_all;
       const std::size_t count = bytes / esize / (blocks ? static_cast<std::size_t>(world) : 1);
       if (count == 0) continue;
       const bool ping_pong = op.rfind("ping_pong", 0) == 0;
@@ -290,7 +293,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       if (one_row && bytes != options.sizes.front()) continue;  // moves no data
       if (ping_pong && world < 2) continue;
       const std::size_t in_count = blocks ? count * world : count;
-      const std::size_t out_count = op.rfind("all_gather", 0) == 0 || op == "all_to_all" ? count * world : count;
+      const std::size_t out_count = op.rfind("all_gather", 0) == 0 || is_all_to_all ? count * world : count;
       void* in = nullptr;
       void* out = nullptr;
       const bool sym_input = op.size() > 10 && op.compare(op.size() - 10, 10, ".symmetric") == 0;
@@ -380,8 +383,9 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
           check_nccl(ncclReduceScatter(sym_in, sym_out, count, nt, ncclSum, nccl, stream), "ncclReduceScatter(symmetric)");
         };
 #endif
-      } else if (op == "all_to_all") {
+      } else if (is_all_to_all) {
         ours = [&] { comm.all_to_all(in, out, count, type, stream); };
+        if (sym_input) ours = [&] { comm.all_to_all(in, in_alloc.map, out, count, type, stream); };
 #if APERTURE_BENCH_WITH_NCCL
         const auto nccl_all_to_all = [&](const void* src, void* dst) {
           check_nccl(ncclGroupStart(), "ncclGroupStart");
@@ -395,13 +399,13 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         theirs2 = [&, nccl_all_to_all] { nccl_all_to_all(sym_in, sym_out); };
 #endif
       } else {
-        const AllReduceAlgorithm algo = op == "all_reduce.one_shot"   ? AllReduceAlgorithm::one_shot
-                                        : op == "all_reduce.two_shot" ? AllReduceAlgorithm::two_shot
-                                        : op == "all_reduce.ll"       ? AllReduceAlgorithm::ll
-                                                                      : AllReduceAlgorithm::automatic;
+        const AllReduceAlgorithm algo = op == "all_reduce.one_shot"             ? AllReduceAlgorithm::one_shot
+                                        : op.rfind("all_reduce.two_shot", 0) == 0 ? AllReduceAlgorithm::two_shot
+                                        : op == "all_reduce.ll"                   ? AllReduceAlgorithm::ll
+                                                                                  : AllReduceAlgorithm::automatic;
         ours = [&, algo] { comm.all_reduce(in, out, count, type, ReduceOp::sum, algo, stream); };
         if (sym_input)
-          ours = [&] { comm.all_reduce(in, in_alloc.map, out, count, type, ReduceOp::sum, AllReduceAlgorithm::automatic, stream); };
+          ours = [&, algo] { comm.all_reduce(in, in_alloc.map, out, count, type, ReduceOp::sum, algo, stream); };
 #if APERTURE_BENCH_WITH_NCCL
         theirs = [&] { check_nccl(ncclAllReduce(in, out, count, nt, ncclSum, nccl, stream), "ncclAllReduce"); };
         theirs2 = [&] { check_nccl(ncclAllReduce(sym_in, sym_out, count, nt, ncclSum, nccl, stream), "ncclAllReduce(symmetric)"); };

@@ -75,6 +75,9 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   const std::size_t ll_one_piece = static_cast<std::size_t>(ll_parts_) * (tuning::kLLSlotBytes / 2);
   ll_max_bytes_ = options_.ll_max_bytes.value_or(std::min(tuning::ll_max_bytes(device, world), ll_one_piece));
   options_.ll_max_bytes = ll_max_bytes_;
+  all_to_all_direct_min_bytes_ =
+      options_.all_to_all_direct_min_bytes.value_or(tuning::all_to_all_direct_min_bytes(device, world));
+  options_.all_to_all_direct_min_bytes = all_to_all_direct_min_bytes_;
 
   // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
   // slice each (detail/partition.h's for_each_piece). Not the default: it was not faster
@@ -89,6 +92,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"block_threads", static_cast<std::uint64_t>(options_.block_threads)},
                                    {"ll_max_bytes", ll_max_bytes_},
                                    {"ll_part_bytes", options_.ll_part_bytes},
+                                   {"all_to_all_direct_min_bytes", all_to_all_direct_min_bytes_},
                                    {"APERTURE_COLLECTIVES_INTERLEAVE", std::uint64_t{handle_.interleave ? 1u : 0u}}});
 
   const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, tuning::kLLSlotBytes);
@@ -277,13 +281,33 @@ const std::int64_t* Communicator::symmetric_input(const char* call, const Symmet
 
 namespace {
 
-bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  const auto x = reinterpret_cast<std::uintptr_t>(a);
-  const auto y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + b_bytes && y < x + a_bytes;
+// The error of a zero-copy call whose ranks laid out `in` and `out` differently, from the status
+// words (collectives/handle.h) that detail/staged.h's agree_on_layout wrote on every rank.
+Error layouts_differ(const std::string& who, const std::uint64_t* status, int world) {
+  std::string overlapping, disjoint;
+  const int recorded = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(world),
+                                                                   (collectives::kStatusWords - 1) * 64));
+  for (int r = 0; r < recorded; ++r) {
+    std::string& list = (status[1 + r / 64] >> (r % 64) & 1) != 0 ? overlapping : disjoint;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (recorded < world) disjoint += " (ranks from " + std::to_string(recorded) + " not recorded)";
+  return Error(ErrorCode::invalid_argument,
+               who + ": the ranks laid out `in` and `out` differently, so they cannot run one algorithm: on rank(s) " +
+                   overlapping + " `out` overlaps `in` (or holds it in place), on rank(s) " + disjoint +
+                   " it does not. Give every rank the same layout (all disjoint, or all the same overlap), or call "
+                   "the form without in_map");
 }
 
 }  // namespace
+
+void Communicator::check_layouts(const char* call) {
+  if (kind_ != MemoryKind::host || call_handle_.status[0] != collectives::kStatusLayoutsDiffer) return;
+  std::uint64_t status[collectives::kStatusWords];
+  std::memcpy(status, call_handle_.status, sizeof status);
+  std::memset(call_handle_.status, 0, sizeof status);  // the call failed on every rank; the next may run
+  throw layouts_differ(std::string("Communicator::") + call + " (symmetric input)", status, size());
+}
 
 void Communicator::all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                               DataType type, Stream stream) {
@@ -293,31 +317,44 @@ void Communicator::all_gather(const void* in, const SymmetricAddressMap& in_map,
   Call c{Kind::all_gather_direct, in, out, count, type, ReduceOp::sum, 0};
   c.in_bases = symmetric_input("all_gather", in_map, in, bytes);
   APERTURE_COLLECTIVE_RUN(c, bytes * size(), bytes);
+  check_layouts("all_gather");
 }
 
 void Communicator::reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                                   DataType type, ReduceOp op, Stream stream) {
   const std::size_t bytes = count * size_of(type) * size();
-  if (uses_ll(bytes) || overlaps(in, bytes, out, count * size_of(type)))
-    return reduce_scatter(in, out, count, type, op, stream);
+  if (uses_ll(bytes)) return reduce_scatter(in, out, count, type, op, stream);
   check_op("reduce_scatter", op);
   check_call("reduce_scatter", count, type, true, stream, count * size(), count, in, out);
   Call c{Kind::reduce_scatter_direct, in, out, count, type, op, 0};
   c.in_bases = symmetric_input("reduce_scatter", in_map, in, bytes);
   APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
+  check_layouts("reduce_scatter");
 }
 
 void Communicator::all_reduce(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                               DataType type, ReduceOp op, AllReduceAlgorithm algorithm, Stream stream) {
   const std::size_t bytes = count * size_of(type);
   if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
-  if (algorithm != AllReduceAlgorithm::one_shot || overlaps(in, bytes, out, bytes))
-    return all_reduce(in, out, count, type, op, algorithm, stream);
+  if (algorithm == AllReduceAlgorithm::ll) return all_reduce(in, out, count, type, op, algorithm, stream);
   check_op("all_reduce", op);
   check_call("all_reduce", count, type, true, stream, count, count, in, out);
-  Call c{Kind::all_reduce_direct, in, out, count, type, op, 0};
+  const Kind kind = algorithm == AllReduceAlgorithm::two_shot ? Kind::all_reduce_two_shot_direct : Kind::all_reduce_direct;
+  Call c{kind, in, out, count, type, op, 0};
   c.in_bases = symmetric_input("all_reduce", in_map, in, bytes);
   APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
+  check_layouts("all_reduce");
+}
+
+void Communicator::all_to_all(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                              DataType type, Stream stream) {
+  const std::size_t bytes = count * size_of(type) * size();
+  if (bytes < all_to_all_direct_min_bytes_) return all_to_all(in, out, count, type, stream);
+  check_call("all_to_all", count, type, false, stream, count * size(), count * size(), in, out);
+  Call c{Kind::all_to_all_direct, in, out, count, type, ReduceOp::sum, 0};
+  c.in_bases = symmetric_input("all_to_all", in_map, in, bytes);
+  APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
+  check_layouts("all_to_all");
 }
 
 void Communicator::all_to_all(const void* in, void* out, std::size_t count, DataType type, Stream stream) {
@@ -330,7 +367,13 @@ void Communicator::all_to_all(const void* in, void* out, std::size_t count, Data
 
 void Communicator::check(Stream stream) {
   if (kind_ != MemoryKind::device) return;
-  if (!collectives::detail::device_status_ok(handle_, stream))
+  std::uint64_t status[collectives::kStatusWords] = {};
+  collectives::detail::device_read_status(handle_, stream, status);
+  if (status[0] == collectives::kStatusLayoutsDiffer)
+    throw layouts_differ("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
+                             "): a zero-copy collective (a form with in_map) failed on every rank; results since are invalid",
+                         status, size());
+  if (status[0] != 0)
     throw Error(ErrorCode::timeout, "Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                 "): a collective kernel's wait gave up after APERTURE_TIMEOUT (" +
                 std::to_string(static_cast<double>(handle_.timeout_ns) / 1e9) +

@@ -2,7 +2,8 @@
 // with one CUDA block (aperture::CoopBlock) as the Coop and a grid of blocks splitting the data.
 // Every kernel takes only the handle and the call's arguments by value; epochs live in device
 // memory, so a launch may be captured in a CUDA graph and replayed. The kernels and the launch
-// are device_kernels.cuh; the reductions are instantiated in device_reduce_*.cu.
+// are device_kernels.cuh; the reductions are instantiated in device_reduce_<type>.cu, one file
+// per element type that src/collectives/CMakeLists.txt generates.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -30,13 +31,14 @@ void launch_movement(const Launch& l, const CollectiveHandle& h, const Call& c) 
     case Kind::all_gather_ll: launch(l, all_gather_ll_kernel<T>, h, in, out, c.count); return;
     case Kind::all_gather_direct: launch(l, all_gather_direct_kernel<T>, h, in, c.in_bases, out, c.count); return;
     case Kind::all_to_all: launch(l, all_to_all_kernel<T>, h, in, out, c.count); return;
+    case Kind::all_to_all_direct: launch(l, all_to_all_direct_kernel<T>, h, in, c.in_bases, out, c.count); return;
     default: throw Error(ErrorCode::internal, "collectives: internal: not a data movement");
   }
 }
 
 bool moves_data(Kind k) {
   return k == Kind::broadcast || k == Kind::all_gather || k == Kind::all_gather_ll || k == Kind::all_gather_direct ||
-         k == Kind::all_to_all;
+         k == Kind::all_to_all || k == Kind::all_to_all_direct;
 }
 
 const char* kind_name(Kind k) {
@@ -53,6 +55,8 @@ const char* kind_name(Kind k) {
     case Kind::all_gather_direct: return "all_gather (direct)";
     case Kind::reduce_scatter_direct: return "reduce_scatter (direct)";
     case Kind::all_reduce_direct: return "all_reduce (direct)";
+    case Kind::all_reduce_two_shot_direct: return "all_reduce (two-shot, direct)";
+    case Kind::all_to_all_direct: return "all_to_all (direct)";
     default: return "all_to_all";
   }
 }
@@ -113,11 +117,9 @@ void device_launch(const CollectiveHandle& h, const Call& c, int parts, int thre
                                      std::to_string(parts) + " blocks of " + std::to_string(threads) + " threads)");
 }
 
-bool device_status_ok(const CollectiveHandle& h, void* stream) {
+void device_read_status(const CollectiveHandle& h, void* stream, std::uint64_t* words) {
   check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
-  std::uint64_t status = 0;
-  check_cuda(cudaMemcpy(&status, h.status, sizeof status, cudaMemcpyDeviceToHost), "cudaMemcpy(status)");
-  return status == 0;
+  check_cuda(cudaMemcpy(words, h.status, kStatusWords * sizeof(std::uint64_t), cudaMemcpyDeviceToHost), "cudaMemcpy(status)");
 }
 
 void device_synchronize() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }

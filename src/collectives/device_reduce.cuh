@@ -1,6 +1,6 @@
 // src/collectives/device_reduce.cuh — launch_reduction<T>'s definition: every reduction kind
-// for every ReduceOp of one element type. Included only by the device_reduce_*.cu files, which
-// instantiate it for their types.
+// for every ReduceOp of one element type. Included only by the device_reduce_<type>.cu files that
+// src/collectives/CMakeLists.txt generates, each of which instantiates it for one element type.
 #pragma once
 
 #include "device_kernels.cuh"
@@ -32,6 +32,9 @@ void launch_reduction_op(const Launch& l, const CollectiveHandle& h, const Call&
       break;
     case Kind::all_reduce_direct:
       launch(l, all_reduce_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
+      break;
+    case Kind::all_reduce_two_shot_direct:
+      launch(l, all_reduce_two_shot_direct_kernel<Op, T>, h, in, c.in_bases, out, c.count);
       break;
     default: throw Error(ErrorCode::internal, "collectives: internal: not a reduction");
   }

@@ -23,6 +23,8 @@ enum class Kind {
   all_gather_direct,  // zero-copy on a symmetric input (aperture/collectives/detail/staged.h)
   reduce_scatter_direct,
   all_reduce_direct,
+  all_reduce_two_shot_direct,
+  all_to_all_direct,
 };
 
 struct Call {
@@ -48,8 +50,8 @@ int device_select(const void* ptr);
 void device_zero(void* base, std::uint64_t bytes);
 // Launches the call on `stream` with `parts` blocks of `threads` threads.
 void device_launch(const CollectiveHandle& h, const Call& call, int parts, int threads, void* stream);
-// Waits for `stream` and reads the status word; true when no wait gave up.
-bool device_status_ok(const CollectiveHandle& h, void* stream);
+// Waits for `stream` and reads the kStatusWords status words (collectives/handle.h) into `words`.
+void device_read_status(const CollectiveHandle& h, void* stream, std::uint64_t* words);
 void device_synchronize();
 // Throws aperture::Error unless `ptr` is null or memory a kernel on this GPU may read. Checks
 // nothing while `stream` is being captured into a CUDA graph (no call there may disturb it).

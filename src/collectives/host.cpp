@@ -1,39 +1,23 @@
 // src/collectives/host.cpp — the collectives on a CPU thread: the same templates the GPU
-// kernels run, instantiated with aperture::CoopHost for every element type (the narrow floats
-// as their bits, detail/float_formats.h).
+// kernels run, instantiated with aperture::CoopHost: the data movers here, the reductions of
+// every element type in files of their own (host_reduce.h; the narrow floats as their bits,
+// detail/float_formats.h).
 #include <cstdint>
 #include <string>
 
 #include "aperture/collectives/all_gather.h"
-#include "aperture/collectives/all_reduce.h"
 #include "aperture/collectives/all_to_all.h"
 #include "aperture/collectives/barrier.h"
 #include "aperture/collectives/broadcast.h"
 #include "aperture/collectives/detail/float_formats.h"
-#include "aperture/collectives/reduce_scatter.h"
 #include "aperture/coop.h"
 #include "aperture/error.h"
 #include "dispatch.h"
+#include "host_reduce.h"
 
 namespace aperture::collectives::detail {
 
 namespace {
-
-template <ReduceOp Op, class T>
-void run_reduction(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
-  const auto* in = static_cast<const T*>(c.in);
-  auto* out = static_cast<T*>(c.out);
-  switch (c.kind) {
-    case Kind::reduce_scatter: reduce_scatter<Op>(g, h, in, out, c.count); break;
-    case Kind::all_reduce_one_shot: all_reduce_one_shot<Op>(g, h, in, out, c.count); break;
-    case Kind::all_reduce_two_shot: all_reduce_two_shot<Op>(g, h, in, out, c.count); break;
-    case Kind::reduce_scatter_ll: reduce_scatter_ll<Op>(g, h, in, out, c.count); break;
-    case Kind::all_reduce_ll: all_reduce_ll<Op>(g, h, in, out, c.count); break;
-    case Kind::reduce_scatter_direct: reduce_scatter_direct<Op>(g, h, in, c.in_bases, out, c.count); break;
-    case Kind::all_reduce_direct: all_reduce_direct<Op>(g, h, in, c.in_bases, out, c.count); break;
-    default: throw Error(ErrorCode::internal, "collectives: internal: not a reduction");
-  }
-}
 
 // Moving data depends on the element's size only: one instantiation per size.
 template <class T>
@@ -46,24 +30,14 @@ void run_movement(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
     case Kind::all_gather_ll: all_gather_ll(g, h, in, out, c.count); return;
     case Kind::all_gather_direct: all_gather_direct(g, h, in, c.in_bases, out, c.count); return;
     case Kind::all_to_all: all_to_all(g, h, in, out, c.count); return;
+    case Kind::all_to_all_direct: all_to_all_direct(g, h, in, c.in_bases, out, c.count); return;
     default: throw Error(ErrorCode::internal, "collectives: internal: not a data movement");
-  }
-}
-
-template <class T>
-void run_reduction(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
-  switch (c.op) {
-    case ReduceOp::sum: run_reduction<ReduceOp::sum, T>(g, h, c); break;
-    case ReduceOp::prod: run_reduction<ReduceOp::prod, T>(g, h, c); break;
-    case ReduceOp::min: run_reduction<ReduceOp::min, T>(g, h, c); break;
-    case ReduceOp::max: run_reduction<ReduceOp::max, T>(g, h, c); break;
-    case ReduceOp::avg: run_reduction<ReduceOp::avg, T>(g, h, c); break;
   }
 }
 
 bool moves_data(Kind k) {
   return k == Kind::broadcast || k == Kind::all_gather || k == Kind::all_gather_ll || k == Kind::all_gather_direct ||
-         k == Kind::all_to_all;
+         k == Kind::all_to_all || k == Kind::all_to_all_direct;
 }
 
 }  // namespace
@@ -84,18 +58,18 @@ void run_on_host(const CollectiveHandle& h, const Call& c, unsigned spins) {
     }
   }
   switch (c.type) {
-    case DataType::int8: run_reduction<std::int8_t>(g, h, c); break;
-    case DataType::uint8: run_reduction<std::uint8_t>(g, h, c); break;
-    case DataType::int32: run_reduction<std::int32_t>(g, h, c); break;
-    case DataType::uint32: run_reduction<std::uint32_t>(g, h, c); break;
-    case DataType::int64: run_reduction<std::int64_t>(g, h, c); break;
-    case DataType::uint64: run_reduction<std::uint64_t>(g, h, c); break;
-    case DataType::float16: run_reduction<Float16Bits>(g, h, c); break;
-    case DataType::bfloat16: run_reduction<BFloat16Bits>(g, h, c); break;
-    case DataType::float32: run_reduction<float>(g, h, c); break;
-    case DataType::float64: run_reduction<double>(g, h, c); break;
-    case DataType::float8_e4m3: run_reduction<Float8E4M3Bits>(g, h, c); break;
-    case DataType::float8_e5m2: run_reduction<Float8E5M2Bits>(g, h, c); break;
+    case DataType::int8: run_host_reduction<std::int8_t>(g, h, c); break;
+    case DataType::uint8: run_host_reduction<std::uint8_t>(g, h, c); break;
+    case DataType::int32: run_host_reduction<std::int32_t>(g, h, c); break;
+    case DataType::uint32: run_host_reduction<std::uint32_t>(g, h, c); break;
+    case DataType::int64: run_host_reduction<std::int64_t>(g, h, c); break;
+    case DataType::uint64: run_host_reduction<std::uint64_t>(g, h, c); break;
+    case DataType::float16: run_host_reduction<Float16Bits>(g, h, c); break;
+    case DataType::bfloat16: run_host_reduction<BFloat16Bits>(g, h, c); break;
+    case DataType::float32: run_host_reduction<float>(g, h, c); break;
+    case DataType::float64: run_host_reduction<double>(g, h, c); break;
+    case DataType::float8_e4m3: run_host_reduction<Float8E4M3Bits>(g, h, c); break;
+    case DataType::float8_e5m2: run_host_reduction<Float8E5M2Bits>(g, h, c); break;
   }
 }
 

@@ -184,6 +184,116 @@ TEST_P(ElementTypesTest, SymmetricInputsEveryTypeAndOp) {
   provider_->free(a);
 }
 
+// The zero-copy two-shot all-reduce and all-to-all (the input in a symmetric allocation): types
+// and ops of every width, one piece and many (tiny halves), out apart from in and in place (the
+// one-shot and all-to-all then run the staged algorithm; two-shot stays zero-copy), and the
+// tuning table's own choice. Run at 1 to 4 ranks (collectives.zero_copy).
+TEST_P(ElementTypesTest, ZeroCopyTwoShotAndAllToAll) {
+  const std::vector<std::pair<DataType, ReduceOp>> cases = {
+      {DataType::float32, ReduceOp::sum}, {DataType::bfloat16, ReduceOp::avg}, {DataType::int64, ReduceOp::prod},
+      {DataType::uint8, ReduceOp::max},   {DataType::float8_e4m3, ReduceOp::min}, {DataType::float64, ReduceOp::sum},
+      {DataType::int32, ReduceOp::min},   {DataType::float16, ReduceOp::prod}};
+  const std::uint64_t most = kCounts.back();
+  aperture::Allocation a = provider_->allocate(most * static_cast<std::uint64_t>(n_) * 8);
+  Communicator::Options one_piece, many_pieces;
+  one_piece.all_to_all_direct_min_bytes = 0;  // zero-copy at every size
+  many_pieces.all_to_all_direct_min_bytes = 0;
+  many_pieces.half_bytes = 256 * static_cast<std::size_t>(n_);
+  Communicator zc(*provider_, world(), one_piece), zc_pieces(*provider_, world(), many_pieces);
+  const std::vector<std::pair<Communicator*, const char*>> comms = {
+      {&zc, "one piece"}, {&zc_pieces, "many pieces"}, {comm_.get(), "the table's choice"}};
+  // Element i of `a` as a Buffer (what an in-place call left there).
+  const auto read_back = [&](DataType t, std::uint64_t count) {
+    Buffer b(t, count);
+    std::memcpy(b.data(), a.ptr, count * aperture::size_of(t));
+    return b;
+  };
+  for (const auto& [comm, how] : comms)
+    for (const auto& type_and_op : cases)
+      for (std::uint64_t count : kCounts) {
+        const DataType t = type_and_op.first;  // named copies: lambdas capture them (not bindings)
+        const ReduceOp op = type_and_op.second;
+        const std::string what = name(t, op) + " count " + std::to_string(count) + ", " + how;
+        const std::size_t size = aperture::size_of(t);
+        for (bool in_place : {false, true}) {
+          for (AllReduceAlgorithm algorithm : {AllReduceAlgorithm::two_shot, AllReduceAlgorithm::one_shot}) {
+            if (algorithm == AllReduceAlgorithm::one_shot && !in_place) continue;  // SymmetricInputs* has it
+            const std::uint64_t salt = next_salt();
+            Buffer in = input(t, op, salt, count), out(t, count);
+            std::memcpy(a.ptr, in.data(), count * size);
+            comm->all_reduce(a.ptr, a.map, in_place ? a.ptr : out.data(), count, t, op, algorithm);
+            const std::string label = std::string("all_reduce ") + aperture::name_of(algorithm) +
+                                      (in_place ? " in place" : "") + " (symmetric input) " + what;
+            check(in_place ? read_back(t, count) : out, count, label, [&](std::uint64_t i) { return expected(t, op, salt, i); });
+            world().barrier();  // every peer has read `a` before it is rewritten
+          }
+          const std::uint64_t salt = next_salt();
+          Buffer in = input(t, ReduceOp::sum, salt, count * n_), out(t, count * n_);
+          std::memcpy(a.ptr, in.data(), count * n_ * size);
+          comm->all_to_all(a.ptr, a.map, in_place ? a.ptr : out.data(), count, t);
+          check(in_place ? read_back(t, count * n_) : out, count * n_,
+                std::string("all_to_all") + (in_place ? " in place" : "") + " (symmetric input) " + what,
+                [&](std::uint64_t i) { return bits_of(t, ReduceOp::sum, static_cast<int>(i / count), salt, me_ * count + i % count); });
+          world().barrier();
+        }
+      }
+  provider_->free(a);
+}
+
+// A zero-copy call whose ranks lay out `in` and `out` differently (here the odd ranks overlap
+// them, the even ones do not) fails on every rank with an error naming both groups, instead of
+// the ranks running different algorithms into a hang; the Communicator works on afterwards.
+TEST_P(ElementTypesTest, ZeroCopyLayoutsThatDifferAreRefusedOnEveryRank) {
+  if (n_ == 1) GTEST_SKIP() << "one rank cannot disagree with itself";
+  constexpr std::uint64_t kCount = 1024;
+  constexpr DataType t = DataType::float32;
+  const std::uint64_t w = static_cast<std::uint64_t>(n_);
+  aperture::Allocation a = provider_->allocate(kCount * w * 4 * 2);
+  std::vector<float> elsewhere(kCount * w);
+  Communicator::Options options;
+  options.all_to_all_direct_min_bytes = 0;
+  Communicator zc(*provider_, world(), options);
+  const bool overlap = me_ % 2 == 1;
+  std::string odd, even;
+  for (int r = 0; r < n_; ++r) {
+    std::string& list = r % 2 == 1 ? odd : even;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  auto* base = static_cast<float*>(a.ptr);
+  const auto refused = [&](const std::string& what, const std::function<void()>& call) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": rank " << me_ << " of " << n_ << " was not refused";
+    } catch (const aperture::Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(e.code(), aperture::ErrorCode::invalid_argument) << what << ": " << m;
+      EXPECT_NE(m.find("on rank(s) " + odd + " `out` overlaps `in`"), std::string::npos) << what << ": " << m;
+      EXPECT_NE(m.find("on rank(s) " + even + " it does not"), std::string::npos) << what << ": " << m;
+      EXPECT_NE(m.find("Give every rank the same layout"), std::string::npos) << what << ": " << m;
+    }
+    // Every rank left the call at the same barrier: the next collective runs and is right.
+    const std::uint64_t salt = next_salt();
+    Buffer in = input(t, ReduceOp::sum, salt, kCount), out(t, kCount);
+    zc.all_reduce(in.data(), out.data(), kCount, t, ReduceOp::sum);
+    check(out, kCount, "all_reduce after the refused " + what, [&](std::uint64_t i) { return expected(t, ReduceOp::sum, salt, i); });
+  };
+  refused("all_reduce one-shot", [&] {
+    zc.all_reduce(base, a.map, overlap ? base : elsewhere.data(), kCount, t, ReduceOp::sum, AllReduceAlgorithm::one_shot);
+  });
+  refused("all_reduce two-shot", [&] {  // in place is fine for two-shot; one element off is not
+    zc.all_reduce(base, a.map, overlap ? base + 1 : elsewhere.data(), kCount, t, ReduceOp::sum, AllReduceAlgorithm::two_shot);
+  });
+  refused("reduce_scatter", [&] {
+    zc.reduce_scatter(base, a.map, overlap ? base + me_ * kCount : elsewhere.data(), kCount, t, ReduceOp::max);
+  });
+  refused("all_to_all", [&] { zc.all_to_all(base, a.map, overlap ? base : elsewhere.data(), kCount, t); });
+  refused("all_gather", [&] {  // in place on the odd ranks, from `a` to elsewhere on the even ones
+    if (overlap) zc.all_gather(base + me_ * kCount, a.map, base, kCount, t);
+    else zc.all_gather(base, a.map, elsewhere.data(), kCount, t);
+  });
+  provider_->free(a);
+}
+
 // Moving data is bitwise: every type, any bits (NaNs included), from every root.
 TEST_P(ElementTypesTest, BroadcastAllGatherAllToAllEveryType) {
   const auto raw = [&](int rank, std::uint64_t salt, std::uint64_t i) {

@@ -275,7 +275,8 @@ void symmetric_cases(aperture::Provider& provider, Communicator& comm, cudaStrea
           expect_all(download(dst, count), count, [&](std::uint64_t i) { return folded<T>(op, salt, me * count + i); },
                      std::string("reduce_scatter ") + aperture::name_of(op) + suffix);
         }
-        for (AllReduceAlgorithm algo : {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::automatic}) {
+        for (AllReduceAlgorithm algo :
+             {AllReduceAlgorithm::one_shot, AllReduceAlgorithm::two_shot, AllReduceAlgorithm::automatic}) {
           const std::uint64_t salt = next_salt();
           DeviceBuffer<T> out(count);
           out.poison();
@@ -287,9 +288,50 @@ void symmetric_cases(aperture::Provider& provider, Communicator& comm, cudaStrea
                      std::string("all_reduce ") + aperture::name_of(op) + " " + aperture::name_of(algo) + suffix);
         }
       }
+      {  // zero-copy from the size the table gives (Options::all_to_all_direct_min_bytes), staged below
+        const std::uint64_t salt = next_salt();
+        DeviceBuffer<T> out(count * n);
+        out.poison();
+        upload(input<T>(salt, count * n), sym);
+        T* dst = in_place ? sym : out.ptr;
+        comm.all_to_all(sym, a.map, dst, count, aperture::data_type_of_v<T>, stream);
+        comm.check(stream);
+        const std::uint64_t c = count ? count : 1;
+        expect_all(download(dst, count * n), count * n,
+                   [&](std::uint64_t i) { return value<T>(static_cast<int>(i / c), salt, me * count + i % c); },
+                   "all_to_all" + suffix);
+      }
     }
   comm.barrier(stream);
   comm.check(stream);
+  provider.free(a);
+}
+
+// A zero-copy all-reduce whose ranks lay out in/out differently (the odd ranks in place): every
+// rank's kernel returns at the same barrier, and check() raises the error naming the ranks. On a
+// Communicator of its own: the status stays set, as after a wait that gave up.
+void layouts_differ_case(aperture::Provider& provider, aperture::Team& team, cudaStream_t stream) {
+  if (g_world == 1) return;
+  Communicator comm(provider, team);
+  constexpr std::uint64_t kCount = 4096;
+  aperture::Allocation a = provider.allocate(kCount * sizeof(float));
+  DeviceBuffer<float> out(kCount);
+  float* sym = a.as<float>();
+  comm.all_reduce(sym, a.map, g_rank % 2 == 1 ? sym : out.ptr, kCount, aperture::DataType::float32, ReduceOp::sum,
+                  AllReduceAlgorithm::one_shot, stream);
+  std::string message;
+  bool invalid = false;
+  try {
+    comm.check(stream);
+  } catch (const aperture::Error& e) {
+    message = e.what();
+    invalid = e.code() == aperture::ErrorCode::invalid_argument;
+  }
+  ++g_checks;
+  if (!invalid || message.find("on rank(s) 1") == std::string::npos || message.find("on rank(s) 0") == std::string::npos) {
+    ++g_failures;
+    std::printf("FAIL rank %d: layouts that differ: check() said \"%s\"\n", g_rank, message.c_str());
+  }
   provider.free(a);
 }
 
@@ -367,6 +409,14 @@ void every_type_cases(aperture::Provider& provider, Communicator& comm, cudaStre
         }
         {
           const std::uint64_t salt = next_salt();
+          upload(sym.ptr, inputs(salt, count), size);
+          out.poison();
+          comm.all_reduce(sym.ptr, sym.map, out.ptr, count, t, op, AllReduceAlgorithm::two_shot, stream);
+          comm.check(stream);
+          check(out.ptr, count, size, "all_reduce two_shot symmetric" + what, [&](std::uint64_t i) { return expected(salt, i); });
+        }
+        {
+          const std::uint64_t salt = next_salt();
           upload(sym.ptr, inputs(salt, count * n), size);
           out.poison();
           comm.reduce_scatter(sym.ptr, sym.map, out.ptr, count, t, op, stream);
@@ -408,6 +458,15 @@ void every_type_cases(aperture::Provider& provider, Communicator& comm, cudaStre
         comm.all_to_all(in.ptr, out.ptr, count, t, stream);
         comm.check(stream);
         check(out.ptr, count * n, size, "all_to_all" + suffix,
+              [&](std::uint64_t i) { return raw(static_cast<int>(i / c), salt, me * count + i % c); });
+      }
+      {
+        const std::uint64_t salt = next_salt();
+        upload(sym.ptr, raw_inputs(salt, count * n), size);
+        out.poison();
+        comm.all_to_all(sym.ptr, sym.map, out.ptr, count, t, stream);
+        comm.check(stream);
+        check(out.ptr, count * n, size, "all_to_all symmetric" + suffix,
               [&](std::uint64_t i) { return raw(static_cast<int>(i / c), salt, me * count + i % c); });
       }
     }
@@ -713,6 +772,7 @@ int main() {
       small.half_bytes = 4096;  // many pieces per block
       small.max_parts = 4;
       small.one_shot_max_bytes = 2048;
+      small.all_to_all_direct_min_bytes = 0;  // all_to_all on a symmetric input: zero-copy at every size
       Communicator tiny(*provider, team, small);
       Communicator::Options ll_always;  // the push path at every size, in pieces above its slot
       ll_always.ll_max_bytes = std::numeric_limits<std::size_t>::max();
@@ -761,6 +821,7 @@ int main() {
         ll_back_to_back(tiny_ll, stream);
         graph_replay(comm, stream);
         coop_put_cases(*provider, comm, stream);
+        layouts_differ_case(*provider, team, stream);
       }
       comm.check(stream);
       CUDA(cudaStreamDestroy(stream));

@@ -10,7 +10,8 @@
 //     all_gather_direct(g, h, in, in_bases, out, count)   the same result, zero-copy: `in` is
 //         symmetric (in_bases: its own peer table; the same offset on every rank) and every rank
 //         reads the others' where it lies (detail/staged.h's direct_pieces). In place (in == out +
-//         rank * count, `out` then in that allocation) is allowed too.
+//         rank * count, `out` then in that allocation) is allowed too; other overlaps of `in`
+//         and `out` run the staged algorithm. Every rank must lay out alike (detail/staged.h).
 #pragma once
 
 #include <cstdint>
@@ -37,8 +38,12 @@ APERTURE_HD bool all_gather(const Coop& g, const CollectiveHandle& h, const T* i
 template <class Coop, class T>
 APERTURE_HD bool all_gather_direct(const Coop& g, const CollectiveHandle& h, const T* in, const std::int64_t* in_bases,
                                    T* out, std::uint64_t count) {
+  const auto w = static_cast<std::uint64_t>(h.world_size);
   const bool in_place = in == out + static_cast<std::uint64_t>(h.rank) * count;
-  return detail::direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
+  std::uint64_t layout = detail::kDisjoint;
+  if (in_place) layout = detail::kInPlace;
+  else if (detail::overlaps(in, count, out, w * count)) layout = detail::kNeedsStaged;
+  return detail::direct_pieces<T>(g, h, count, layout, [&](std::uint64_t at, std::uint64_t n) {
     for (int j = 0; j < h.world_size; ++j) {
       const int from = (h.rank + j) % h.world_size;
       T* dst = out + static_cast<std::uint64_t>(from) * count + at;
@@ -49,7 +54,7 @@ APERTURE_HD bool all_gather_direct(const Coop& g, const CollectiveHandle& h, con
         aperture::copy(g, dst, in + at, n);
       }
     }
-  });
+  }, [&] { return all_gather(g, h, in, out, count); });
 }
 
 template <class Coop, class T>

@@ -10,7 +10,14 @@
 //         one NVLink trip per call, 2x the bytes on the wire. For the smallest sizes.
 //     all_reduce_direct<Op>(g, h, in, in_bases, out, count)   one-shot, zero-copy: `in` is
 //         symmetric (in_bases: its own peer table) and each rank folds every rank's input in
-//         place (detail/staged.h's direct_pieces): two barriers per call. `out` must not overlap `in`.
+//         place (detail/staged.h's direct_pieces): two barriers per call. Where `out` overlaps
+//         `in` the staged one-shot runs.
+//     all_reduce_two_shot_direct<Op>(g, h, in, in_bases, out, count)   two-shot, zero-copy: rank c
+//         folds chunk c of every rank's input where it lies into its staging, then every rank
+//         gets every chunk: one barrier per piece and one more per call (the staged two-shot:
+//         a copy and two barriers per piece). In place (in == out) is allowed; other overlaps
+//         run the staged two-shot.
+//     Both zero-copy forms need every rank to lay out `in` and `out` alike (detail/staged.h).
 //     all_reduce<Op>(g, h, in, out, count, two_shot)  one of the first two
 //
 // out[i] = in[i] of rank 0 (op) in[i] of rank 1 (op) ... of rank world-1, in rank order on every
@@ -68,9 +75,43 @@ APERTURE_HD bool all_reduce_two_shot(const Coop& g, const CollectiveHandle& h, c
 template <ReduceOp Op, class Coop, class T>
 APERTURE_HD bool all_reduce_direct(const Coop& g, const CollectiveHandle& h, const T* in, const std::int64_t* in_bases,
                                    T* out, std::uint64_t count) {
-  return detail::direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
-    detail::reduce_peers<Op>(g, out + at, in + at, n, h.rank, h.world_size, in_bases);
-  });
+  // Writing `out` over `in` would change what peers still fold.
+  return detail::direct_pieces<T>(
+      g, h, count, detail::overlaps(in, count, out, count) ? detail::kNeedsStaged : detail::kDisjoint,
+      [&](std::uint64_t at, std::uint64_t n) {
+        detail::reduce_peers<Op>(g, out + at, in + at, n, h.rank, h.world_size, in_bases);
+      },
+      [&] { return all_reduce_one_shot<Op>(g, h, in, out, count); });
+}
+
+template <ReduceOp Op, class Coop, class T>
+APERTURE_HD bool all_reduce_two_shot_direct(const Coop& g, const CollectiveHandle& h, const T* in,
+                                            const std::int64_t* in_bases, T* out, std::uint64_t count) {
+  // In place (in == out) is safe: a piece's input is read before its barrier and written after
+  // it. Any other overlap would write over a piece peers have yet to fold.
+  const bool overlapping = in != out && detail::overlaps(in, count, out, count);
+  detail::Session<Coop> s(g, h);
+  const detail::Layout layout = detail::agree_on_layout(s, overlapping ? detail::kNeedsStaged : detail::kDisjoint);
+  if (layout == detail::Layout::zero_copy) {
+    detail::for_each_piece<T>(g, count, detail::piece_capacity<T>(h, 1), h.interleave,
+                              [&](std::uint64_t at, std::uint64_t n, bool) {
+      // Reduce-scatter from every rank's input where it lies: my chunk of the piece, folded into
+      // my staging, where it is the data of the next barrier (session.h's rule).
+      const detail::Range chunk = detail::split<T>(n, h.world_size, h.rank);
+      detail::reduce_peers<Op>(g, reinterpret_cast<T*>(s.next_half()) + chunk.begin, in + at + chunk.begin,
+                               chunk.size(), h.rank, h.world_size, in_bases);
+      if (!s.barrier()) return false;
+      // All-gather: every rank's folded chunk, mine first.
+      const T* folded = reinterpret_cast<const T*>(s.current_half());
+      for (int j = 0; j < h.world_size; ++j) {
+        const int from = (h.rank + j) % h.world_size;
+        const detail::Range c = detail::split<T>(n, h.world_size, from);
+        aperture::get(g, out + at + c.begin, folded + c.begin, c.size(), h.rank, from, h.peer_bases);
+      }
+      return true;
+    });
+  }
+  return detail::finish_zero_copy(s, layout, [&] { return all_reduce_two_shot<Op>(g, h, in, out, count); });
 }
 
 template <ReduceOp Op, class Coop, class T>

@@ -5,6 +5,12 @@
 //
 // Per piece: copy the piece of every block into its slot of this rank's staging, barrier, get
 // slot `me` of every rank. In place (in == out) is allowed.
+//
+//     all_to_all_direct(g, h, in, in_bases, out, count)   the same result, zero-copy: `in` is
+//         symmetric (in_bases: its own peer table; the same offset on every rank) and every rank
+//         gets block `me` of every rank's input where it lies (detail/staged.h's direct_pieces):
+//         two barriers per call, whatever its size. Where `out` overlaps `in` the staged
+//         algorithm runs; every rank must lay out alike (detail/staged.h).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,23 @@ APERTURE_HD bool all_to_all(const Coop& g, const CollectiveHandle& h, const T* i
     detail::get_from_every_rank(g, h, out, count, at, staged, n);
     return true;
   });
+}
+
+template <class Coop, class T>
+APERTURE_HD bool all_to_all_direct(const Coop& g, const CollectiveHandle& h, const T* in, const std::int64_t* in_bases,
+                                   T* out, std::uint64_t count) {
+  const auto w = static_cast<std::uint64_t>(h.world_size);
+  const T* mine = in + static_cast<std::uint64_t>(h.rank) * count;  // block `me`, on every rank
+  // Writing `out` over `in` would change blocks peers still read.
+  return detail::direct_pieces<T>(
+      g, h, count, detail::overlaps(in, w * count, out, w * count) ? detail::kNeedsStaged : detail::kDisjoint,
+      [&](std::uint64_t at, std::uint64_t n) {
+        for (int j = 0; j < h.world_size; ++j) {
+          const int from = (h.rank + j) % h.world_size;
+          aperture::get(g, out + static_cast<std::uint64_t>(from) * count + at, mine + at, n, h.rank, from, in_bases);
+        }
+      },
+      [&] { return all_to_all(g, h, in, out, count); });
 }
 
 }  // namespace aperture::collectives

@@ -77,6 +77,11 @@ class APERTURE_API Communicator {
     std::optional<std::size_t> ll_max_bytes;
     // GPU, LL path: a block per this many bytes of each rank's input, up to max_parts; 0: 4 KiB.
     std::size_t ll_part_bytes = 0;
+    // all_to_all on a symmetric input (the form with in_map) reads it in place from this many
+    // bytes of each rank's input (size() x count elements) and copies it into staging below.
+    // Unset: the tuning table's (tuning::all_to_all_direct_min_bytes: 32 KiB on the host, 4 MiB
+    // on GPUs); 0: always in place; SIZE_MAX: never.
+    std::optional<std::size_t> all_to_all_direct_min_bytes;
   };
 
   // Collective: allocates the scratch from `provider`, zeroes its flags and holds a team barrier.
@@ -115,16 +120,22 @@ class APERTURE_API Communicator {
   // all_gather in place, in == out + rank() * count with `out` in that allocation). Peers
   // then read the input where it lies: no copy into staging, and two barriers per call whatever
   // its size (the second keeps a rank from returning, and letting its input be overwritten,
-  // while a peer still reads it). The LL path still serves small sizes; the reductions run the
-  // staged algorithm where `out` overlaps `in`, and all_reduce where two-shot is chosen. That
-  // choice is made on each rank from its own pointers, so every rank must overlap alike (all in
-  // place, or none): ranks on different paths would not meet at the same barriers.
+  // while a peer still reads it). The LL path still serves small sizes, and all_to_all's staged
+  // path those below tuning::all_to_all_direct_min_bytes; all_reduce runs one-shot or two-shot,
+  // zero-copy both, as the form without in_map would choose. Where `out` overlaps `in` in a way
+  // the zero-copy algorithm cannot take (any overlap, but all_gather and two-shot all_reduce in
+  // place), the staged algorithm runs. Every rank must lay out alike (all disjoint, or all the
+  // same overlap): the ranks compare their layouts at the call's first barrier, and where they
+  // differ the call fails on every rank with an aperture::Error (invalid_argument) naming the
+  // ranks; on GPU memory check() raises it.
   void all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
                   Stream stream = nullptr);
   void reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                       DataType type, ReduceOp op, Stream stream = nullptr);
   void all_reduce(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
                   ReduceOp op, AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic, Stream stream = nullptr);
+  void all_to_all(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
+                  Stream stream = nullptr);
 
   // Typed forms: T is float, double, [u]int8_t, [u]int32_t, [u]int64_t (and __half, __nv_bfloat16,
   // __nv_fp8_e4m3, __nv_fp8_e5m2 under nvcc); the untyped forms take every DataType on any memory.
@@ -166,6 +177,8 @@ class APERTURE_API Communicator {
  private:
   void check_call(const char* call, std::size_t count, DataType type, bool reduces, Stream stream,
                   std::size_t in_elements, std::size_t out_elements, const void* in, const void* out) const;
+  // After a zero-copy call on host memory: throws if the ranks laid out in/out differently.
+  void check_layouts(const char* call);
   // The input's peer table for a zero-copy call, after checking `in_map` describes `in`.
   const std::int64_t* symmetric_input(const char* call, const SymmetricAddressMap& in_map, const void* in,
                                       std::size_t bytes) const;
@@ -180,6 +193,7 @@ class APERTURE_API Communicator {
   unsigned host_spins_ = 0;       // CoopHost::spins: fewer when this machine runs more ranks than cores
   int ll_parts_ = 1;              // the LL path's blocks at the most
   std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved
+  std::size_t all_to_all_direct_min_bytes_ = 0;  // tuning::all_to_all_direct_min_bytes for this team
 };
 
 }  // namespace aperture

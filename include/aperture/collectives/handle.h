@@ -6,12 +6,18 @@
 //
 //   flags    [max_parts][world]  symmetric, one 64-byte line each (senders do not share lines).
 //                                flags[p][s] on rank r: the last epoch rank s has announced to
-//                                rank r for part p. Signals only ever raise it.
+//                                rank r for part p. Signals only ever raise it. Words 1 and 2
+//                                of the line: a word rank s handed over with the barrier of an
+//                                odd / even epoch (announcement(); the zero-copy forms' layout).
 //   epochs   [max_parts]         this rank's own: the last epoch part p has used. Kept in the
 //                                memory the collectives run in (device memory on a GPU), so a
 //                                kernel captured in a CUDA graph reads the current epoch on every
 //                                replay; the host passes nothing that changes between calls.
-//   status   1 word              this rank's own: non-zero once a device wait gave up.
+//   status   kStatusWords words  this rank's own: word 0 is kStatusWaitGaveUp once a device
+//                                wait gave up, kStatusLayoutsDiffer once the ranks of a zero-copy
+//                                call laid out in/out differently (then words 1.. hold the mask
+//                                of the ranks whose `out` overlapped `in`, rank r at bit r % 64
+//                                of word 1 + r / 64).
 //   ll       [max_parts][2][world][ll_slot_bytes]  symmetric: what peers push to this rank on
 //                                the LL path (aperture/collectives/detail/ll.h); zeroed at construction
 //                                and used by nothing else. [p][e & 1][s]: rank s's lines for part
@@ -34,6 +40,11 @@ namespace aperture::collectives {
 // one rank do not take the line from each other.
 inline constexpr std::uint64_t kFlagStride = 8;
 
+// The status words (CollectiveHandle::status): what went wrong, and the ranks it concerns.
+inline constexpr std::uint64_t kStatusWords = 32;
+inline constexpr std::uint64_t kStatusWaitGaveUp = 1;
+inline constexpr std::uint64_t kStatusLayoutsDiffer = 2;
+
 struct CollectiveHandle {
   int rank = 0;
   int world_size = 0;
@@ -41,7 +52,7 @@ struct CollectiveHandle {
   const std::int64_t* peer_bases = nullptr;  // the scratch allocation's table, where the code runs
   std::uint64_t* flags = nullptr;            // [max_parts * world_size] x kFlagStride words, symmetric
   std::uint64_t* epochs = nullptr;           // [max_parts], local
-  std::uint64_t* status = nullptr;           // local
+  std::uint64_t* status = nullptr;           // [kStatusWords], local
   unsigned char* staging = nullptr;          // [max_parts][2][half_bytes], symmetric
   std::uint64_t half_bytes = 0;              // a multiple of 256
   unsigned char* ll = nullptr;               // [max_parts][2][world_size][ll_slot_bytes], symmetric
@@ -59,6 +70,11 @@ struct CollectiveHandle {
   APERTURE_HD std::uint64_t* flag(int part, int sender) const {
     return flags + (static_cast<std::uint64_t>(part) * static_cast<std::uint64_t>(world_size) +
                     static_cast<std::uint64_t>(sender)) * kFlagStride;
+  }
+  // Where rank `sender` hands this rank a word with the barrier of `epoch` (words 1 and 2 of
+  // its flag line, by the epoch's parity), for part p.
+  APERTURE_HD std::uint64_t* announcement(int part, int sender, std::uint64_t epoch) const {
+    return flag(part, sender) + 1 + (epoch & 1);
   }
   // The staging half that belongs to `epoch` (data written before the barrier of that epoch and
   // read after it), for part p.
@@ -91,7 +107,7 @@ struct ScratchLayout {
     l.epochs_offset =
         round_up(static_cast<std::uint64_t>(max_parts) * static_cast<std::uint64_t>(world) * kFlagStride * 8, 256);
     l.status_offset = l.epochs_offset + round_up(static_cast<std::uint64_t>(max_parts) * 8, 256);
-    l.ll_offset = l.status_offset + 256;
+    l.ll_offset = l.status_offset + kStatusWords * 8;
     l.staging_offset = l.ll_offset + static_cast<std::uint64_t>(max_parts) * 2 * static_cast<std::uint64_t>(world) *
                                          ll_slot_bytes;
     l.total_bytes = l.staging_offset + static_cast<std::uint64_t>(max_parts) * 2 * half_bytes;

@@ -12,7 +12,8 @@
 //
 //     reduce_scatter_direct<Op>(g, h, in, in_bases, out, count)   the same result, zero-copy: `in`
 //         is symmetric (in_bases: its own peer table) and each rank folds block `me` of every
-//         rank's input in place (detail/staged.h's direct_pieces). `out` must not overlap `in`.
+//         rank's input in place (detail/staged.h's direct_pieces). Where `out` overlaps `in`
+//         the staged algorithm runs; every rank must lay out alike (detail/staged.h).
 #pragma once
 
 #include <cstdint>
@@ -42,9 +43,14 @@ template <ReduceOp Op, class Coop, class T>
 APERTURE_HD bool reduce_scatter_direct(const Coop& g, const CollectiveHandle& h, const T* in,
                                        const std::int64_t* in_bases, T* out, std::uint64_t count) {
   const T* own = in + static_cast<std::uint64_t>(h.rank) * count;
-  return detail::direct_pieces<T>(g, h, count, [&](std::uint64_t at, std::uint64_t n) {
-    detail::reduce_peers<Op>(g, out + at, own + at, n, h.rank, h.world_size, in_bases);
-  });
+  // Writing `out` over `in` would change blocks peers still fold.
+  const bool overlapping = detail::overlaps(in, static_cast<std::uint64_t>(h.world_size) * count, out, count);
+  return detail::direct_pieces<T>(
+      g, h, count, overlapping ? detail::kNeedsStaged : detail::kDisjoint,
+      [&](std::uint64_t at, std::uint64_t n) {
+        detail::reduce_peers<Op>(g, out + at, own + at, n, h.rank, h.world_size, in_bases);
+      },
+      [&] { return reduce_scatter<Op>(g, h, in, out, count); });
 }
 
 template <ReduceOp Op, class Coop, class T>

@@ -57,13 +57,19 @@ struct Session {
 
   // Announce the next epoch to every peer and wait until every peer has announced it too.
   // False (on every thread of the group) when a device wait gave up; the host throws instead.
-  APERTURE_HD bool barrier() {
+  APERTURE_HD bool barrier() { return barrier_announcing(false, 0); }
+
+  // barrier(), which also hands every peer `word` (when `announce`): it is stored beside the
+  // epoch (CollectiveHandle::announcement) before the epoch's release, so a peer past the
+  // barrier reads it with announced(). The cost: one more store per peer.
+  APERTURE_HD bool barrier_announcing(bool announce, std::uint64_t word) {
     const std::uint64_t e = ++epoch;
     const int me = h.rank;
     const int world = h.world_size;
     g.sync();
     for (int peer = static_cast<int>(g.thread_rank()); peer < world; peer += static_cast<int>(g.size())) {
       if (peer == me) continue;
+      if (announce) *aperture::translate(h.announcement(part, me, e), me, peer, h.peer_bases) = word;
       g.fence();
       aperture::signal(h.flag(part, me), e, me, peer, h.peer_bases);
     }
@@ -74,13 +80,17 @@ struct Session {
     return ok;
   }
 
+  // What `sender` announced with the barrier just passed (barrier_announcing). Valid until this
+  // rank signals again: a peer's next announcement, of the next epoch, goes to the other word.
+  APERTURE_HD std::uint64_t announced(int sender) const { return *h.announcement(part, sender, epoch); }
+
   // Stores the epoch back (all threads have read it at construction) and reports the outcome.
   // The last sync lets a kernel run another collective right after: its Session reads the epoch.
   APERTURE_HD bool finish() {
     g.sync();
     if (g.thread_rank() == 0) {
       h.epochs[part] = epoch;
-      if (!ok && h.status != nullptr) *h.status = 1;
+      if (!ok && h.status != nullptr) *h.status = kStatusWaitGaveUp;
     }
     g.sync();
     return ok;

@@ -14,9 +14,20 @@
 //
 // Where the caller's input is itself symmetric (allocated by a provider, with its own peer
 // table), the staging copy can be skipped: peers read the input where it lies. Then
-//     direct_pieces<T>(g, h, count, body)   a barrier (every rank's input is complete), body(at, n)
-//         per piece with no barrier in between, and a barrier (no rank returns, and lets its input
-//         be overwritten, while a peer still reads it): two barriers per call, whatever its size.
+//     direct_pieces<T>(g, h, count, layout, body, staged)   a barrier (every rank's input is
+//         complete), body(at, n) per piece with no barrier in between, and a barrier (no rank
+//         returns, and lets its input be overwritten, while a peer still reads it): two barriers
+//         per call, whatever its size.
+//
+// How a rank lays out `in` and `out` decides what the zero-copy algorithm may do: a rank whose
+// `out` overlaps its `in` where the algorithm would write while peers still read needs the
+// staged algorithm (kNeedsStaged), and all_gather in place reads peers' `out` instead of their
+// `in` (kInPlace). The ranks must agree, or they would run different algorithms, meet at
+// different barriers or read the wrong buffer: each announces its layout with the call's first
+// barrier (agree_on_layout), and every rank reads every rank's. All alike: the zero-copy
+// algorithm, or, all kNeedsStaged, `staged()` (the staged algorithm, after that one barrier).
+// Otherwise no rank runs either: each records the ranks whose layout was not kDisjoint in
+// h.status (kStatusLayoutsDiffer) and returns false; the host raises aperture::Error from it.
 #pragma once
 
 #include <cstdint>
@@ -36,17 +47,71 @@ APERTURE_HD bool staged_pieces(const Coop& g, const CollectiveHandle& h, std::ui
   return s.finish();
 }
 
-template <class T, class Coop, class Body>
-APERTURE_HD bool direct_pieces(const Coop& g, const CollectiveHandle& h, std::uint64_t count, Body&& body) {
+// True when [a, a + a_count) and [b, b + b_count) share an element.
+template <class T>
+APERTURE_HD bool overlaps(const T* a, std::uint64_t a_count, const T* b, std::uint64_t b_count) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + b_count * sizeof(T) && y < x + a_count * sizeof(T);
+}
+
+// What a rank announces (see above).
+inline constexpr std::uint64_t kDisjoint = 0;
+inline constexpr std::uint64_t kNeedsStaged = 1;
+inline constexpr std::uint64_t kInPlace = 2;
+
+enum class Layout { zero_copy, staged, differ, failed };
+
+// The first barrier of a zero-copy call, announcing this rank's `layout`; what the ranks agreed.
+// `failed`: a device wait gave up (the Session records it).
+template <class Coop>
+APERTURE_HD Layout agree_on_layout(Session<Coop>& s, std::uint64_t layout) {
+  const Coop& g = s.g;
+  const CollectiveHandle& h = s.h;
+  if (!s.barrier_announcing(true, layout)) return Layout::failed;
+  bool alike = true;
+  for (int peer = static_cast<int>(g.thread_rank()); peer < h.world_size; peer += static_cast<int>(g.size()))
+    if (peer != h.rank && s.announced(peer) != layout) alike = false;
+  if (g.all(alike)) return layout == kNeedsStaged ? Layout::staged : Layout::zero_copy;
+  // Each word whole, with one store: every part (CUDA block) of this rank writes the same values.
+  if (g.thread_rank() == 0 && h.status != nullptr) {
+    for (std::uint64_t w = 1; w < kStatusWords; ++w) {
+      std::uint64_t overlapping = 0;
+      for (std::uint64_t bit = 0; bit < 64; ++bit) {
+        const std::uint64_t r = (w - 1) * 64 + bit;
+        if (r >= static_cast<std::uint64_t>(h.world_size)) break;
+        const int rank = static_cast<int>(r);
+        if ((rank == h.rank ? layout : s.announced(rank)) != kDisjoint) overlapping |= std::uint64_t{1} << bit;
+      }
+      h.status[w] = overlapping;
+    }
+    if (h.status[0] == 0) h.status[0] = kStatusLayoutsDiffer;
+  }
+  return Layout::differ;
+}
+
+// The end of a zero-copy call whose first barrier said `layout`: finishes the Session, then runs
+// `staged()` where every rank asked for it. False unless the call's result is there.
+template <class Coop, class Staged>
+APERTURE_HD bool finish_zero_copy(Session<Coop>& s, Layout layout, Staged&& staged) {
+  const bool ok = s.finish();
+  if (layout == Layout::staged) return ok && staged();
+  return ok && layout == Layout::zero_copy;
+}
+
+template <class T, class Coop, class Body, class Staged>
+APERTURE_HD bool direct_pieces(const Coop& g, const CollectiveHandle& h, std::uint64_t count, std::uint64_t layout_word,
+                               Body&& body, Staged&& staged) {
   Session<Coop> s(g, h);
-  if (s.barrier()) {
+  const Layout layout = agree_on_layout(s, layout_word);
+  if (layout == Layout::zero_copy) {
     for_each_piece<T>(g, count, piece_capacity<T>(h, 1), h.interleave, [&](std::uint64_t at, std::uint64_t n, bool) {
       body(at, n);
       return true;
     });
     s.barrier();
   }
-  return s.finish();
+  return finish_zero_copy(s, layout, staged);
 }
 
 template <class Coop, class T>

@@ -12,6 +12,7 @@
 //   [gpu]    #collectives-time-us-busbw-gbs-ratio--aperture-time--nccl-time
 //   [p2p]    #point-to-point
 //   [targets] #targets
+//   [zero-copy] #zero-copy-two-shot-all-reduce-and-all-to-all-on-the-cpu-2026-12-01
 #pragma once
 
 #include <cstddef>
@@ -109,7 +110,10 @@ constexpr std::size_t floor_power_of_two(std::size_t v) {
   return p;
 }
 
-// all_reduce(automatic): one-shot up to this many bytes per rank, two-shot above.
+// all_reduce(automatic): one-shot up to this many bytes per rank, two-shot above. The form with
+// in_map follows the same choice, zero-copy both: its two-shot crosses one barrier per piece and
+// copies nothing, where the staged two-shot copies and crosses two, and it was 0.61x-0.78x the
+// staged two-shot's time where the table picks two-shot on the host at 4 ranks [zero-copy].
 constexpr std::size_t one_shot_max_bytes(bool device, int world) {
   if (world <= 2) return SIZE_MAX;
   if (!device) return kHostOneShotTotal / static_cast<std::size_t>(world);  // [cpu]
@@ -124,6 +128,22 @@ constexpr std::size_t ll_max_bytes(bool device, int world) {
   if (world <= 1) return kDeviceLLMax;
   const std::size_t crossover = floor_power_of_two(kDeviceBarrierBytes / static_cast<std::size_t>(world - 1));
   return crossover < kDeviceLLMax ? crossover : kDeviceLLMax;
+}
+
+// all_to_all on a symmetric input (the form with in_map) reads it where it lies from this many
+// bytes of each rank's input (world x count elements), and takes the staged path below. The
+// staged path copies the whole input into staging and crosses one barrier per piece; the
+// zero-copy one copies nothing and crosses two barriers per call: one barrier against one copy.
+//   - Host: measured, they cross at 32 KiB at 2 and at 4 ranks (zero-copy 1.7-2.2x slower at
+//     1-4 KiB, 0.94-0.96x at 32 KiB, 0.22-0.73x from 64 KiB) [zero-copy].
+//   - GPU: reasoned (no 2-GPU machine lent since it was built): one barrier costs about what
+//     kDeviceBarrierBytes on NVLink do; the staged copy runs at HBM rates, about 4x NVLink's, so
+//     the zero-copy path should win from about 4x that. The bench row all_to_all.symmetric
+//     measures it.
+// A world of 1 has no peer to read: its all_to_all is one copy, either way.
+constexpr std::size_t all_to_all_direct_min_bytes(bool device, int world) {
+  if (world <= 1) return SIZE_MAX;
+  return device ? 4 * kDeviceBarrierBytes : std::size_t{32} * 1024;
 }
 
 }  // namespace aperture::collectives::tuning
