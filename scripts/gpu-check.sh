@@ -10,6 +10,8 @@
 #   EXAMPLES=0 ./scripts/gpu-check.sh      skip step 5a (the GPU examples' build and runs)
 #   COLLECTIVES=0 ./scripts/gpu-check.sh   skip step 5b (the collectives' own build, test and bench)
 #   GEMM=0 ./scripts/gpu-check.sh          skip step 5c (the overlapped GEMMs' test and bench)
+#   CORE=0 ./scripts/gpu-check.sh          skip steps 2-5a and 6 (the tests/gpu build and what runs from
+#                                          it): a call spent on 5b-5d and 6c only
 #   PYTHON_CHECK=0 ./scripts/gpu-check.sh  skip step 5d (the Python package); PYTHON_TESTS=FILES picks
 #                                          its tests (default: python/tests, every Python test)
 #
@@ -208,13 +210,18 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 gtest=()
 [[ -f $root/.deps/googletest/googletest/CMakeLists.txt ]] && gtest=(-DAPERTURE_GTEST_SOURCE_DIR="$root/.deps/googletest")
+heaps=(cuda-ipc cuda-vmm)
+if [[ ${CORE:-1} != 1 ]]; then
+  # Steps 2-5a, and 6 which runs their programs, are left out: a run spent on the later steps only.
+  record core N/A 0 "CORE=0 (steps 2-5a and 6: the tests/gpu build, conformance, kernel tests, examples)"
+  sanitize=0
+else
 step configure 120 cmake -S "$root/tests/gpu" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DAPERTURE_MPI=OFF -DAPERTURE_OPENSHMEM=OFF "${gtest[@]}"
 [[ -f "$build_dir/CMakeCache.txt" ]] || finish
 # The conformance suite, one GPU provider per process: NVSHMEM and NCCL memory is tested with no
 # aperture heap beside it. The providers of aperture's own heaps also run under compute-sanitizer;
 # NVSHMEM and NCCL do not: the libraries' own probing (cuMemCreate, kernel images) reads as API errors.
-heaps=(cuda-ipc cuda-vmm)
 providers=("${heaps[@]}" nvshmem nccl)
 tests=(gpu_rma_test gpu_atomic_test gpu_signal_test)
 foreign=()
@@ -323,6 +330,7 @@ elif cmake --build "$build_dir" --target help 2>/dev/null | grep -q "example_06_
 else
   record examples SKIP 0 "the stand-alone build has no example targets"
 fi
+fi  # CORE
 
 # --- 5b. the collectives on GPU memory, and `aperture bench` (bench/gpu-collectives.sh: its own
 # build of tests/collectives; the test at 1, 2 and 3 ranks, ranks sharing GPUs where there are
