@@ -485,14 +485,17 @@ if [[ ${PROXY:-1} == 1 ]]; then
   step proxy.build 300 cmake --build "$proxy_build" --parallel "$(nproc)" --target gpu_proxy_queue_test gpu_proxy_test \
     aperture-cli
   step gpu_proxy_queue_test 120 "$proxy_build/gpu_proxy_queue_test"  # the queue alone, GPU threads as producers
-  # The two "nodes" are this one machine: Open MPI's osc/rdma over shared memory makes the window
-  # where osc/ucx cannot (on the GPU machine, 2026-12-01, MPI_Win_create failed with aperture's
-  # default sm,ucx exactly as it does here with osc=sm alone; sm,rdma passes the engine tests here).
+  # The two "nodes" are this one machine, so the window is made by Open MPI's osc/rdma over the
+  # vader BTL with its CMA single copy. On the GPU machine (Open MPI 4.1.6, 2026-12-01) that is the
+  # one combination of five tried that opens it: osc ucx, pt2pt, rdma over tcp and rdma over vader
+  # without single copy all failed MPI_Win_create with MPI_ERR_WIN. PROXY_OSC, PROXY_BTL and
+  # PROXY_SINGLE_COPY override the three.
   for nodes in 1 2; do
     launch=(launch -n 2 --timeout 150)
     (( nodes == 2 )) && launch=(launch --mpi --nodes 2 -n 2 --timeout 150)
     step "gpu_proxy_test.nodes$nodes.np2-one-gpu" 180 env CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=64M \
-      OMPI_MCA_osc="${PROXY_OSC:-sm,rdma}" \
+      OMPI_MCA_osc="${PROXY_OSC:-rdma}" OMPI_MCA_btl="${PROXY_BTL:-self,vader}" \
+      OMPI_MCA_btl_vader_single_copy_mechanism="${PROXY_SINGLE_COPY:-cma}" \
       "$proxy_build/aperture/tools/aperture" "${launch[@]}" -- "$proxy_build/gpu_proxy_test"
     grep -h 'LATENCY' "$work/gpu_proxy_test.nodes$nodes.np2-one-gpu.log" 2>/dev/null
   done
