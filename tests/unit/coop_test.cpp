@@ -135,21 +135,40 @@ TEST(Backoff, SpinsFirstThenGivesUpAfterTheTimeout) {
 }
 
 TEST(Backoff, SleepsOnceTheYieldPhaseIsOverAndAsksTheWatch) {
-  // 30 ms: the 2 ms of yields, then a sleep every 64 polls; the watch runs before the first
-  // sleep and then every 10 ms.
+  // 200 ms: the 2 ms of yields, then a sleep every 64 polls; the watch runs before the first
+  // sleep, then every 10 ms, and once more at the timeout. The wait is long against the 2 ms and
+  // the 10 ms so that a thread descheduled for a while (a loaded CI machine) still sees the sleep
+  // phase: at 30 ms a 40 ms preemption once skipped it whole.
   using namespace std::chrono;
-  aperture::detail::Backoff backoff(duration_cast<nanoseconds>(milliseconds(30)).count(), 0);
+  aperture::detail::Backoff backoff(duration_cast<nanoseconds>(milliseconds(200)).count(), 0);
   int watched = 0;
   long pauses = 0;
   const auto start = steady_clock::now();
   while (backoff.pause([&] { ++watched; })) ++pauses;
   const auto took = steady_clock::now() - start;
-  EXPECT_GE(took, milliseconds(30));
-  EXPECT_LT(took, milliseconds(1000));
-  EXPECT_GE(watched, 2);  // at about 2 ms, 12 ms, 22 ms
-  EXPECT_LE(watched, 4);
+  EXPECT_GE(took, milliseconds(200));
+  EXPECT_LT(took, milliseconds(5000));
+  EXPECT_GE(watched, 2);  // at about 2, 12, ..., 192 ms and at 200 ms: 21 when nothing intervenes
+  // Never more often than every 10 ms, plus the first and the last.
+  EXPECT_LE(watched, duration_cast<milliseconds>(took).count() / 10 + 2);
   // Sleeping (20 us doubling to 1 ms) leaves far fewer polls than yielding all along would.
   EXPECT_LT(pauses, 1'000'000);
+}
+
+TEST(Backoff, AsksTheWatchOnceMoreWhenTheTimeoutHasPassed) {
+  // A zero timeout has passed at the first clock read, before any sleep: the watch still runs,
+  // so a wait that timed out names a dead peer if there is one.
+  aperture::detail::Backoff quiet(0, 0);
+  int watched = 0;
+  EXPECT_FALSE(quiet.pause([&] { ++watched; }));
+  EXPECT_EQ(watched, 1);
+  aperture::detail::Backoff dead_peer(0, 0);
+  try {
+    dead_peer.pause([]() { throw aperture::Error(aperture::ErrorCode::peer_lost, "rank 3 died"); });
+    ADD_FAILURE() << "the watch's error should end the wait";
+  } catch (const aperture::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 3 died"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Backoff, AWatchThatThrowsEndsTheWait) {

@@ -9,6 +9,9 @@
 //      kMaxSleep: a long wait gives most of its core away, yet a signal is still usually seen
 //      within a yield. Before each sleep, every kWatchEvery, it calls the caller's `watch` (the
 //      job watch of host_wait.h: a peer that died ends the wait at once, with an error naming it).
+//   4. when the timeout has passed it calls `watch` once more before it gives up, so a wait whose
+//      thread was descheduled past its whole sleep phase still names a dead peer rather than
+//      reporting a bare timeout.
 // The clock is read only after the spins, and then every 64 polls, so a wait that succeeds while
 // spinning costs no clock read; the timeout counts from the end of the spins.
 //
@@ -40,7 +43,7 @@ class Backoff {
   explicit Backoff(std::uint64_t timeout_ns, unsigned spins = kSpins) : timeout_(timeout_ns), spins_(spins) {}
 
   // Waits a little before the next poll. False when the timeout has passed (the caller then
-  // reports it); `watch()` runs before a sleep, every kWatchEvery, and may throw.
+  // reports it); `watch()` runs before a sleep, every kWatchEvery, and at the timeout, and may throw.
   template <class Watch>
   bool pause(Watch&& watch) {
     if (polls_ < spins_) {
@@ -52,7 +55,10 @@ class Backoff {
     if (after_spins % 64 == 0) {
       const auto now = after_spins == 0 ? start_ : Clock::now();
       const auto waited = now - start_;
-      if (waited >= timeout_) return false;
+      if (waited >= timeout_) {
+        watch();
+        return false;
+      }
       if (waited >= kYieldFor) {
         if (now >= next_watch_) {
           watch();
