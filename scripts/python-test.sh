@@ -7,8 +7,8 @@
 #                                           and no registry is reached: the GPU machine)
 #   PYTHON=python3.12 ...                   another interpreter (default python3)
 #   APERTURE_PYTHON_CMAKE_ARGS=-DAPERTURE_CUDA=OFF ...   CMake options for the package's build
-#                                           (without them it configures the core as scripts/build.sh
-#                                           does, so ccache serves the objects a main build made)
+#                                           (.ci/run: no CUDA, which the CPU tests do not use and
+#                                           the GPU machine builds; it halves the build there)
 #
 # 1. PyPI: torch 2.11.0 and triton 3.6.0 (the Triton tests run under TRITON_INTERPRET=1 on CPUs),
 #    numpy, pytest, nanobind and scikit-build-core, into $PYTHON's environment, each only when

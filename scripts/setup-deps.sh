@@ -47,11 +47,8 @@ declare -A probe=(
   # the simulated nodes of tests/multinode (scripts/simnodes.sh): ip, and nsenter/unshare
   [iproute2]="cmd:ip"
   [util-linux]="cmd:nsenter"
-  # a compiler cache: the Python package's build (scripts/python-test.sh) compiles the objects of
-  # the main build again, and takes them from the cache instead (scripts/build.sh uses it too)
-  [ccache]="cmd:ccache"
 )
-order=(cmake g++ make python3 googletest libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin iproute2 util-linux ccache)
+order=(cmake g++ make python3 googletest libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin iproute2 util-linux)
 
 is_present() {
   local pkg="$1" spec="${probe[$1]}"
