@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "../common/plain_check.h"
+
 namespace {
 
 constexpr int kBlocks = 4;
@@ -43,26 +45,6 @@ __host__ __device__ std::int64_t value(int thread, int round, std::size_t i) {
   return (thread + 1) * 1000003LL + round * 7919LL + static_cast<std::int64_t>(i) * 17 + 3;
 }
 __host__ __device__ int peer_of(int block, int round) { return 1 + (block + round) % 2; }
-
-unsigned long long checks = 0;
-int failures = 0;
-#define EXPECT(cond, ...)                                        \
-  do {                                                           \
-    ++checks;                                                    \
-    if (!(cond) && failures++ < 10) {                            \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
-      std::fprintf(stderr, __VA_ARGS__);                         \
-      std::fprintf(stderr, "\n");                                \
-    }                                                            \
-  } while (0)
-#define CUDA_OK(call)                                                                                       \
-  do {                                                                                                      \
-    const cudaError_t status_ = (call);                                                                     \
-    if (status_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(status_)); \
-      std::exit(1);                                                                                         \
-    }                                                                                                       \
-  } while (0)
 
 // The peers' memory, on the host; called by the proxy thread only.
 struct Engine {
@@ -207,8 +189,8 @@ int main() {
   CUDA_OK(cudaFree(out));
   CUDA_OK(cudaFree(table));
   CUDA_OK(cudaFree(mine));
-  if (failures != 0) return 1;
+  if (test::failures != 0) return 1;
   std::printf("PASS gpu_proxy_queue_test (%d GPU threads on 16 slots, %d rounds, %llu requests): %llu checks\n", kAll,
-              kRounds, (unsigned long long)requests, checks);
+              kRounds, (unsigned long long)requests, test::checks);
   return 0;
 }

@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "../common/plain_check.h"
+
 namespace {
 
 constexpr int kThreads = 128;
@@ -38,27 +40,6 @@ constexpr std::size_t kPer = 160;  // int64 per thread: 1280 bytes, two proxy pa
 constexpr std::size_t kN = kThreads * kPer;
 constexpr std::uint64_t kTimeoutNs = 30'000'000'000ull;
 constexpr int kLatencyOps = 2000;
-
-int failures = 0;
-unsigned long long checks = 0;
-#define EXPECT(cond, ...)                                          \
-  do {                                                             \
-    ++checks;                                                      \
-    if (!(cond) && failures++ < 10) {                              \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-      std::fprintf(stderr, __VA_ARGS__);                           \
-      std::fprintf(stderr, "\n");                                  \
-    }                                                              \
-  } while (0)
-
-#define CUDA_OK(call)                                                                                  \
-  do {                                                                                                 \
-    const cudaError_t status_ = (call);                                                                \
-    if (status_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(status_)); \
-      std::exit(1);                                                                                    \
-    }                                                                                                  \
-  } while (0)
 
 __host__ __device__ std::int64_t value(int rank, std::size_t i, int salt) {
   return (static_cast<std::int64_t>(rank) + 1) * 1000003 + static_cast<std::int64_t>(i) * 17 + salt * 7919;
@@ -280,9 +261,9 @@ int main() {
   }
   team.barrier();
   provider->free(allocation);
-  result = failures == 0 ? 0 : 1;
+  result = test::failures == 0 ? 0 : 1;
   if (result == 0 && me == 0)
     std::printf("PASS gpu_proxy_test (%s, put/get/store/load/atomic_add/atomic_cas/signal): %llu checks\n",
-                proxied ? "peer on another node, through the GPU proxy and MPI RMA" : "peer direct", checks);
+                proxied ? "peer on another node, through the GPU proxy and MPI RMA" : "peer direct", test::checks);
   return result;
 }

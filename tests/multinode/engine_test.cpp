@@ -15,20 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "../common/plain_check.h"
+
 namespace {
-
-int failures = 0;
-
-#define EXPECT(cond, ...)                                   \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      if (failures++ < 10) {                                \
-        std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-        std::fprintf(stderr, __VA_ARGS__);                  \
-        std::fprintf(stderr, "\n");                         \
-      }                                                     \
-    }                                                       \
-  } while (0)
 
 std::int64_t value(int rank, std::size_t i, int salt) {
   return (static_cast<std::int64_t>(rank) + 1) * 1000003 + static_cast<std::int64_t>(i) * 17 + salt * 7919;
@@ -241,7 +230,7 @@ int main(int argc, char** argv) {
     }
     for (std::size_t k = 0; k < providers.size(); ++k) providers[k]->free(allocations[k]);
     providers.clear();
-    if (failures == 0 && team.rank() == 0)
+    if (test::failures == 0 && team.rank() == 0)
       std::printf("PASS: %d ranks on %d nodes, providers %zu, %d ordering rounds\n", team.size(), team.node_count(),
                   names.size(), rounds);
     team.barrier();
@@ -249,5 +238,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: %s\n", e.what());
     return 1;
   }
-  return failures == 0 ? 0 : 1;
+  return test::failures == 0 ? 0 : 1;
 }

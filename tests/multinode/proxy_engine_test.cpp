@@ -19,17 +19,9 @@
 #include <utility>
 #include <vector>
 
-namespace {
+#include "../common/plain_check.h"
 
-int failures = 0;
-#define EXPECT(cond, ...)                                        \
-  do {                                                           \
-    if (!(cond) && failures++ < 10) {                            \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
-      std::fprintf(stderr, __VA_ARGS__);                         \
-      std::fprintf(stderr, "\n");                                \
-    }                                                            \
-  } while (0)
+namespace {
 
 using aperture::EngineOp;
 using aperture::ProxyStatus;
@@ -186,8 +178,8 @@ int main(int argc, char** argv) {
   }
   team.barrier();
   provider->free(allocation);
-  if (failures == 0 && me == 0)
+  if (test::failures == 0 && me == 0)
     std::printf("PASS proxy_engine_test: %d ranks on %d nodes, %d rounds, every element checked\n", n,
                 team.node_count(), rounds);
-  return failures == 0 ? 0 : 1;
+  return test::failures == 0 ? 0 : 1;
 }
