@@ -6,6 +6,7 @@ provider's) is read where it lies (zero-copy); any other is staged through the C
 scratch, by the C++ library. Every call is collective: same calls, same order, same shapes."""
 
 from . import _arrays, _core, _registry
+from ._collective_object import CollectiveObject
 from ._error import ErrorCode, fail
 
 # NCCL's element types, by torch's (and numpy's) names; float8_e4m3fn is NCCL's e4m3.
@@ -13,27 +14,12 @@ _DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bf
            "float8_e4m3fn", "float8_e5m2")
 
 
-class Communicator:
+class Communicator(CollectiveObject):
     """Collective: ``Communicator(team, provider)`` allocates its scratch from `provider`.
     ``close()`` (or leaving a ``with`` block) frees it, collectively; so does garbage collection,
     at a time that may differ between ranks: close it where every rank does."""
 
-    def __init__(self, team, provider):
-        self._provider = provider
-        self._core = _core.Communicator(provider._core, team)
-
-    rank = property(lambda self: self._core.rank)
-    size = property(lambda self: self._core.size)
-    provider = property(lambda self: self._provider)
-
-    def close(self):
-        self._core.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    _core_class = _core.Communicator
 
     # --- checks -----------------------------------------------------------------------------
     def _check(self, call, x, role):

@@ -13,31 +13,17 @@ dimensions). Calls are collective and may be captured in a CUDA graph once reser
 the buffers for the largest shapes."""
 
 from . import _arrays, _core, _registry
+from ._collective_object import CollectiveObject
 from ._error import ErrorCode, fail
 
 
-class OverlappedGemm:
+class OverlappedGemm(CollectiveObject):
     """Collective: ``OverlappedGemm(team, provider)`` allocates its flags from `provider` (a GPU
     provider: cuda-ipc, cuda-vmm, nvshmem, nccl, or aperture.torch_symmetric_provider) and its
     cuBLASLt workspace. ``close()`` (or leaving a ``with`` block) frees them, collectively; so
     does garbage collection, at a time that may differ between ranks: close it where every rank does."""
 
-    def __init__(self, team, provider):
-        self._provider = provider
-        self._core = _core.OverlappedGemm(provider._core, team)
-
-    rank = property(lambda self: self._core.rank)
-    size = property(lambda self: self._core.size)
-    provider = property(lambda self: self._provider)
-
-    def close(self):
-        self._core.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    _core_class = _core.OverlappedGemm
 
     def reserve(self, m, n, k):
         """Collective: sizes the symmetric buffers for ag_gemm and gemm_rs of these shapes (m the
