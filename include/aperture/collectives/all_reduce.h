@@ -36,6 +36,20 @@
 
 namespace aperture::collectives {
 
+namespace detail {
+// The second half of a two-shot all-reduce: every rank has folded its chunk of the piece (n
+// elements) into `folded`, its staging; each rank gets all of them into `out`, its own first.
+template <class Coop, class T>
+APERTURE_HD void gather_folded_chunks(const Coop& g, const CollectiveHandle& h, const T* folded, T* out,
+                                      std::uint64_t n) {
+  for (int j = 0; j < h.world_size; ++j) {
+    const int from = (h.rank + j) % h.world_size;
+    const Range c = split<T>(n, h.world_size, from);
+    aperture::get(g, out + c.begin, folded + c.begin, c.size(), h.rank, from, h.peer_bases);
+  }
+}
+}  // namespace detail
+
 template <ReduceOp Op, class Coop, class T>
 APERTURE_HD bool all_reduce_one_shot(const Coop& g, const CollectiveHandle& h, const T* in, T* out,
                                      std::uint64_t count) {
@@ -62,12 +76,7 @@ APERTURE_HD bool all_reduce_two_shot(const Coop& g, const CollectiveHandle& h, c
                            h.world_size, h.peer_bases);
     if (!s.barrier()) return false;
     // All-gather: every rank's folded chunk, mine first.
-    const T* folded = reinterpret_cast<const T*>(s.current_half());
-    for (int j = 0; j < h.world_size; ++j) {
-      const int from = (h.rank + j) % h.world_size;
-      const detail::Range c = detail::split<T>(n, h.world_size, from);
-      aperture::get(g, out + at + c.begin, folded + c.begin, c.size(), h.rank, from, h.peer_bases);
-    }
+    detail::gather_folded_chunks(g, h, reinterpret_cast<const T*>(s.current_half()), out + at, n);
     return true;
   });
 }
@@ -102,12 +111,7 @@ APERTURE_HD bool all_reduce_two_shot_direct(const Coop& g, const CollectiveHandl
                                chunk.size(), h.rank, h.world_size, in_bases);
       if (!s.barrier()) return false;
       // All-gather: every rank's folded chunk, mine first.
-      const T* folded = reinterpret_cast<const T*>(s.current_half());
-      for (int j = 0; j < h.world_size; ++j) {
-        const int from = (h.rank + j) % h.world_size;
-        const detail::Range c = detail::split<T>(n, h.world_size, from);
-        aperture::get(g, out + at + c.begin, folded + c.begin, c.size(), h.rank, from, h.peer_bases);
-      }
+      detail::gather_folded_chunks(g, h, reinterpret_cast<const T*>(s.current_half()), out + at, n);
       return true;
     });
   }
