@@ -9,6 +9,8 @@
 #   bench/gpu-collectives.sh                 build in /tmp/build-gpu-coll, results in $OUT or the build dir
 #   BUILD_DIR=... RESULTS=... PROVIDER=cuda-vmm SIZES=4K,...,1G SWEEP=1 bench/gpu-collectives.sh
 #   OPS=all_reduce,all_reduce.one_shot,... bench/gpu-collectives.sh   only these ops (default: all)
+#   TEST_TIMEOUT=400 bench/gpu-collectives.sh   seconds each test run may take (default 150; 3 ranks
+#                                            sharing one GPU need more)
 #   BENCH_RANKS=1 bench/gpu-collectives.sh   the bench at 1 rank (ranks sharing a GPU: the bench skips
 #                                            NCCL, which refuses that, saying so, and runs aperture's rows)
 #
@@ -44,7 +46,8 @@ echo "built after ${SECONDS}s"
 aperture="$build/aperture/tools/aperture"
 
 for n in ${TEST_RANKS:-1 2 3}; do
-  timeout --kill-after=10 150 "$aperture" launch -n "$n" --timeout 140 -- "$build/gpu_collectives_test" \
+  test_timeout=${TEST_TIMEOUT:-150}
+  timeout --kill-after=10 "$test_timeout" "$aperture" launch -n "$n" --timeout $((test_timeout - 10)) -- "$build/gpu_collectives_test" \
     >"$logs/gpu-collectives-test.np$n.log" 2>&1
   rc=$?
   echo "gpu_collectives_test np$n: exit $rc: $(grep -m1 -E '^(\[rank 0\] )?(PASS|FAIL|SKIP)' "$logs/gpu-collectives-test.np$n.log")"
