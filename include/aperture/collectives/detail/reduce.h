@@ -139,9 +139,21 @@ struct Fold {
       return v;
     }
   }
+  // x * scale rounded on its own, as NCCL's pre-multiply is. A plain product would let nvcc fuse
+  // it with next()'s add into one FMA (one rounding fewer): an ulp off wherever 1 / world is
+  // inexact (3 ranks), while 1 and 2 ranks agree either way.
+  APERTURE_HD static Acc scaled(Acc v, Acc s) {
+    if constexpr (std::is_same_v<Acc, float>) {
+      APERTURE_IF_DEVICE_ELSE((return __fmul_rn(v, s);), (return v * s;))
+    } else if constexpr (std::is_same_v<Acc, double>) {
+      APERTURE_IF_DEVICE_ELSE((return __dmul_rn(v, s);), (return v * s;))
+    } else {
+      return v * s;
+    }
+  }
   APERTURE_HD Acc first(T x) const {
     if constexpr (kScales) {
-      return round(A::in(x) * scale);
+      return round(scaled(A::in(x), scale));
     } else {
       return A::in(x);
     }
