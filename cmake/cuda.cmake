@@ -1,12 +1,14 @@
 # cmake/cuda.cmake — how every aperture build turns CUDA on: the top-level CMakeLists.txt, and the
 # stand-alone GPU builds of tests/gpu and tests/collectives (for a GPU machine without GoogleTest).
 
-# nvcc from /usr/local/cuda unless the caller chose one; sm_90 (Hopper) unless the caller chose.
+# nvcc from /usr/local/cuda unless the caller chose one; sm_90 (Hopper) unless the caller chose,
+# with -DCMAKE_CUDA_ARCHITECTURES or CMake's own CUDAARCHS variable in the environment (CI sets
+# CUDAARCHS=90-virtual: PTX only, which checks every kernel compiles without ptxas's time).
 macro(aperture_default_cuda_compiler)
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc AND NOT DEFINED ENV{CUDACXX})
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
 endmacro()
