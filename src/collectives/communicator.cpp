@@ -200,12 +200,34 @@ int ll_parts_for(std::size_t bytes, int max_parts, std::size_t per_part) {
 
 bool is_ll(Kind k) { return k == Kind::all_gather_ll || k == Kind::reduce_scatter_ll || k == Kind::all_reduce_ll; }
 
+// One rank: every collective is out = in (a fold over one rank is its input, bit for bit: avg's
+// scale is exactly 1), so it is one copy, or nothing in place, with no kernel and no barrier.
+// Ranges that overlap without being equal keep the kernel, which the copy engine does not allow.
+bool copies_alone(const Call& c) {
+  const auto* in = static_cast<const std::byte*>(c.in);
+  const auto* out = static_cast<const std::byte*>(c.out);
+  const std::size_t bytes = c.count * size_of(c.type);
+  return in == out || in + bytes <= out || out + bytes <= in;
+}
+
+void run_alone(MemoryKind kind, const Call& c, Stream stream) {
+  const std::size_t bytes = c.count * size_of(c.type);
+  if (c.in == c.out || bytes == 0) return;
+  if (kind == MemoryKind::host) {
+    std::memcpy(c.out, c.in, bytes);
+  } else {
+    collectives::detail::device_copy(c.out, c.in, bytes, stream);
+  }
+}
+
 }  // namespace
 
 // payload_bytes: what the staged path moves; input_bytes: each rank's input (the LL path's share).
 #define APERTURE_COLLECTIVE_RUN(call_struct, payload_bytes, input_bytes)                                            \
   do {                                                                                                              \
-    if (kind_ == MemoryKind::host) {                                                                                \
+    if (size() == 1 && copies_alone(call_struct)) {                                                                 \
+      run_alone(kind_, call_struct, stream);                                                                        \
+    } else if (kind_ == MemoryKind::host) {                                                                         \
       collectives::detail::run_on_host(call_handle_, call_struct, host_spins_);                                          \
     } else {                                                                                                        \
       collectives::detail::device_launch(call_handle_, call_struct,                                                      \

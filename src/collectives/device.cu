@@ -117,6 +117,11 @@ void device_launch(const CollectiveHandle& h, const Call& c, int parts, int thre
                                      std::to_string(parts) + " blocks of " + std::to_string(threads) + " threads)");
 }
 
+void device_copy(void* out, const void* in, std::uint64_t bytes, void* stream) {
+  check_cuda(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
+             "cudaMemcpyAsync (a one-rank collective's copy)");
+}
+
 void device_read_status(const CollectiveHandle& h, void* stream, std::uint64_t* words) {
   check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
   check_cuda(cudaMemcpy(words, h.status, kStatusWords * sizeof(std::uint64_t), cudaMemcpyDeviceToHost), "cudaMemcpy(status)");

@@ -18,6 +18,7 @@ bool device_support_compiled() { return false; }
 int device_select(const void*) { no_cuda("device_select"); }
 void device_zero(void*, std::uint64_t) { no_cuda("device_zero"); }
 void device_launch(const CollectiveHandle&, const Call&, int, int, void*) { no_cuda("device_launch"); }
+void device_copy(void*, const void*, std::uint64_t, void*) { no_cuda("device_copy"); }
 void device_read_status(const CollectiveHandle&, void*, std::uint64_t*) { no_cuda("device_read_status"); }
 void device_synchronize() {}
 void device_check_pointer(const char*, const char*, const void*, void*) { no_cuda("device_check_pointer"); }

@@ -50,6 +50,8 @@ int device_select(const void* ptr);
 void device_zero(void* base, std::uint64_t bytes);
 // Launches the call on `stream` with `parts` blocks of `threads` threads.
 void device_launch(const CollectiveHandle& h, const Call& call, int parts, int threads, void* stream);
+// Copies `bytes` from `in` to `out` on `stream` (the copy engine; a one-rank collective).
+void device_copy(void* out, const void* in, std::uint64_t bytes, void* stream);
 // Waits for `stream` and reads the kStatusWords status words (collectives/handle.h) into `words`.
 void device_read_status(const CollectiveHandle& h, void* stream, std::uint64_t* words);
 void device_synchronize();
