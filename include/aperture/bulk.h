@@ -14,15 +14,18 @@
 // map's host table. The other side of put and get is any memory the stream's device can reach.
 //
 // How the bytes move (BulkOptions::path): automatic takes the copy engine (cudaMemcpyAsync on the
-// translated pointer) from BulkOptions::copy_engine_min_bytes on, and below that an SM copy
-// kernel (16-byte accesses where both pointers allow, a grid sized to the bytes), which starts
-// sooner; the crossover is measured (aperture/detail/bulk_tuning.h). copy_engine and sm_copy
-// force one, for benchmarks and for callers who keep the SMs or the copy engines free.
+// translated pointer) from BulkOptions::copy_engine_min_bytes on, and below that, to a peer, an SM
+// copy kernel (16-byte accesses where both pointers allow, a grid sized to the bytes); a transfer
+// within the caller's own copy takes the copy engine at every size (aperture/detail/bulk_tuning.h
+// says what was measured and what is still reasoned). copy_engine and sm_copy force one, for
+// benchmarks and for callers who keep the SMs or the copy engines free.
 //
 // Refused, with an aperture::Error (invalid_argument) naming the values: a rank out of range; a
 // peer that is not directly addressable (table entry 0; with an engine channel attached too: bulk
 // transfers to peers on other nodes are not supported, use PeerView's put/get in a kernel);
-// a range outside the allocation; a freed or empty map. A count of 0 enqueues nothing.
+// a range outside the allocation; a null local side; a freed or empty map. A count of 0 enqueues
+// nothing. As for cudaMemcpyAsync, the two ranges must not overlap, and the stream belongs to the
+// current device.
 //
 // Memory of a host provider (shm, mpi-window, openshmem: the map's table is not in device
 // memory): a plain memcpy, done before the call returns; `stream` must then be null, since there
@@ -71,9 +74,12 @@ APERTURE_API void bulk_copy_bytes(void* dst, const void* src, std::size_t bytes,
                                   const BulkOptions& options = {});
 
 // The path `options` takes for `bytes` (what the calls above do; for tests and benchmarks).
-constexpr BulkPath bulk_path_for(std::size_t bytes, const BulkOptions& options = {}) {
+// `to_self`: the transfer stays in the caller's own copy (put/get with the caller's own rank,
+// copy with both ranks the caller): a local device-to-device copy, where the copy engine was
+// measured as fast as or faster than the SM copy at every size, so automatic takes it always.
+constexpr BulkPath bulk_path_for(std::size_t bytes, const BulkOptions& options = {}, bool to_self = false) {
   if (options.path != BulkPath::automatic) return options.path;
-  return bytes >= options.copy_engine_min_bytes ? BulkPath::copy_engine : BulkPath::sm_copy;
+  return to_self || bytes >= options.copy_engine_min_bytes ? BulkPath::copy_engine : BulkPath::sm_copy;
 }
 
 namespace detail {

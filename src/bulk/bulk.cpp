@@ -75,7 +75,7 @@ void check_options(const char* call, const BulkOptions& options) {
 
 // Both pointers translated: a memcpy for host memory (now, on this thread), else the GPU side.
 void transfer(const char* call, const SymmetricAddressMap& map, void* dst, const void* src, std::size_t bytes,
-              BulkStream stream, const BulkOptions& options) {
+              BulkStream stream, const BulkOptions& options, bool to_self) {
   if (bytes == 0) return;
   if (!table_on_device(map)) {
     if (stream != nullptr)
@@ -86,7 +86,7 @@ void transfer(const char* call, const SymmetricAddressMap& map, void* dst, const
     std::memcpy(dst, src, bytes);
     return;
   }
-  detail::bulk_device_transfer(dst, src, bytes, bulk_path_for(bytes, options), stream, call);
+  detail::bulk_device_transfer(dst, src, bytes, bulk_path_for(bytes, options, to_self), stream, call);
 }
 
 template <class T>
@@ -112,7 +112,7 @@ void bulk_put_bytes(void* dst, const void* src, std::size_t bytes, int to_rank, 
   check_options("bulk_put", options);
   check_peer_side("bulk_put", map, dst, bytes, to_rank, "dst");
   check_local_side("bulk_put", src, bytes, "src");
-  transfer("bulk_put", map, to_peer(dst, to_rank, map), src, bytes, stream, options);
+  transfer("bulk_put", map, to_peer(dst, to_rank, map), src, bytes, stream, options, to_rank == map.local_rank);
 }
 
 void bulk_get_bytes(void* dst, const void* src, std::size_t bytes, int from_rank, const SymmetricAddressMap& map,
@@ -120,7 +120,7 @@ void bulk_get_bytes(void* dst, const void* src, std::size_t bytes, int from_rank
   check_options("bulk_get", options);
   check_peer_side("bulk_get", map, src, bytes, from_rank, "src");
   check_local_side("bulk_get", dst, bytes, "dst");
-  transfer("bulk_get", map, dst, to_peer(src, from_rank, map), bytes, stream, options);
+  transfer("bulk_get", map, dst, to_peer(src, from_rank, map), bytes, stream, options, from_rank == map.local_rank);
 }
 
 void bulk_copy_bytes(void* dst, const void* src, std::size_t bytes, int src_rank, int dst_rank,
@@ -128,7 +128,8 @@ void bulk_copy_bytes(void* dst, const void* src, std::size_t bytes, int src_rank
   check_options("bulk_copy", options);
   check_peer_side("bulk_copy", map, src, bytes, src_rank, "src");
   check_peer_side("bulk_copy", map, dst, bytes, dst_rank, "dst");
-  transfer("bulk_copy", map, to_peer(dst, dst_rank, map), to_peer(src, src_rank, map), bytes, stream, options);
+  transfer("bulk_copy", map, to_peer(dst, dst_rank, map), to_peer(src, src_rank, map), bytes, stream, options,
+           src_rank == map.local_rank && dst_rank == map.local_rank);
 }
 
 }  // namespace aperture

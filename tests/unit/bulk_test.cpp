@@ -102,6 +102,10 @@ TEST(Bulk, PathChoiceFollowsTheCrossoverAndTheForcedPaths) {
   EXPECT_EQ(aperture::bulk_path_for(1, BulkOptions{BulkPath::copy_engine}), BulkPath::copy_engine);
   EXPECT_EQ(aperture::bulk_path_for(std::size_t{1} << 30, BulkOptions{BulkPath::sm_copy}), BulkPath::sm_copy);
   EXPECT_EQ(aperture::bulk_path_for(100, BulkOptions{BulkPath::automatic, 64}), BulkPath::copy_engine);
+  // Within the caller's own copy: the copy engine at every size, unless a path is forced.
+  EXPECT_EQ(aperture::bulk_path_for(1, BulkOptions{}, /*to_self=*/true), BulkPath::copy_engine);
+  EXPECT_EQ(aperture::bulk_path_for(at - 1, BulkOptions{}, /*to_self=*/true), BulkPath::copy_engine);
+  EXPECT_EQ(aperture::bulk_path_for(1, BulkOptions{BulkPath::sm_copy}, /*to_self=*/true), BulkPath::sm_copy);
 }
 
 TEST(Bulk, ZeroBytesMoveNothingButStillCheckTheRank) {

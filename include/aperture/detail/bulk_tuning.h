@@ -11,9 +11,14 @@
 
 namespace aperture::detail {
 
-// bulk_put/get/copy(automatic) take the copy engine from this many bytes on and the SM copy
-// kernel below: the copy engine's start costs more than a kernel's at small sizes, and SM stores
-// into a peer plateau below the copy engine at large ones (DESIGN.md's yardsticks). [bulk]
+// bulk_put/get/copy(automatic) to another rank take the copy engine from this many bytes on and
+// the SM copy kernel below. Reasoned for peers over NVLink, not measured (no 2-GPU machine lent
+// since it was built): on the expectation that a copy engine's transfer to a peer starts slower
+// than a kernel's at small sizes (unverified), and because SM stores into a peer plateau at 0.935x
+// the copy engine at large ones (DESIGN.md's yardsticks).
+// Measured on one H200 for local copies [bulk]: the copy engine took 0.84x-0.95x the SM copy's
+// time at every size from 4 KiB to 256 MiB, so a transfer within the caller's own copy takes the
+// copy engine at every size (bulk_path_for's to_self), whatever this says.
 inline constexpr std::size_t kBulkCopyEngineMinBytes = std::size_t{1} << 20;
 
 }  // namespace aperture::detail
