@@ -10,6 +10,7 @@
 #   EXAMPLES=0 ./scripts/gpu-check.sh      skip step 5a (the GPU examples' build and runs)
 #   COLLECTIVES=0 ./scripts/gpu-check.sh   skip step 5b (the collectives' own build, test and bench)
 #   GEMM=0 ./scripts/gpu-check.sh          skip step 5c (the overlapped GEMMs' test and bench)
+#   BULK=0 ./scripts/gpu-check.sh          skip step 4b (the bulk transfers' test and bench)
 #   CORE=0 ./scripts/gpu-check.sh          skip steps 2-5a and 6 (the tests/gpu build and what runs from
 #                                          it): a call spent on 5b-5d and 6c only
 #   PYTHON_CHECK=0 ./scripts/gpu-check.sh  skip step 5d (the Python package); PYTHON_TESTS=FILES picks
@@ -31,6 +32,9 @@
 #      at 2 ranks sharing one GPU (CUDA_VISIBLE_DEVICES=0: the two-ranks-one-GPU path of cuda-ipc
 #      and cuda-vmm; NVSHMEM and NCCL skip there, needing one GPU per rank) where there are two
 #      GPUs or more (with one, the 2-rank run already shares it); the APERTURE_CHECKED test;
+#      4b. stream-ordered bulk transfers (bench/gpu-bulk.sh, in this build): gpu_bulk_test on
+#      cuda-ipc and cuda-vmm at 1 and 2 ranks, and `aperture bench --ops bulk_put,bulk_get`
+#      (4 KiB to 256 MiB: the automatic path against the SM copy alone and the copy engine);
 #   5. the GPU tests through ctest, as CTest registers them (through `aperture launch`);
 #      5a. the GPU examples 05_kernel and 06_collectives at 1 and 2 ranks;
 #      5b. the collectives' own build and test, and `aperture bench` at 2 ranks where there are
@@ -173,7 +177,7 @@ pass_detail() {
     skipped=$(grep -m1 -oE 'SKIPPED[^0-9]*[0-9]+ tests?, listed' "$log" | grep -oE '[0-9]+')
     printf 'gtest: %s passed, %s skipped; ' "${passed% test*}" "${skipped:-0}"
   fi
-  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*|gpu-gemm: [0-9]+ passed.*|sanitizer filter: [0-9]+ report.*|[0-9]+ passed.* in [0-9.]+s' \
+  grep -oE 'PASS [^:]*: [0-9]+ checks|(ERROR|RACECHECK) SUMMARY: .*|[0-9]+% tests passed.*|gpu-gemm: [0-9]+ passed.*|gpu-bulk: [0-9]+ passed.*|sanitizer filter: [0-9]+ report.*|[0-9]+ passed.* in [0-9.]+s' \
     "$log" | tail -1
 }
 finish() {
@@ -227,7 +231,7 @@ tests=(gpu_rma_test gpu_atomic_test gpu_signal_test)
 foreign=()
 [[ -d $build_dir/CMakeFiles/mixed_providers_test.dir ]] && foreign+=(mixed_providers_test)
 step build 300 cmake --build "$build_dir" --parallel "$(nproc)" --target conformance_tests "${tests[@]}" "${foreign[@]}" \
-  gpu_checked_test
+  gpu_checked_test gpu_bulk_test
 conformance="$build_dir/conformance/conformance_tests"
 [[ -x $conformance && -x "$build_dir/gpu_rma_test" ]] || finish
 step build-aperture-cli 120 cmake --build "$build_dir" --parallel "$(nproc)" --target aperture-cli
@@ -298,6 +302,15 @@ grep -h -E '^(\[rank [0-9]+\] )?(exhaustion|churn): ' "$work"/exhaustion.*.log "
 
 # APERTURE_CHECKED in kernels: every bad access traps with its reason (one process, one GPU).
 step gpu_checked_test 120 "$build_dir/gpu_checked_test"
+
+# --- 4b. stream-ordered bulk transfers (aperture/bulk.h; issue 16) ---------------------------------
+# Not under compute-sanitizer (step 6): its 64 MiB cases would take minutes there.
+if [[ ${BULK:-1} == 1 ]]; then
+  step gpu-bulk 300 env BUILD_DIR="$build_dir" RESULTS="$work/gpu-bulk" bash "$root/bench/gpu-bulk.sh"
+  grep -E '^gpu-bulk:|^bulk_(put|get) ' "$work/gpu-bulk.log" | head -40
+else
+  record gpu-bulk N/A 0 "BULK=0"
+fi
 
 # --- 5. the same tests as CTest registers them (gpu.<test>.np1/np2, skipped without a GPU) ---
 if (( gpus > 0 )); then

@@ -33,6 +33,7 @@
 #include "bench.h"
 #include "device/bench_device.h"
 
+#include "aperture/bulk.h"
 #include "aperture/collectives/communicator.h"
 #include "aperture/coop.h"
 #include "aperture/coop_rma.h"
@@ -133,7 +134,8 @@ const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_red
                                                  "all_gather.staged", "reduce_scatter.staged", "ping_pong.table",
                                                  "all_gather.symmetric", "reduce_scatter.symmetric",
                                                  "all_reduce.symmetric", "all_reduce.two_shot.symmetric",
-                                                 "all_to_all.symmetric", "ag_gemm", "gemm_rs"};
+                                                 "all_to_all.symmetric", "ag_gemm", "gemm_rs", "bulk_put",
+                                                 "bulk_get"};
 
 #if APERTURE_BENCH_WITH_NCCL
 // Why NCCL cannot run over these ranks, or "" when it can: NCCL refuses two ranks on one GPU
@@ -266,7 +268,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
                   "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_reduce.ll, "
                   "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all, all_gather.symmetric, "
                   "reduce_scatter.symmetric, all_reduce.symmetric, all_reduce.two_shot.symmetric, all_to_all.symmetric, "
-                  "ag_gemm, gemm_rs");
+                  "ag_gemm, gemm_rs, bulk_put, bulk_get");
     if (op == "ag_gemm" || op == "gemm_rs") {  // shapes of their own (options.gemm_rows), not --sizes
 #if APERTURE_BENCH_WITH_NCCL
       void* nccl_comm = nccl;
@@ -358,6 +360,19 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         theirs = [&] { raw_copy_kernel<<<kPutBlocks, kPutThreads, 0, stream>>>(static_cast<unsigned char*>(out), remote, n); };
         theirs2 = [&] { check_cuda(cudaMemcpyAsync(out, remote, n, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(get)"); };
         row.baseline = "raw peer pointer";
+        row.baseline2 = "copy engine";
+      } else if (op == "bulk_put" || op == "bulk_get") {
+        const BulkOptions sm_copy{BulkPath::sm_copy};
+        if (op == "bulk_put") {
+          ours = [&] { bulk_put_bytes(peer_window, in, n, right, window.map, stream); };
+          theirs = [&, sm_copy] { bulk_put_bytes(peer_window, in, n, right, window.map, stream, sm_copy); };
+          theirs2 = [&] { check_cuda(cudaMemcpyAsync(remote, in, n, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(put)"); };
+        } else {
+          ours = [&] { bulk_get_bytes(out, peer_window, n, right, window.map, stream); };
+          theirs = [&, sm_copy] { bulk_get_bytes(out, peer_window, n, right, window.map, stream, sm_copy); };
+          theirs2 = [&] { check_cuda(cudaMemcpyAsync(out, remote, n, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(get)"); };
+        }
+        row.baseline = "SM copy alone";
         row.baseline2 = "copy engine";
       } else if (op == "broadcast") {
         ours = [&] { comm.broadcast(in, out, count, type, 0, stream); };

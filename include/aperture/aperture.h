@@ -1,4 +1,5 @@
-// aperture/aperture.h — everything: device operations, the address map, Team and providers.
+// aperture/aperture.h — everything: device operations, the address map, bulk transfers, Team and
+// providers.
 //
 // Device code may include just what it uses (translate.h, rma.h, atomic.h, signal.h,
 // peer_view.h, and coop.h + coop_rma.h for the group-cooperative forms); none of those needs a
@@ -16,5 +17,6 @@
 #include "aperture/peer_view.h"
 #include "aperture/gpu_proxy.h"
 #include "aperture/address_map.h"
+#include "aperture/bulk.h"
 #include "aperture/team.h"
 #include "aperture/provider.h"

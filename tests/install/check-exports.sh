@@ -12,6 +12,7 @@ set -euo pipefail
 required_detail=(
   'aperture::detail::check_translation_against_map'  # checked_translate (address_map.h)
   'aperture::detail::job_watch'                      # the job watch of every host wait (host_wait.h)
+  'aperture::detail::bulk_bytes'                     # the element forms' byte count (bulk.h)
 )
 # What the linker defines in every shared object.
 linker_symbols=(_init _fini _edata _end __bss_start)
