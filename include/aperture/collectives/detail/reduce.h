@@ -143,6 +143,7 @@ struct Fold {
   // it with next()'s add into one FMA (one rounding fewer): an ulp off wherever 1 / world is
   // inexact (3 ranks), while 1 and 2 ranks agree either way.
   APERTURE_HD static Acc scaled(Acc v, Acc s) {
+    // NOLINTNEXTLINE(bugprone-branch-clone): the branches are one product on the host, not on the device
     if constexpr (std::is_same_v<Acc, float>) {
       APERTURE_IF_DEVICE_ELSE((return __fmul_rn(v, s);), (return v * s;))
     } else if constexpr (std::is_same_v<Acc, double>) {
