@@ -36,7 +36,8 @@ APERTURE_HD bool broadcast(const Coop& g, const CollectiveHandle& h, const T* in
     if (me == root) aperture::copy(g, reinterpret_cast<T*>(s.next_half()), in + at, n);
     if (!s.barrier()) return false;
     if (me == root) {
-      aperture::copy(g, out + at, in + at, n);
+      // From the staging just written (in this core's cache), not from `in` again.
+      if (out != in) aperture::copy(g, out + at, reinterpret_cast<const T*>(s.current_half()), n);
     } else {
       aperture::get(g, out + at, reinterpret_cast<const T*>(s.current_half()), n, me, root, h.peer_bases);
     }

@@ -117,7 +117,7 @@ struct CollectiveHandle {
   APERTURE_HD std::uint64_t* broadcast_state_of(int part) const {
     return broadcast_state + static_cast<std::uint64_t>(part) * broadcast_state_words(broadcast_depth);
   }
-  static constexpr std::uint64_t broadcast_state_words(std::uint64_t depth) {
+  APERTURE_HD static constexpr std::uint64_t broadcast_state_words(std::uint64_t depth) {
     return (1 + depth + kFlagStride - 1) / kFlagStride * kFlagStride;
   }
 };
