@@ -39,7 +39,7 @@ struct BenchOptions {
   bool worker = false;                     // internal: this process is one rank
   bool mpi = true;                         // driver: start ranks through mpirun when built with MPI
   int max_parts = 0;                       // GPU: Communicator::Options::max_parts (0: its default)
-  std::size_t half_bytes = 0;              // GPU: Communicator::Options::half_bytes (0: its default)
+  std::size_t half_bytes = 0;              // Communicator::Options::half_bytes (0: its default)
   std::size_t ll_part_bytes = 0;           // GPU: Communicator::Options::ll_part_bytes (0: its default)
   // GPU, ops ag_gemm and gemm_rs: the token counts M of the Llama-3-70B MLP shapes (--gemm-m)
   std::vector<std::size_t> gemm_rows = {128, 1024, 4096, 16384};

@@ -70,7 +70,8 @@ const char* const kBenchUsage =
     "  --no-mpi         start the ranks without mpirun (no MPI columns)\n"
     "  --max-parts N, --half-bytes B, --ll-part-bytes B   GPU: the Communicator's blocks per\n"
     "                   call, staging half and input bytes per block on the push (LL) path\n"
-    "                   (tuning; default: the Communicator's defaults)\n"
+    "                   (tuning; default: the Communicator's defaults); --half-bytes also on\n"
+    "                   host memory\n"
     "  --gemm-m LIST    ag_gemm/gemm_rs: the token counts M (default 128,1024,4096,16384)\n"
     "  --from-csv FILE  measure nothing: print the table of a CSV written before, and write the\n"
     "                   --json/--png/--csv of it\n";

@@ -35,6 +35,10 @@ const std::vector<std::string> kHostOps = {"barrier", "put", "get", "broadcast",
                                            "all_reduce.one_shot", "all_reduce.two_shot", "all_to_all"};
 // Only on request (--ops): they need ranks on another node.
 const std::vector<std::string> kNodeOps = {"node_put", "node_get"};
+// Only on request: the staged broadcast at every size (the default takes the push path up to
+// tuning::broadcast_ll_max_bytes), to compare the two paths in one run.
+// broadcast.in_place: out == in on every rank, as MPI_Bcast is called.
+const std::vector<std::string> kPathOps = {"broadcast.staged", "broadcast.in_place"};
 
 void fill(std::vector<float>& v, int rank, int salt) {
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * 7 + static_cast<int>(i % 1000) + salt);
@@ -65,8 +69,16 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
   const bool any_collective = std::any_of(ops.begin(), ops.end(), [](const std::string& op) {
     return op != "put" && op != "get" && std::find(kNodeOps.begin(), kNodeOps.end(), op) == kNodeOps.end();
   });
+  Communicator::Options tuned;
+  tuned.half_bytes = options.half_bytes;  // --half-bytes (0: the default)
   std::optional<Communicator> collectives;
-  if (any_collective) collectives.emplace(provider, team);
+  if (any_collective) collectives.emplace(provider, team, tuned);
+  std::optional<Communicator> staged_broadcast;
+  if (std::find(ops.begin(), ops.end(), "broadcast.staged") != ops.end()) {
+    Communicator::Options staged = tuned;
+    staged.broadcast_ll_max_bytes = 0;
+    staged_broadcast.emplace(provider, team, staged);
+  }
   Allocation window = provider.allocate(std::max<std::size_t>(max_bytes, 64));  // put's target, get's source
   const bool any_node_op = std::any_of(ops.begin(), ops.end(), [](const std::string& op) {
     return std::find(kNodeOps.begin(), kNodeOps.end(), op) != kNodeOps.end();
@@ -76,10 +88,12 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
   {
     for (const std::string& op : ops) {
       const bool node_op = std::find(kNodeOps.begin(), kNodeOps.end(), op) != kNodeOps.end();
-      if (std::find(kHostOps.begin(), kHostOps.end(), op) == kHostOps.end() && !node_op)
+      const bool path_op = std::find(kPathOps.begin(), kPathOps.end(), op) != kPathOps.end();
+      if (std::find(kHostOps.begin(), kHostOps.end(), op) == kHostOps.end() && !node_op && !path_op)
         throw Error("bench: unknown op '" + op + "' for host memory; ops are put, get, broadcast, all_gather, "
-                    "reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all, barrier, and "
-                    "over nodes node_put, node_get");
+                    "reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all, barrier, "
+                    "broadcast.staged (the staged broadcast at every size), broadcast.in_place, and over nodes "
+                    "node_put, node_get");
       if (node_op && (team.node_count() < 2 || !window.map.engine().attached() || !with_mpi))
         throw Error(ErrorCode::unavailable,
                     "bench: " + op + " measures the engine between nodes: it needs ranks on 2 or more nodes started "
@@ -126,8 +140,15 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
           ours = [&] { aperture::get(out.data(), peer_buffer, count, me, right, bases); };
           theirs = [&] { std::memcpy(out.data(), in.data(), count * sizeof(float)); };
           row.baseline = "memcpy";
-        } else if (op == "broadcast") {
-          ours = [&] { collectives->broadcast(in.data(), out.data(), count, 0); };
+        } else if (op == "broadcast.in_place") {
+          std::copy(in.begin(), in.end(), out.begin());  // root's source is its out
+          ours = [&] { collectives->broadcast(out.data(), out.data(), count, 0); };
+          std::copy(in.begin(), in.end(), ref.begin());
+          if (with_mpi) theirs = [&] { mpi::bcast(ref.data(), count, 0); };
+          row.baseline = "MPI_Bcast";
+        } else if (op == "broadcast" || op == "broadcast.staged") {
+          Communicator& comm = op == "broadcast" ? *collectives : *staged_broadcast;
+          ours = [&] { comm.broadcast(in.data(), out.data(), count, 0); };
           std::copy(in.begin(), in.end(), ref.begin());  // MPI_Bcast is in place: root's ref is the source
           if (with_mpi) theirs = [&] { mpi::bcast(ref.data(), count, 0); };
           row.baseline = "MPI_Bcast";

@@ -78,6 +78,12 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   all_to_all_direct_min_bytes_ =
       options_.all_to_all_direct_min_bytes.value_or(tuning::all_to_all_direct_min_bytes(device, world));
   options_.all_to_all_direct_min_bytes = all_to_all_direct_min_bytes_;
+  broadcast_ll_max_bytes_ = options_.broadcast_ll_max_bytes.value_or(tuning::broadcast_ll_max_bytes(device, world));
+  if (device && broadcast_ll_max_bytes_ != 0)
+    throw Error(ErrorCode::invalid_argument, "Communicator: Options::broadcast_ll_max_bytes = " +
+                std::to_string(broadcast_ll_max_bytes_) + " on GPU memory: the push broadcast runs on host memory only; "
+                "leave it unset or give 0");
+  options_.broadcast_ll_max_bytes = broadcast_ll_max_bytes_;
 
   // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
   // slice each (detail/partition.h's for_each_piece). Not the default: it was not faster
@@ -94,8 +100,13 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"ll_part_bytes", options_.ll_part_bytes},
                                    {"all_to_all_direct_min_bytes", all_to_all_direct_min_bytes_},
                                    {"APERTURE_COLLECTIVES_INTERLEAVE", std::uint64_t{handle_.interleave ? 1u : 0u}}});
+  // (Team::check_same compares up to 8 at once.)
+  team.check_same("Communicator", {{"broadcast_ll_max_bytes", broadcast_ll_max_bytes_}});
 
-  const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, tuning::kLLSlotBytes);
+  // The push broadcast's slots only where it can run (host memory).
+  const std::uint64_t broadcast_depth = device ? 0 : tuning::kHostBroadcastLLDepth;
+  const auto layout = collectives::ScratchLayout::make(world, options_.max_parts, options_.half_bytes, tuning::kLLSlotBytes,
+                                                       broadcast_depth, tuning::kHostBroadcastLLSlotBytes);
   scratch_ = provider.allocate(layout.total_bytes, 256);
   try {
     if (!scratch_.map.all_direct()) {
@@ -117,6 +128,13 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     handle_.half_bytes = options_.half_bytes;
     handle_.ll = base + layout.ll_offset;
     handle_.ll_slot_bytes = tuning::kLLSlotBytes;
+    if (broadcast_depth != 0) {
+      handle_.broadcast_depth = broadcast_depth;
+      handle_.broadcast_slot_bytes = tuning::kHostBroadcastLLSlotBytes;
+      handle_.broadcast_lines = base + layout.broadcast_lines_offset;
+      handle_.broadcast_acks = reinterpret_cast<std::uint64_t*>(base + layout.broadcast_acks_offset);
+      handle_.broadcast_state = reinterpret_cast<std::uint64_t*>(base + layout.broadcast_state_offset);
+    }
     handle_.timeout_ns = detail::host_timeout_ns();
     if (device) {
       collectives::detail::device_select(scratch_.ptr);
@@ -253,7 +271,8 @@ void Communicator::broadcast(const void* in, void* out, std::size_t count, DataT
     throw Error(ErrorCode::invalid_argument, "Communicator::broadcast: root " + std::to_string(root) + " is not a rank of this team of " +
                 std::to_string(size()));
   check_call("broadcast", count, type, false, stream, rank() == root ? count : 0, count, in, out);
-  Call c{Kind::broadcast, in, out, count, type, ReduceOp::sum, root};
+  Call c{broadcast_uses_ll(count * size_of(type)) ? Kind::broadcast_ll : Kind::broadcast, in, out, count, type,
+         ReduceOp::sum, root};
   APERTURE_COLLECTIVE_RUN(c, count * size_of(type), count * size_of(type));
 }
 

@@ -45,6 +45,7 @@ const char* kind_name(Kind k) {
   switch (k) {
     case Kind::barrier: return "barrier";
     case Kind::broadcast: return "broadcast";
+    case Kind::broadcast_ll: return "broadcast (ll)";
     case Kind::all_gather: return "all_gather";
     case Kind::reduce_scatter: return "reduce_scatter";
     case Kind::all_reduce_one_shot: return "all_reduce (one-shot)";

@@ -12,6 +12,7 @@ namespace aperture::collectives::detail {
 enum class Kind {
   barrier,
   broadcast,
+  broadcast_ll,       // host memory only (aperture/collectives/broadcast.h)
   all_gather,
   reduce_scatter,
   all_reduce_one_shot,

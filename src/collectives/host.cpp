@@ -26,6 +26,7 @@ void run_movement(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
   auto* out = static_cast<T*>(c.out);
   switch (c.kind) {
     case Kind::broadcast: broadcast(g, h, in, out, c.count, c.root); return;
+    case Kind::broadcast_ll: broadcast_ll(g, h, in, out, c.count, c.root); return;
     case Kind::all_gather: all_gather(g, h, in, out, c.count); return;
     case Kind::all_gather_ll: all_gather_ll(g, h, in, out, c.count); return;
     case Kind::all_gather_direct: all_gather_direct(g, h, in, c.in_bases, out, c.count); return;
@@ -36,7 +37,7 @@ void run_movement(const CoopHost& g, const CollectiveHandle& h, const Call& c) {
 }
 
 bool moves_data(Kind k) {
-  return k == Kind::broadcast || k == Kind::all_gather || k == Kind::all_gather_ll || k == Kind::all_gather_direct ||
+  return k == Kind::broadcast || k == Kind::broadcast_ll || k == Kind::all_gather || k == Kind::all_gather_ll || k == Kind::all_gather_direct ||
          k == Kind::all_to_all || k == Kind::all_to_all_direct;
 }
 

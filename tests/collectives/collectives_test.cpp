@@ -104,9 +104,11 @@ class CollectivesTest : public test::HostProviderTest {
     Communicator::Options tiny;
     tiny.half_bytes = 256 * static_cast<std::size_t>(n_);  // the least there is: many pieces per call
     tiny.one_shot_max_bytes = 512;
+    tiny.broadcast_ll_max_bytes = 0;  // the staged broadcast at every size, in many pieces
     tiny_ = std::make_unique<Communicator>(*provider_, world(), tiny);
     Communicator::Options ll;  // the push path at every size (the host's automatic choice never takes it)
     ll.ll_max_bytes = std::numeric_limits<std::size_t>::max();
+    ll.broadcast_ll_max_bytes = std::numeric_limits<std::size_t>::max();  // the push broadcast, in pieces too
     ll_ = std::make_unique<Communicator>(*provider_, world(), ll);
   }
   void TearDown() override {
@@ -216,7 +218,8 @@ class CollectivesTest : public test::HostProviderTest {
             comm->broadcast(in.data(), dst, count, root);
             Mismatches m;
             for (std::uint64_t i = 0; i < count; ++i) m.expect(dst[i], value<T>(root, salt, i), "element " + std::to_string(i));
-            report(m, "broadcast root " + std::to_string(root) + suffix);
+            report(m, "broadcast root " + std::to_string(root) + suffix +
+                          (comm->broadcast_uses_ll(count * sizeof(T)) ? " broadcast ll" : ""));
           }
         }
   }
@@ -291,6 +294,44 @@ TEST_P(CollectivesTest, LLManyCallsChangingSizes) {
     }
   }
   report(m, "LL calls of changing sizes");
+}
+
+// The push broadcast over many calls in a row: roots that change (the same root several times
+// running, so it reuses both halves of its slots on acknowledgements alone, then another),
+// sizes from one element to several pieces, in place on the root or not, with staged and LL
+// collectives of the shared epochs in between. A line stored over one a peer had not consumed,
+// or a stale line taken as fresh, would show as a wrong element of some call.
+TEST_P(CollectivesTest, BroadcastLLManyCallsChangingRoots) {
+  const std::vector<std::uint64_t> sizes = {1, 2049, 3, 1024, 17, 0, 4099, 2, 1000, 5};
+  Mismatches m;
+  for (int call = 0; call < 300; ++call) {
+    const std::uint64_t count = sizes[static_cast<std::size_t>(call * 3) % sizes.size()];
+    const int root = (call / 4 + call % 2) % n_;
+    const bool in_place = call % 3 == 0;
+    const std::uint64_t salt = next_salt();
+    std::vector<std::uint32_t> in = input<std::uint32_t>(salt, count), out(count, 0xdeadbeefu);
+    std::uint32_t* dst = in_place ? in.data() : out.data();
+    ll_->broadcast(in.data(), dst, count, root);
+    const std::string what = "call " + std::to_string(call) + " root " + std::to_string(root) + " count " +
+                             std::to_string(count) + (in_place ? " in place" : "");
+    for (std::uint64_t i = 0; i < count; ++i)
+      m.expect(dst[i], value<std::uint32_t>(root, salt, i), "broadcast " + what + " element " + std::to_string(i));
+    if (call % 7 == 6) {  // a staged call and an LL one of the shared epochs in between
+      const std::uint64_t s2 = next_salt();
+      std::vector<std::int64_t> a = input<std::int64_t>(s2, 33), g(33 * n_, -7);
+      ll_->all_gather(a.data(), g.data(), 33);
+      comm_->all_gather(a.data(), g.data(), 33);
+      for (int r = 0; r < n_; ++r)
+        for (std::uint64_t i = 0; i < 33; ++i) m.expect(g[r * 33 + i], value<std::int64_t>(r, s2, i), "all_gather after " + what);
+    }
+    if (call % 11 == 10) {  // the default Communicator's broadcast, on its own push path
+      const std::uint64_t s3 = next_salt();
+      std::vector<double> b = input<double>(s3, 77), o(77, -7.0);
+      comm_->broadcast(b.data(), o.data(), 77, (root + 1) % n_);
+      for (std::uint64_t i = 0; i < 77; ++i) m.expect(o[i], value<double>((root + 1) % n_, s3, i), "default broadcast after " + what);
+    }
+  }
+  report(m, "push broadcast, many calls");
 }
 
 // The zero-copy forms (the input is itself symmetric, peers read it in place): every size of

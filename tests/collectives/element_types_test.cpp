@@ -390,7 +390,12 @@ TEST(TuningTable, EveryRankCountHasAnEntry) {
       EXPECT_LE(ll, tuning::ll_max_bytes(true, w - 1)) << w << " GPUs: more ranks, LL pushes more";
     }
     EXPECT_EQ(tuning::ll_max_bytes(false, w), 0u);
+    EXPECT_EQ(tuning::broadcast_ll_max_bytes(true, w), 0u) << w << " GPUs: the push broadcast is host-only";
+    EXPECT_EQ(tuning::broadcast_ll_max_bytes(false, w), w == 1 ? 0u : tuning::kHostBroadcastLLMax) << w << " ranks";
   }
+  // One piece carries the whole of a broadcast the table sends on the push path.
+  EXPECT_GE(tuning::kHostBroadcastLLSlotBytes / 2, tuning::kHostBroadcastLLMax);
+  EXPECT_GE(tuning::kHostBroadcastLLDepth, 2u);
   EXPECT_EQ(tuning::one_shot_max_bytes(true, 2), SIZE_MAX);  // measured: one-shot at every size
   EXPECT_EQ(tuning::ll_max_bytes(true, 2), std::size_t{512} * 1024);  // measured [ll]
 }
@@ -425,6 +430,21 @@ TEST_P(ElementTypesTest, EveryRankCountChoosesAValidPath) {
         check(out, each, "reduce_scatter automatic " + what,
               [&](std::uint64_t i) { return expected(DataType::bfloat16, ReduceOp::sum, salt, me_ * each + i); });
       }
+    }
+  // broadcast on both sides of its push-path threshold, from every root.
+  // (One rank has no push path: the staged one on both sides of where it would be.)
+  const std::size_t push = tuning::broadcast_ll_max_bytes(false, n_);
+  const std::size_t edge = push != 0 ? push : tuning::kHostBroadcastLLMax;
+  EXPECT_EQ(comm_->broadcast_uses_ll(edge), push != 0);
+  EXPECT_FALSE(comm_->broadcast_uses_ll(edge + 4));
+  for (std::size_t bytes : {std::size_t{4}, edge - 4, edge, edge + 4, std::size_t{64} * 1024})
+    for (int root = 0; root < n_; ++root) {
+      const std::uint64_t salt = next_salt(), count = bytes / 4;
+      Buffer in = input(DataType::float32, ReduceOp::sum, salt, count), out(DataType::float32, count);
+      comm_->broadcast(in.data(), out.data(), count, DataType::float32, root);
+      check(out, count, std::to_string(n_) + " ranks, broadcast " + std::to_string(bytes) + " B root " + std::to_string(root) +
+                            (comm_->broadcast_uses_ll(bytes) ? " (push)" : " (staged)"),
+            [&, root](std::uint64_t i) { return bits_of(DataType::float32, ReduceOp::sum, root, salt, i); });
     }
 }
 

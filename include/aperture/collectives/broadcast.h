@@ -5,15 +5,26 @@
 // Per piece: root copies its piece into its staging, barrier, every other rank gets it from
 // root's staging. In place (in == out on root) is allowed. Every rank calls it with the same
 // count and root; every thread of the group calls it.
+//
+//     broadcast_ll(g, h, in, out, count, root)  the same result on the push path: root stores its
+//         piece as LL lines (detail/ll.h) into every peer's broadcast slot and goes on; each peer
+//         polls its own slot, clears it and acknowledges the piece to root. Root waits for no
+//         one but, before it reuses a slot of its ring (tuning::kHostBroadcastLLDepth slots),
+//         for the acknowledgement of the piece that last used it (depth pieces back when it
+//         roots every call): an eager broadcast that may run that many calls ahead. Its own epochs, slots and acknowledgements (handle.h's broadcast_*),
+//         so it leaves the other collectives' epoch chain alone; the safety argument is in
+//         detail/ll.h. Host memory only (the Communicator allocates the slots only there).
 #pragma once
 
 #include <cstdint>
 
+#include "aperture/collectives/detail/ll.h"
 #include "aperture/collectives/detail/partition.h"
 #include "aperture/collectives/detail/reduce.h"
 #include "aperture/collectives/detail/staged.h"
 #include "aperture/collectives/handle.h"
 #include "aperture/coop_rma.h"
+#include "aperture/signal.h"
 
 namespace aperture::collectives {
 
@@ -25,12 +36,80 @@ APERTURE_HD bool broadcast(const Coop& g, const CollectiveHandle& h, const T* in
     if (me == root) aperture::copy(g, reinterpret_cast<T*>(s.next_half()), in + at, n);
     if (!s.barrier()) return false;
     if (me == root) {
-      aperture::copy(g, out + at, in + at, n);
+      // From the staging just written (in this core's cache), not from `in` again.
+      if (out != in) aperture::copy(g, out + at, reinterpret_cast<const T*>(s.current_half()), n);
     } else {
       aperture::get(g, out + at, reinterpret_cast<const T*>(s.current_half()), n, me, root, h.peer_bases);
     }
     return true;
   });
+}
+
+template <class Coop, class T>
+APERTURE_HD bool broadcast_ll(const Coop& g, const CollectiveHandle& h, const T* in, T* out, std::uint64_t count,
+                              int root) {
+  using detail::LLLine;
+  constexpr std::uint64_t E = detail::kLLElements<T>;
+  const int me = h.rank;
+  const int part = static_cast<int>(g.meta_group_rank());
+  std::uint64_t* state = h.broadcast_state_of(part);
+  // Read by every thread here; stored back by thread 0 after the last sync below.
+  std::uint64_t piece = state[0];
+  std::uint64_t* last_rooted = state + 1;  // [ring slot]: written by thread 0 only, after a sync
+  const bool src_aligned = detail::ll_aligned(in);
+  const bool out_aligned = detail::ll_aligned(out);
+  bool ok = true;
+  constexpr std::uint64_t V = detail::kVectorElements<T>;
+  const std::uint64_t capacity = h.broadcast_slot_bytes / detail::kLLLineBytes * E / V * V;
+  detail::for_each_piece<T>(g, count, capacity > 0 ? capacity : V, h.interleave, [&](std::uint64_t at, std::uint64_t n,
+                                                                                     bool) {
+    const std::uint64_t b = ++piece;
+    const std::uint32_t flag = detail::ll_flag(b);
+    const std::uint64_t lines = detail::ll_lines<T>(n);
+    if (me == root) {
+      // Every peer has cleared this ring slot for us: the last piece we stored there.
+      const std::uint64_t ring = b % h.broadcast_depth;
+      const std::uint64_t last = last_rooted[ring];
+      bool waited = true;
+      for (int peer = static_cast<int>(g.thread_rank()); peer < h.world_size; peer += static_cast<int>(g.size()))
+        if (peer != me && !g.wait(h.broadcast_ack(part, peer), last, h.timeout_ns)) waited = false;
+      ok = g.all(waited) && ok;
+      if (!ok) return false;
+      auto* mine = reinterpret_cast<LLLine*>(h.broadcast_slot(part, b, me));
+      for (int d = 1; d < h.world_size; ++d) {
+        const int to = (me + d) % h.world_size;
+        LLLine* dst = aperture::translate(mine, me, to, h.peer_bases);
+        for (std::uint64_t j = g.thread_rank(); j < lines; j += g.size())
+          detail::ll_store(dst + j, detail::ll_pack(in + at + j * E, detail::ll_valid<T>(n, j), src_aligned), flag);
+      }
+      if (out != in) aperture::copy(g, out + at, in + at, n);
+      g.sync();  // every thread has read last_rooted[ring]
+      if (g.thread_rank() == 0) last_rooted[ring] = b;
+      return true;
+    }
+    auto* slot = reinterpret_cast<LLLine*>(h.broadcast_slot(part, b, root));
+    bool received = true;
+    for (std::uint64_t j = g.thread_rank(); j < lines; j += g.size()) {
+      std::uint64_t payload = 0;
+      if (received && !detail::ll_receive(slot + j, flag, h.timeout_ns, payload)) received = false;
+      detail::ll_unpack(out + at + j * E, payload, detail::ll_valid<T>(n, j), out_aligned);
+    }
+    // Every thread's clears, then the fence, then the acknowledgement (detail/ll.h).
+    ok = g.all(received) && ok;
+    if (!ok) return false;
+    if (g.thread_rank() == 0) {
+      g.fence();
+      aperture::signal(h.broadcast_ack(part, me), b, me, root, h.peer_bases);
+    }
+    return true;
+  });
+  g.sync();
+  if (g.thread_rank() == 0) {
+    state[0] = piece;
+    if (!ok && h.status != nullptr) *h.status = kStatusWaitGaveUp;
+  }
+  g.sync();
+  return ok;
 }
 
 }  // namespace aperture::collectives

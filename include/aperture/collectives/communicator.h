@@ -82,6 +82,11 @@ class APERTURE_API Communicator {
     // Unset: the tuning table's (tuning::all_to_all_direct_min_bytes: 32 KiB on the host, 4 MiB
     // on GPUs); 0: always in place; SIZE_MAX: never.
     std::optional<std::size_t> all_to_all_direct_min_bytes;
+    // broadcast takes the push path (broadcast.h's broadcast_ll: root stores and returns, peers
+    // acknowledge) up to this many bytes, host memory only. Unset: the tuning table's
+    // (tuning::broadcast_ll_max_bytes: 1 KiB on the host at 2 ranks and more, 0 on a GPU);
+    // 0: never; SIZE_MAX: always. Must be 0 or unset on GPU memory.
+    std::optional<std::size_t> broadcast_ll_max_bytes;
   };
 
   // Collective: allocates the scratch from `provider`, zeroes its flags and holds a team barrier.
@@ -168,6 +173,10 @@ class APERTURE_API Communicator {
   // True when all_gather / reduce_scatter / all_reduce(automatic) take the LL path for `bytes`
   // bytes of each rank's input.
   bool uses_ll(std::size_t bytes) const { return ll_max_bytes_ != 0 && bytes <= ll_max_bytes_; }
+  // True when a broadcast of `bytes` takes the push path (Options::broadcast_ll_max_bytes).
+  bool broadcast_uses_ll(std::size_t bytes) const {
+    return broadcast_ll_max_bytes_ != 0 && bytes <= broadcast_ll_max_bytes_;
+  }
 
   // GPU memory: waits for `stream` and throws aperture::Error if a kernel's wait gave up
   // (APERTURE_TIMEOUT) since the Communicator was made. Host memory: nothing to check (host
@@ -194,6 +203,7 @@ class APERTURE_API Communicator {
   int ll_parts_ = 1;              // the LL path's blocks at the most
   std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved
   std::size_t all_to_all_direct_min_bytes_ = 0;  // tuning::all_to_all_direct_min_bytes for this team
+  std::size_t broadcast_ll_max_bytes_ = 0;  // options_.broadcast_ll_max_bytes resolved
 };
 
 }  // namespace aperture

@@ -22,6 +22,17 @@
 //                                the LL path (aperture/collectives/detail/ll.h); zeroed at construction
 //                                and used by nothing else. [p][e & 1][s]: rank s's lines for part
 //                                p at epoch e.
+//   broadcast_lines [max_parts][depth][world][broadcast_slot_bytes]  symmetric (host memory
+//                                only; null on a GPU): the LL broadcast's lines (broadcast.h's
+//                                broadcast_ll), as `ll` but on piece numbers of their own and a
+//                                ring of broadcast_depth slots instead of two halves.
+//                                [p][b % depth][s]: root s's lines of broadcast piece b.
+//   broadcast_acks [max_parts][world]  symmetric, one 64-byte line each: broadcast_acks[p][s] on
+//                                rank r: the last broadcast piece rooted at r whose lines rank s
+//                                has received and cleared. Only ever raised.
+//   broadcast_state [max_parts][1 + depth, to whole lines]  this rank's own: word 0 the last
+//                                broadcast piece (every rank counts every piece), word 1 + k the
+//                                last piece this rank rooted in ring slot k (0: none).
 //   staging  [max_parts][2][half_bytes]  symmetric: what peers read from this rank.
 //
 // The epochs are the "monotonic counters": every barrier raises a part's epoch by one on every
@@ -57,6 +68,11 @@ struct CollectiveHandle {
   std::uint64_t half_bytes = 0;              // a multiple of 256
   unsigned char* ll = nullptr;               // [max_parts][2][world_size][ll_slot_bytes], symmetric
   std::uint64_t ll_slot_bytes = 0;           // a multiple of 256
+  unsigned char* broadcast_lines = nullptr;  // [max_parts][broadcast_depth][world_size][broadcast_slot_bytes]; host only
+  std::uint64_t* broadcast_acks = nullptr;   // [max_parts * world_size] x kFlagStride words, symmetric; host only
+  std::uint64_t* broadcast_state = nullptr;  // [max_parts] x broadcast_state_words(), local; host only
+  std::uint64_t broadcast_depth = 0;         // slots in the ring; 0: no push broadcast
+  std::uint64_t broadcast_slot_bytes = 0;    // a multiple of 256
   std::uint64_t timeout_ns = 0;              // device waits give up after this long
   bool interleave = false;                   // how parts share the pieces (detail/partition.h's for_each_piece)
   // True only in the copy the Communicator's own kernels get, which run one collective each (the
@@ -86,6 +102,24 @@ struct CollectiveHandle {
     return ll + ((static_cast<std::uint64_t>(part) * 2 + (epoch & 1)) * static_cast<std::uint64_t>(world_size) +
                  static_cast<std::uint64_t>(sender)) * ll_slot_bytes;
   }
+  // Where root `sender` pushes its lines of broadcast piece `piece` to this rank, for part p.
+  APERTURE_HD unsigned char* broadcast_slot(int part, std::uint64_t piece, int sender) const {
+    return broadcast_lines +
+           ((static_cast<std::uint64_t>(part) * broadcast_depth + piece % broadcast_depth) *
+                static_cast<std::uint64_t>(world_size) +
+            static_cast<std::uint64_t>(sender)) * broadcast_slot_bytes;
+  }
+  // Where rank `sender` acknowledges to this rank (a root) the broadcast pieces it cleared, for part p.
+  APERTURE_HD std::uint64_t* broadcast_ack(int part, int sender) const {
+    return broadcast_acks + (static_cast<std::uint64_t>(part) * static_cast<std::uint64_t>(world_size) +
+                             static_cast<std::uint64_t>(sender)) * kFlagStride;
+  }
+  APERTURE_HD std::uint64_t* broadcast_state_of(int part) const {
+    return broadcast_state + static_cast<std::uint64_t>(part) * broadcast_state_words(broadcast_depth);
+  }
+  APERTURE_HD static constexpr std::uint64_t broadcast_state_words(std::uint64_t depth) {
+    return (1 + depth + kFlagStride - 1) / kFlagStride * kFlagStride;
+  }
 };
 
 static_assert(std::is_trivially_copyable_v<CollectiveHandle>, "a CollectiveHandle is passed to kernels by value");
@@ -96,24 +130,35 @@ struct ScratchLayout {
   std::uint64_t epochs_offset = 0;
   std::uint64_t status_offset = 0;
   std::uint64_t ll_offset = 0;
+  std::uint64_t broadcast_lines_offset = 0;  // the broadcast_* regions: empty when broadcast_depth is 0
+  std::uint64_t broadcast_acks_offset = 0;
+  std::uint64_t broadcast_state_offset = 0;
   std::uint64_t staging_offset = 0;
   std::uint64_t total_bytes = 0;
 
   static constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
   static constexpr ScratchLayout make(int world, int max_parts, std::uint64_t half_bytes,
-                                      std::uint64_t ll_slot_bytes = 0) {
+                                      std::uint64_t ll_slot_bytes = 0, std::uint64_t broadcast_depth = 0,
+                                      std::uint64_t broadcast_slot_bytes = 0) {
     ScratchLayout l;
     l.flags_offset = 0;
     l.epochs_offset =
         round_up(static_cast<std::uint64_t>(max_parts) * static_cast<std::uint64_t>(world) * kFlagStride * 8, 256);
     l.status_offset = l.epochs_offset + round_up(static_cast<std::uint64_t>(max_parts) * 8, 256);
     l.ll_offset = l.status_offset + kStatusWords * 8;
-    l.staging_offset = l.ll_offset + static_cast<std::uint64_t>(max_parts) * 2 * static_cast<std::uint64_t>(world) *
-                                         ll_slot_bytes;
+    const std::uint64_t lines = static_cast<std::uint64_t>(max_parts) * 2 * static_cast<std::uint64_t>(world) * ll_slot_bytes;
+    const std::uint64_t parts = broadcast_depth != 0 ? static_cast<std::uint64_t>(max_parts) : 0;
+    l.broadcast_lines_offset = l.ll_offset + lines;
+    l.broadcast_acks_offset = l.broadcast_lines_offset +
+                              parts * broadcast_depth * static_cast<std::uint64_t>(world) * broadcast_slot_bytes;
+    l.broadcast_state_offset = l.broadcast_acks_offset + parts * static_cast<std::uint64_t>(world) * kFlagStride * 8;
+    l.staging_offset =
+        round_up(l.broadcast_state_offset + parts * CollectiveHandle::broadcast_state_words(broadcast_depth) * 8, 256);
     l.total_bytes = l.staging_offset + static_cast<std::uint64_t>(max_parts) * 2 * half_bytes;
     return l;
   }
-  // The bytes to zero before first use: flags, epochs, status and the LL lines (not the staging).
+  // The bytes to zero before first use: flags, epochs, status, the LL lines and the broadcast's
+  // (not the staging).
   constexpr std::uint64_t control_bytes() const { return staging_offset; }
 };
 

@@ -20,6 +20,36 @@
 //     or the release stores (host) between calls. So a half is clean when the next lines land.
 //   - The flag is 1 + (e mod (2^32 - 1)): never 0, so a cleared line never matches; and since no
 //     line outlives its epoch, the flag's wrap-around cannot make an old line match.
+//
+// A broadcast on LL (broadcast.h's broadcast_ll). The argument above needs every sender to hear
+// from every peer once per epoch; a root only sends, and in a broadcast a peer hears from the
+// root alone, so on the shared epochs one broadcast piece would break the chain for every rank
+// and every collective after it (the staged ones' reuse rule, session.h, rests on the same
+// chain). It therefore runs on counters and memory of its own (handle.h's broadcast_*): piece
+// numbers b, counted alike by every rank (every rank makes every broadcast call and cuts it into
+// the same pieces), a ring of D = broadcast_depth slots per root on each receiver (slot
+// [b % D][root]), and one acknowledgement word per peer on each root. Nothing else reads or
+// writes them, so the other collectives' argument stands unchanged. Why root R never stores
+// piece b's lines over lines a peer p has not yet consumed, and p never takes a wrong line:
+//   - R stores into p's slot [b % D][R] only, and only R does; the lines there can only be R's,
+//     of the last piece L < b that R rooted in ring slot b % D (R keeps L per slot in its
+//     broadcast_state; L = 0: never, and the slots were zeroed at construction).
+//   - p consumes and clears every line of piece L in piece L itself; then (every thread's clears
+//     joined by g.all(), one fence) it raises ack[p] on R to L with a release store.
+//   - Before storing piece b, R waits (acquire) until its ack[p] >= L. Only p raises ack[p] on
+//     R, each time to a piece R rooted, in increasing order, so ack[p] >= L means p has cleared
+//     L. Clears before the release, R's stores after the acquire: the lines land in a clean slot.
+//   - p, in piece b, polls slot [b % D][R] for ll_flag(b). Lines of an earlier piece there were
+//     cleared by p itself; R stores the next piece of that slot (b + D or later) only after p's
+//     ack of b, which p raises after it read b. So every line p sees carrying flag(b) is b's.
+//   - The flag is ll_flag(b), as above: no line outlives its piece, and D is far below the
+//     flag's period, so wrap-around cannot make an old line match.
+// So R waits for no peer except when it is a whole ring ahead of it: it returns once its lines
+// are stored (an eager broadcast) and may run D calls ahead of its slowest peer. On a GPU the
+// same template holds the argument (g.all() and one fence between every thread's clears and the
+// ack; every thread's acquire wait joined by g.all() before any stores), but the Communicator
+// allocates the ring on host memory only and never runs it there.
+//
 // After a wait gave up (status set), lines may be left behind: the scratch is then as broken as
 // after any timeout. Two LL collectives in a row in one kernel are safe: unless the handle says
 // the kernel ends with this call (CollectiveHandle::ll_ends_kernel, set only for the

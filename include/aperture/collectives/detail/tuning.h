@@ -13,6 +13,7 @@
 //   [p2p]    #point-to-point
 //   [targets] #targets
 //   [zero-copy] #zero-copy-two-shot-all-reduce-and-all-to-all-on-the-cpu-2026-12-01
+//   [cpu-broadcast] #cpu-broadcast-on-the-push-path-and-large-cpu-broadcast--all-to-all-2026-12-02
 #pragma once
 
 #include <cstddef>
@@ -23,7 +24,8 @@ namespace aperture::collectives::tuning {
 // --- Host memory (one CPU thread per rank) ---
 
 // Staging half per part (Options::half_bytes): the largest piece one barrier moves; within a
-// core's L2. Not swept: [cpu-all] ran with it.
+// core's L2. Swept only at 2 ranks, broadcast and all_to_all at 1-4 MiB: 64 KiB the same, 1 MiB
+// slower (1.1-1.9x MPI against 0.8-1.4x) [cpu-broadcast].
 inline constexpr std::size_t kHostHalfBytes = std::size_t{256} * 1024;
 // all_reduce one-shot up to this / ranks, two-shot above (Options::one_shot_max_bytes; per rank
 // count: one_shot_max_bytes() below): one-shot reads world x the data, two-shot 2x with one more
@@ -35,6 +37,15 @@ inline constexpr unsigned kHostSpins = 256;
 // The same when ranks share cores: the peer waited for runs only once this rank yields, so
 // spinning is lost time. [cpu] (the context-switch count there).
 inline constexpr unsigned kHostSharedCoreSpins = 16;
+// broadcast on the push path up to this many bytes (Options::broadcast_ll_max_bytes; per rank
+// count: broadcast_ll_max_bytes() below): where the push path stopped winning at 2 ranks. [cpu-broadcast]
+inline constexpr std::size_t kHostBroadcastLLMax = 1024;
+// Its ring: a root runs up to this many pieces ahead of its slowest peer, so ranks that share a
+// core go through many calls per time slice, as MPI's eager messages let them; 2 (a root only
+// two calls ahead) was slower than the staged broadcast at 8 ranks on 2 cores (one run). [cpu-broadcast]
+inline constexpr std::size_t kHostBroadcastLLDepth = 16;
+// Bytes of one ring slot per root: 2 KiB of lines carry 1 KiB, kHostBroadcastLLMax in one piece.
+inline constexpr std::size_t kHostBroadcastLLSlotBytes = std::size_t{2} * 1024;
 // Bytes the CPU reduction folds per block: every rank's block stays in L1 while folded. Not
 // swept: [cpu-all] ran with it.
 inline constexpr std::size_t kHostReduceBlockBytes = 8192;
@@ -128,6 +139,19 @@ constexpr std::size_t ll_max_bytes(bool device, int world) {
   if (world <= 1) return kDeviceLLMax;
   const std::size_t crossover = floor_power_of_two(kDeviceBarrierBytes / static_cast<std::size_t>(world - 1));
   return crossover < kDeviceLLMax ? crossover : kDeviceLLMax;
+}
+
+// broadcast takes the push path (broadcast.h's broadcast_ll) up to this many bytes, the staged
+// one above; 0 on a GPU (its LL broadcast slots are not allocated there: the template was never
+// run on one).
+//   - Host: measured against the staged broadcast in the same runs (bench op broadcast.staged),
+//     three runs at 2, 4 and 8 ranks on the shared 2-core machine: the push path is 4-36x
+//     faster at 64-256 B (the staged one's barrier is a round of context switches), faster at
+//     512 B-1 KiB at 2 and 4 ranks and level at 8, slower from 2 KiB (each line is packed,
+//     polled and cleared on its own: 2-5x the staged time at 4 KiB) [cpu-broadcast].
+constexpr std::size_t broadcast_ll_max_bytes(bool device, int world) {
+  if (device || world <= 1) return 0;
+  return kHostBroadcastLLMax;
 }
 
 // all_to_all on a symmetric input (the form with in_map) reads it where it lies from this many
