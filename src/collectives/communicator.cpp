@@ -78,7 +78,11 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   all_to_all_direct_min_bytes_ =
       options_.all_to_all_direct_min_bytes.value_or(tuning::all_to_all_direct_min_bytes(device, world));
   options_.all_to_all_direct_min_bytes = all_to_all_direct_min_bytes_;
-  broadcast_ll_max_bytes_ = options_.broadcast_ll_max_bytes.value_or(tuning::broadcast_ll_max_bytes(device, world));
+  // Ranks that share cores: a waiter runs only once the rank it waits for gives its core away.
+  const unsigned cores = std::thread::hardware_concurrency();
+  const bool ranks_share_cores = cores != 0 && static_cast<unsigned>(team.local_size()) > cores;
+  broadcast_ll_max_bytes_ =
+      options_.broadcast_ll_max_bytes.value_or(tuning::broadcast_ll_max_bytes(device, world, ranks_share_cores));
   if (device && broadcast_ll_max_bytes_ != 0)
     throw Error(ErrorCode::invalid_argument, "Communicator: Options::broadcast_ll_max_bytes = " +
                 std::to_string(broadcast_ll_max_bytes_) + " on GPU memory: the push broadcast runs on host memory only; "
@@ -143,9 +147,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
       std::memset(base, 0, layout.control_bytes());
     }
     // Ranks that share cores: a waiter yields almost at once, so the rank it waits for runs.
-    const unsigned cores = std::thread::hardware_concurrency();
-    host_spins_ = cores != 0 && static_cast<unsigned>(team.local_size()) > cores ? tuning::kHostSharedCoreSpins
-                                                                                 : tuning::kHostSpins;
+    host_spins_ = ranks_share_cores ? tuning::kHostSharedCoreSpins : tuning::kHostSpins;
     if (const char* spins = std::getenv("APERTURE_COLLECTIVES_SPINS"); spins != nullptr && *spins != '\0')
       host_spins_ = static_cast<unsigned>(std::strtoul(spins, nullptr, 10));
     call_handle_ = handle_;

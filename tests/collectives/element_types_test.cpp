@@ -390,8 +390,11 @@ TEST(TuningTable, EveryRankCountHasAnEntry) {
       EXPECT_LE(ll, tuning::ll_max_bytes(true, w - 1)) << w << " GPUs: more ranks, LL pushes more";
     }
     EXPECT_EQ(tuning::ll_max_bytes(false, w), 0u);
-    EXPECT_EQ(tuning::broadcast_ll_max_bytes(true, w), 0u) << w << " GPUs: the push broadcast is host-only";
-    EXPECT_EQ(tuning::broadcast_ll_max_bytes(false, w), w == 1 ? 0u : tuning::kHostBroadcastLLMax) << w << " ranks";
+    for (bool shared : {false, true})
+      EXPECT_EQ(tuning::broadcast_ll_max_bytes(true, w, shared), 0u) << w << " GPUs: the push broadcast is host-only";
+    EXPECT_EQ(tuning::broadcast_ll_max_bytes(false, w, true), w == 1 ? 0u : tuning::kHostBroadcastLLMax)
+        << w << " ranks sharing cores";
+    EXPECT_EQ(tuning::broadcast_ll_max_bytes(false, w, false), 0u) << w << " ranks, a core each: staged";
   }
   // One piece carries the whole of a broadcast the table sends on the push path.
   EXPECT_GE(tuning::kHostBroadcastLLSlotBytes / 2, tuning::kHostBroadcastLLMax);
@@ -433,7 +436,8 @@ TEST_P(ElementTypesTest, EveryRankCountChoosesAValidPath) {
     }
   // broadcast on both sides of its push-path threshold, from every root.
   // (One rank has no push path: the staged one on both sides of where it would be.)
-  const std::size_t push = tuning::broadcast_ll_max_bytes(false, n_);
+  // (The table's choice depends on whether this machine's ranks share cores: read what it chose.)
+  const std::size_t push = *comm_->options().broadcast_ll_max_bytes;
   const std::size_t edge = push != 0 ? push : tuning::kHostBroadcastLLMax;
   EXPECT_EQ(comm_->broadcast_uses_ll(edge), push != 0);
   EXPECT_FALSE(comm_->broadcast_uses_ll(edge + 4));

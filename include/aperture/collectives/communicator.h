@@ -84,7 +84,7 @@ class APERTURE_API Communicator {
     std::optional<std::size_t> all_to_all_direct_min_bytes;
     // broadcast takes the push path (broadcast.h's broadcast_ll: root stores and returns, peers
     // acknowledge) up to this many bytes, host memory only. Unset: the tuning table's
-    // (tuning::broadcast_ll_max_bytes: 1 KiB on the host at 2 ranks and more, 0 on a GPU);
+    // (tuning::broadcast_ll_max_bytes: 1 KiB on the host where ranks share cores, else 0; 0 on a GPU);
     // 0: never; SIZE_MAX: always. Must be 0 or unset on GPU memory.
     std::optional<std::size_t> broadcast_ll_max_bytes;
   };

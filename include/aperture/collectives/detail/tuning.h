@@ -37,8 +37,9 @@ inline constexpr unsigned kHostSpins = 256;
 // The same when ranks share cores: the peer waited for runs only once this rank yields, so
 // spinning is lost time. [cpu] (the context-switch count there).
 inline constexpr unsigned kHostSharedCoreSpins = 16;
-// broadcast on the push path up to this many bytes (Options::broadcast_ll_max_bytes; per rank
-// count: broadcast_ll_max_bytes() below): where the push path stopped winning at 2 ranks. [cpu-broadcast]
+// broadcast on the push path up to this many bytes where ranks share cores
+// (Options::broadcast_ll_max_bytes; broadcast_ll_max_bytes() below): where the push path stopped
+// winning at 4 and 8 ranks on 2 cores. [cpu-broadcast]
 inline constexpr std::size_t kHostBroadcastLLMax = 1024;
 // Its ring: a root runs up to this many pieces ahead of its slowest peer, so ranks that share a
 // core go through many calls per time slice, as MPI's eager messages let them; 2 (a root only
@@ -143,14 +144,17 @@ constexpr std::size_t ll_max_bytes(bool device, int world) {
 
 // broadcast takes the push path (broadcast.h's broadcast_ll) up to this many bytes, the staged
 // one above; 0 on a GPU (its LL broadcast slots are not allocated there: the template was never
-// run on one).
-//   - Host: measured against the staged broadcast in the same runs (bench op broadcast.staged),
-//     three runs at 2, 4 and 8 ranks on the shared 2-core machine: the push path is 4-36x
-//     faster at 64-256 B (the staged one's barrier is a round of context switches), faster at
-//     512 B-1 KiB at 2 and 4 ranks and level at 8, slower from 2 KiB (each line is packed,
-//     polled and cleared on its own: 2-5x the staged time at 4 KiB) [cpu-broadcast].
-constexpr std::size_t broadcast_ll_max_bytes(bool device, int world) {
-  if (device || world <= 1) return 0;
+// run on one). `ranks_share_cores`: the node runs more ranks than it has cores.
+//   - Host, ranks sharing cores: measured against the staged broadcast in the same runs (bench
+//     op broadcast.staged), 4 and 8 ranks on 2 cores, quiet machine, three runs: the push path
+//     is 3-7x faster at 64-256 B (the staged one's barrier is a round of context switches),
+//     faster up to 1 KiB, level from 2 KiB [cpu-broadcast].
+//   - Host, a core per rank: the staged path, at every size. Measured at 2 ranks on 2 cores in
+//     the same runs: staged 0.10-0.24 us at 64 B-1 KiB, push 0.13-1.38 us (a barrier between
+//     running ranks is one flag's trip between caches, cheaper than the lines the peer polls,
+//     clears and acknowledges one by one). More ranks with a core each: reasoned from that.
+constexpr std::size_t broadcast_ll_max_bytes(bool device, int world, bool ranks_share_cores) {
+  if (device || world <= 1 || !ranks_share_cores) return 0;
   return kHostBroadcastLLMax;
 }
 
