@@ -112,18 +112,30 @@ struct Job {
 
 }  // namespace
 
+// A non-negative decimal number, or the usage error.
+int number(const char* text, const char* what) {
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || value < 0 || value > 1'000'000'000) {
+    std::fprintf(stderr, "barrier_waits: %s must be a number, not '%s'\n", what, text);
+    std::exit(2);
+  }
+  return static_cast<int>(value);
+}
+
 int main(int argc, char** argv) {
-  if (argc < 3) {
+  const std::string name = argc > 2 ? argv[2] : "";
+  const Policy policy = name == "futex" ? Policy::futex : name == "core" ? Policy::core : Policy::yield;
+  const int fixed = policy == Policy::yield ? 3 : 4;  // arguments before CALLS
+  if (argc < fixed || argc > fixed + 1 || (policy == Policy::yield && name != "yield")) {
     std::fprintf(stderr, "usage: %s RANKS yield|futex K|core CAP [CALLS]\n", argv[0]);
     return 2;
   }
-  const int world = std::atoi(argv[1]);
-  const std::string name = argv[2];
-  const Policy policy = name == "futex" ? Policy::futex : name == "core" ? Policy::core : Policy::yield;
-  const int knob = policy != Policy::yield && argc > 3 ? std::atoi(argv[3]) : 0;
-  const int calls = std::atoi(argc > (policy == Policy::yield ? 3 : 4) ? argv[policy == Policy::yield ? 3 : 4] : "20000");
+  const int world = number(argv[1], "RANKS");
+  const int knob = policy == Policy::yield ? 0 : number(argv[3], name == "futex" ? "K" : "CAP");
+  const int calls = argc > fixed ? number(argv[fixed], "CALLS") : 20000;
   if (world < 2 || world > kMaxRanks || calls < 1) {
-    std::fprintf(stderr, "RANKS must be 2..%d and CALLS positive\n", kMaxRanks);
+    std::fprintf(stderr, "barrier_waits: RANKS must be 2..%d and CALLS positive\n", kMaxRanks);
     return 2;
   }
   void* shared = mmap(nullptr, sizeof(Rank) * kMaxRanks + sizeof(double) * kMaxRanks, PROT_READ | PROT_WRITE,
