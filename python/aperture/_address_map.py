@@ -39,6 +39,15 @@ class AddressMap:
                                             (self.world_size,), dtype)
         return self._peer_bases
 
+    @property
+    def congruent(self):
+        """True when every direct entry of the table lies at the same offset modulo 16 bytes, so
+        aperture.triton's load/store/put/get/copy may take ``congruent=True`` (the vector form
+        with no run-time test). True for every aperture provider (allocations at least 256-byte
+        aligned) and for torch symmetric memory; a table from from_table may say False."""
+        residues = {base % 16 for base in self.host_peer_bases if base != 0}
+        return len(residues) <= 1
+
     def _check_peer(self, call, peer):
         if not isinstance(peer, int) or not 0 <= peer < self.world_size:
             fail(ErrorCode.invalid_argument,

@@ -35,6 +35,15 @@ any table) elsewhere, and only the branch taken runs, so a kernel on congruent c
 the access instructions of the same kernel on a raw aligned pointer and a few scalar ones more
 (checked in the PTX: tests/test_triton_codegen.py).
 
+The branch has a cost of its own in a short kernel: the compiler recomputes the values to be
+stored after it rather than while the table's entries load, which made a store of computed
+values 1-3% slower than the raw kernel's from 1 to 4 MiB (one H200; docs/PERFORMANCE.md). Where
+the host knows the copies are congruent (``aperture.address_map(t).congruent``), pass
+``congruent=True`` (a ``tl.constexpr``) to ``load``, ``store``, ``put``, ``get`` or ``copy``:
+the vector form is then the only one compiled, with no test and no branch. A false promise is
+a misaligned access (the kernel faults); under Triton's debug mode (``TRITON_DEBUG=1``) an
+assertion names it instead.
+
 Triton 3.6's coalescing pass crashes on such a branch when its analysis finds one side dead
 without the compiler having removed it: when the table offset folds to 0 there (``x - x``,
 the two table reads merged into one) after the last simplification before the pass ran. The
@@ -108,11 +117,26 @@ def _shift(ptr, delta_bytes):
 
 
 @triton.jit
+def _vector_promised(ptr, delta_bytes):
+    # The caller promised (congruent=True) that the table's entries are congruent modulo 16
+    # bytes, so the vector form needs no test, and no branch: the branch costs a kernel that
+    # stores values it computes 1-3% (the compiler recomputes them after it instead of during
+    # the table's load; docs/PERFORMANCE.md). A broken promise would be a misaligned vector
+    # access; with Triton's debug mode (TRITON_DEBUG=1) this assertion names it instead.
+    tl.device_assert(delta_bytes % _VECTOR_BYTES == 0,
+                     "aperture.triton: congruent=True, but the two ranks' table entries are not 16-byte congruent")
+    return _shift_vector_aligned(ptr, delta_bytes)
+
+
+@triton.jit
 def _shift_vector_aligned(ptr, delta_bytes):
     # Only called when delta_bytes % 16 == 0: the translated block is exactly as aligned as ptr.
+    # The element offset as (delta / 16) * VEC: a shift of a multiple of 16 is exact, and it
+    # spares the sign correction of a signed division (a load-fed store kernel of 1-4 MiB ran
+    # 1-2% faster so, one H200).
     ELEM: tl.constexpr = (ptr.dtype.element_ty.primitive_bitwidth + 7) // 8
     VEC: tl.constexpr = _VECTOR_BYTES // ELEM
-    return ptr + tl.multiple_of(delta_bytes // ELEM, VEC)
+    return ptr + tl.multiple_of((delta_bytes >> 4) * VEC, VEC)
 
 
 @triton.jit
@@ -126,14 +150,19 @@ def translate(ptr, from_rank, to_rank, peer_bases):
 
 @triton.jit
 def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None, cache_modifier: tl.constexpr = tl.constexpr(""),
-         volatile: tl.constexpr = False):
+         volatile: tl.constexpr = False, congruent: tl.constexpr = False):
     """Reads to_rank's copy of ``ptr`` (relaxed). Masked-out lanes read nothing and yield
     ``other`` (undefined when ``other`` is None, as in ``tl.load``). ``cache_modifier`` and
-    ``volatile`` are ``tl.load``'s."""
+    ``volatile`` are ``tl.load``'s. ``congruent=True`` (a compile-time constant) promises that the
+    table's entries differ by multiples of 16 bytes, as ``aperture.address_map(t).congruent``
+    says: the vector form then runs with no run-time test and no branch."""
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
     # One uniform branch: the vector form where the peers are 16-byte congruent, the word form
     # elsewhere; only the branch taken runs (see the module's docstring).
-    if delta % _VECTOR_BYTES == 0:
+    if congruent:
+        value = tl.load(_vector_promised(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier,
+                        volatile=volatile)
+    elif delta % _VECTOR_BYTES == 0:
         value = tl.load(_shift_vector_aligned(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier,
                         volatile=volatile)
     else:
@@ -142,37 +171,41 @@ def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None, cache_modif
 
 
 @triton.jit
-def store(ptr, value, from_rank, to_rank, peer_bases, mask=None, cache_modifier: tl.constexpr = tl.constexpr("")):
+def store(ptr, value, from_rank, to_rank, peer_bases, mask=None, cache_modifier: tl.constexpr = tl.constexpr(""),
+          congruent: tl.constexpr = False):
     """Writes ``value`` into to_rank's copy of ``ptr`` (relaxed). Masked-out lanes write nothing.
-    ``cache_modifier`` is ``tl.store``'s."""
+    ``cache_modifier`` is ``tl.store``'s; ``congruent`` as in load."""
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
     # As in load: the vector form or the word form, one uniform branch.
-    if delta % _VECTOR_BYTES == 0:
+    if congruent:
+        tl.store(_vector_promised(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
+    elif delta % _VECTOR_BYTES == 0:
         tl.store(_shift_vector_aligned(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
     else:
         tl.store(_shift(ptr, delta), value, mask=mask, cache_modifier=cache_modifier)
 
 
 @triton.jit
-def put(dst_ptr, src_ptr, from_rank, to_rank, peer_bases, mask=None):
+def put(dst_ptr, src_ptr, from_rank, to_rank, peer_bases, mask=None, congruent: tl.constexpr = False):
     """Copies the caller's ``src_ptr`` block into to_rank's copy of ``dst_ptr`` (C++ ``put``,
-    one element per lane)."""
-    store(dst_ptr, tl.load(src_ptr, mask=mask), from_rank, to_rank, peer_bases, mask=mask)
+    one element per lane). ``congruent`` as in load."""
+    store(dst_ptr, tl.load(src_ptr, mask=mask), from_rank, to_rank, peer_bases, mask=mask, congruent=congruent)
 
 
 @triton.jit
-def get(dst_ptr, src_ptr, from_rank, to_rank, peer_bases, mask=None):
-    """Copies to_rank's copy of the ``src_ptr`` block into the caller's ``dst_ptr`` (C++ ``get``)."""
-    tl.store(dst_ptr, load(src_ptr, from_rank, to_rank, peer_bases, mask=mask), mask=mask)
+def get(dst_ptr, src_ptr, from_rank, to_rank, peer_bases, mask=None, congruent: tl.constexpr = False):
+    """Copies to_rank's copy of the ``src_ptr`` block into the caller's ``dst_ptr`` (C++ ``get``).
+    ``congruent`` as in load."""
+    tl.store(dst_ptr, load(src_ptr, from_rank, to_rank, peer_bases, mask=mask, congruent=congruent), mask=mask)
 
 
 @triton.jit
-def copy(dst_ptr, src_ptr, src_rank, dst_rank, cur_rank, peer_bases, mask=None):
+def copy(dst_ptr, src_ptr, src_rank, dst_rank, cur_rank, peer_bases, mask=None, congruent: tl.constexpr = False):
     """Copies src_rank's copy of ``src_ptr`` into dst_rank's copy of ``dst_ptr``; both pointers
     are given in cur_rank's (the caller's) address space, and either side may be the caller
-    (C++ ``copy``)."""
-    value = load(src_ptr, cur_rank, src_rank, peer_bases, mask=mask)
-    store(dst_ptr, value, cur_rank, dst_rank, peer_bases, mask=mask)
+    (C++ ``copy``). ``congruent`` as in load."""
+    value = load(src_ptr, cur_rank, src_rank, peer_bases, mask=mask, congruent=congruent)
+    store(dst_ptr, value, cur_rank, dst_rank, peer_bases, mask=mask, congruent=congruent)
 
 
 @triton.jit

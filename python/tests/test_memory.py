@@ -102,6 +102,23 @@ def test_map_of_a_view_is_shifted_to_the_view(team, host_provider):
     host_provider.free(t)
 
 
+def test_congruent_says_whether_every_entry_lies_at_one_offset_modulo_16(team, host_provider):
+    t = host_provider.zeros(64, torch.int64)
+    bases = aperture.address_map(t).host_peer_bases
+    assert aperture.address_map(t).congruent  # aperture's allocations are at least 256-byte aligned
+    assert aperture.address_map(t[3:]).congruent  # a view shifts every entry alike
+    if team.size > 1:
+        other = (team.rank + 1) % team.size
+        shifted = list(bases)
+        shifted[other] += 8  # another allocator's table, one entry 8 bytes off
+        assert not aperture.from_table(team.rank, shifted, 64).congruent
+        holes = list(bases)
+        holes[other] = 0  # a peer the table does not reach does not count
+        assert aperture.from_table(team.rank, holes, 64).congruent
+    team.barrier()
+    host_provider.free(t)
+
+
 def test_tensor_outlives_the_provider_reference(team):
     # The tensor holds its allocation, which holds the provider: dropping the last Python
     # reference to the provider leaves the memory valid until free.

@@ -76,6 +76,20 @@ def raw_load_kernel(buffer_ptrs, out, peer, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def promised_store_kernel(buf, src, peer_bases, rank, peer, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    apt.store(buf + offs, tl.load(src + offs, mask=mask), rank, peer, peer_bases, mask=mask, congruent=True)
+
+
+@triton.jit
+def promised_load_kernel(buf, out, peer_bases, rank, peer, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, apt.load(buf + offs, rank, peer, peer_bases, mask=mask, congruent=True), mask=mask)
+
+
+@triton.jit
 def own_copy_kernel(buf, peer_bases, rank, n, BLOCK: tl.constexpr):
     # The caller's own copy (the same rank value on both sides): a plain local access.
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -221,6 +235,10 @@ def compile_all():
                                                    "peer": "i32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
         "raw_load": ptx_of(raw_load_kernel, {"buffer_ptrs": "*i64", "out": "*fp16", "peer": "i32", "n": "i32",
                                              "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+        "promised_store": ptx_of(promised_store_kernel, F32_STORE, {"BLOCK": 1024}),
+        "promised_load": ptx_of(promised_load_kernel, {"buf": "*fp16", "out": "*fp16", "peer_bases": "*i64",
+                                                       "rank": "i32", "peer": "i32", "n": "i32", "BLOCK": "constexpr"},
+                                {"BLOCK": 1024}),
         "own_copy": ptx_of(own_copy_kernel, OWN_SIG, {"BLOCK": 1024}),
         "local": ptx_of(local_kernel, OWN_SIG, {"BLOCK": 1024}),
         "late_equal_ranks": ptx_of(late_equal_ranks_kernel, {"a": "*fp32", "bases": "*i64", "rank": "i32",
@@ -379,6 +397,18 @@ def test_remote_load_runs_the_raw_kernels_loads_and_only_them(ptx):
     assert len(vector[0]) <= len(raw) + TRANSLATION_SLACK, (len(vector[0]), len(raw))
     word = [p for p in found if p is not vector[0]][0]
     assert accesses(word, "ld") == {"ld.global.b16": 8}, accesses(word, "ld")
+
+
+@pytest.mark.parametrize("kernel, raw_kernel", [("promised_store", "raw_store"), ("promised_load", "raw_load")])
+def test_congruent_true_compiles_the_vector_form_alone_with_no_branch(ptx, kernel, raw_kernel):
+    # congruent=True: one path (no test, no branch), the raw kernel's accesses, and fewer
+    # instructions than the tested form's vector path (the test and its branch are gone).
+    promised, raw = only_path(ptx[kernel]), only_path(ptx[raw_kernel])
+    for kind in ("st", "ld"):
+        assert accesses(promised, kind) == accesses(raw, kind), (kind, accesses(promised, kind), accesses(raw, kind))
+    tested = ptx["remote_store" if kernel == "promised_store" else "remote_load"]
+    vector_path = [p for p in paths(tested) if vector_forms(accesses(p, "st" if kernel == "promised_store" else "ld"))]
+    assert len(promised) < len(vector_path[0]) <= len(raw) + TRANSLATION_SLACK, (len(promised), len(vector_path[0]))
 
 
 def test_an_access_to_the_callers_own_copy_is_a_local_access(ptx):

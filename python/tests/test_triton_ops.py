@@ -66,6 +66,23 @@ def two_tables_kernel(a, a_bases, b, b_bases, from_rank, to_rank, n, BLOCK: tl.c
     apt.store(b + offs, x + 1, from_rank, to_rank, b_bases, mask=mask)
 
 
+@triton.jit
+def promised_kernel(sym, local_src, local_src2, local_dst, peer_bases, from_rank, to_rank, n, BLOCK: tl.constexpr):
+    # Every operation that takes congruent=True, on a table whose copies are congruent: store
+    # local_src into to_rank's [0, n), load its [n, 2n), put local_src2 into its [2n, 3n), get
+    # its [3n, 4n), then copy to_rank's [3n, 4n) over the caller's own [4n, 5n).
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    apt.store(sym + offs, tl.load(local_src + offs, mask=mask), from_rank, to_rank, peer_bases, mask=mask,
+              congruent=True)
+    tl.store(local_dst + offs, apt.load(sym + n + offs, from_rank, to_rank, peer_bases, mask=mask, congruent=True),
+             mask=mask)
+    apt.put(sym + 2 * n + offs, local_src2 + offs, from_rank, to_rank, peer_bases, mask=mask, congruent=True)
+    apt.get(local_dst + n + offs, sym + 3 * n + offs, from_rank, to_rank, peer_bases, mask=mask, congruent=True)
+    apt.copy(sym + 4 * n + offs, sym + 3 * n + offs, to_rank, from_rank, from_rank, peer_bases, mask=mask,
+             congruent=True)
+
+
 def simulated_copies(dtype, n=N, salt=0, device=DEVICE):
     return [pattern(r, n, dtype, salt=salt + 100, device=device) for r in range(WORLD)]
 
@@ -201,6 +218,27 @@ def test_store_put_get_copy_are_exact_between_copies_not_16_byte_congruent(dtype
             if r == dst_rank:
                 expected[N:] = before[src_rank][:N]
             assert torch.equal(copies[r], expected), (src_rank, dst_rank, cur_rank, r)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bfloat16, torch.float32, torch.int64], ids=str)
+def test_congruent_true_gives_the_same_results_on_congruent_copies(dtype):
+    for from_rank, to_rank in rank_pairs():
+        copies = simulated_copies(dtype, n=5 * N, salt=from_rank * WORLD + to_rank)
+        assert len({c.data_ptr() % 16 for c in copies}) == 1, "the simulated copies must be 16-byte congruent"
+        before = [c.clone() for c in copies]
+        local_src = pattern(60 + to_rank, N, dtype, salt=from_rank)
+        local_src2 = pattern(70 + to_rank, N, dtype, salt=from_rank)
+        local_dst = torch.zeros(2 * N, dtype=dtype, device=DEVICE)
+        promised_kernel[GRID](copies[from_rank], local_src, local_src2, local_dst, table(copies), from_rank, to_rank,
+                              N, BLOCK=BLOCK)
+        expected = [b.clone() for b in before]
+        expected[to_rank][:N] = local_src
+        expected[to_rank][2 * N:3 * N] = local_src2
+        expected[from_rank][4 * N:] = before[to_rank][3 * N:4 * N]  # no operation above touched [3n, 4n)
+        for r in range(WORLD):
+            assert torch.equal(copies[r], expected[r]), (from_rank, to_rank, r)
+        assert torch.equal(local_dst[:N], expected[to_rank][N:2 * N]), (from_rank, to_rank)
+        assert torch.equal(local_dst[N:], before[to_rank][3 * N:4 * N]), (from_rank, to_rank)
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.int32], ids=str)
