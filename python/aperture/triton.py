@@ -37,7 +37,8 @@ the access instructions of the same kernel on a raw aligned pointer and a few sc
 
 The branch has a cost of its own in a short kernel: the compiler recomputes the values to be
 stored after it rather than while the table's entries load, which made a store of computed
-values 1-3% slower than the raw kernel's from 1 to 4 MiB (one H200; docs/PERFORMANCE.md). Where
+values 1-3% slower than the raw kernel's from 1 to 4 MiB, and a store of loaded ones 5-8%
+(one H200; docs/PERFORMANCE.md). Where
 the host knows the copies are congruent (``aperture.address_map(t).congruent``), pass
 ``congruent=True`` (a ``tl.constexpr``) to ``load``, ``store``, ``put``, ``get`` or ``copy``:
 the vector form is then the only one compiled, with no test and no branch. A false promise is
@@ -119,9 +120,9 @@ def _shift(ptr, delta_bytes):
 @triton.jit
 def _vector_promised(ptr, delta_bytes):
     # The caller promised (congruent=True) that the table's entries are congruent modulo 16
-    # bytes, so the vector form needs no test, and no branch: the branch costs a kernel that
-    # stores values it computes 1-3% (the compiler recomputes them after it instead of during
-    # the table's load; docs/PERFORMANCE.md). A broken promise would be a misaligned vector
+    # bytes, so the vector form needs no test, and no branch: the branch costs a short kernel
+    # 1-8% (the compiler computes the stored values after it instead of during the table's
+    # load; docs/PERFORMANCE.md). A broken promise would be a misaligned vector
     # access; with Triton's debug mode (TRITON_DEBUG=1) this assertion names it instead.
     tl.device_assert(delta_bytes % _VECTOR_BYTES == 0,
                      "aperture.triton: congruent=True, but the two ranks' table entries are not 16-byte congruent")
