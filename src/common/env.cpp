@@ -41,6 +41,9 @@ constexpr Variable kVariables[] = {
      "The address the TCP hub listens on and ranks reach it at (`aperture launch --nodes`; rank 0 under mpirun, where the default is the host name)."},
     {"APERTURE_NODE_EXEC", "text", "unset", "a command with {node}",
      "`aperture launch --nodes`: put before each rank's command to run it on its node ({node}: the node's number)."},
+    {"APERTURE_ENGINE", "text", "rma", "rma or messages",
+     "Host memory on other nodes: rma (MPI one-sided) or messages (MPI send/receive to the target's service "
+     "thread); GPU memory always takes messages."},
     {"APERTURE_MASTER_PORT", "integer", "MASTER_PORT+1", "1 .. 65535",
      "torchrun jobs: the port of aperture's rendezvous (MASTER_PORT is torch's own store)."},
     {"APERTURE_COLLECTIVES_INTERLEAVE", "flag", "0", "0 or 1",
@@ -182,6 +185,18 @@ int local_size(const Lookup& env) {
     if (end != text && *end == '\0' && value > 0 && value < (1 << 20)) return static_cast<int>(value);
   }
   return 0;
+}
+
+bool engine_messages() {
+  const char* text = process_value("APERTURE_ENGINE");
+  if (text == nullptr) return false;
+  const std::string_view value(text);
+  if (value == "rma") return false;
+  if (value == "messages") return true;
+  throw Error(ErrorCode::invalid_argument,
+              detail::format("APERTURE_ENGINE='{}' is not an engine; set it to rma (MPI one-sided communication, the "
+                             "default) or messages (MPI send/receive to each rank's service thread), or unset it",
+                             text));
 }
 
 bool collectives_interleave() {

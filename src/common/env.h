@@ -62,6 +62,7 @@ std::string node_exec();  // APERTURE_NODE_EXEC, empty when unset
 // Ranks on this machine as the launcher says (APERTURE_LOCAL_SIZE, else torchrun's
 // LOCAL_WORLD_SIZE, else Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE); 0 when none says it.
 int local_size(const Lookup& env);
+bool engine_messages();                       // APERTURE_ENGINE: messages (true) or rma (false, the default)
 bool collectives_interleave();                // APERTURE_COLLECTIVES_INTERLEAVE
 std::optional<unsigned> collectives_spins();  // APERTURE_COLLECTIVES_SPINS
 bool collectives_pdl();                       // APERTURE_COLLECTIVES_PDL

@@ -40,11 +40,11 @@
 #include "aperture/engine_channel.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
-#include "bootstrap/launcher.h"
 #include "bootstrap/mpi.h"
 #include "common/mpi_check.h"
 #include "detail/format.h"
 #include "engines/host_engine.h"
+#include "engines/mpi_engines.h"
 
 namespace aperture::detail {
 
@@ -291,18 +291,7 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
 
 }  // namespace
 
-std::string host_engine_unavailable(const Team& team) {
-  if (team.node_count() <= 1) return "the job runs on one node";
-  if (launcher_of(team) != Launcher::mpirun)
-    return detail::format("its ranks were started by {}, not mpirun: MPI's one-sided communication, which reaches "
-                          "the other nodes, needs ranks MPI started (`aperture launch --mpi`, or mpirun)",
-                          team.launched_by());
-  if (!mpi_is_active()) return "MPI is not initialised (or already finalized) in this process";
-  return {};
-}
-
-HostEngine open_host_engine(Team& team, void* local_base, std::size_t bytes) {
-  if (!host_engine_unavailable(team).empty()) return {};
+HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
   int thread_level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&thread_level);
   // Every rank decides alike (the level is the job's), so no rank waits in MPI_Win_create alone.
@@ -330,10 +319,11 @@ HostEngine open_host_engine(Team& team, void* local_base, std::size_t bytes) {
   engine.channel.context = window.get();
   engine.channel.host_call = &carry_out;
   engine.owner = std::move(window);
+  engine.close = &close_rma_engine;
   return engine;
 }
 
-void close_host_engine(HostEngine& engine) {
+void close_rma_engine(HostEngine& engine) {
   auto window = std::static_pointer_cast<Window>(std::const_pointer_cast<void>(engine.owner));
   engine = {};
   if (!window || window->win == MPI_WIN_NULL) return;

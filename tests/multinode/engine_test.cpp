@@ -122,16 +122,20 @@ void atomics(aperture::Team& team, aperture::PeerView peers, std::int64_t* words
   team.barrier();
   if (me == 0) words[0] = 0;
   team.barrier();
-  // Only the ranks of other nodes than rank 0 use the engine here; MPI's atomics are atomic with
-  // one another, not with the CPU's (docs/MULTINODE.md), so the direct ranks add elsewhere.
+  // With the RMA engine only the ranks of other nodes than rank 0 add here: MPI's atomics are
+  // atomic with one another, not with the CPU's (docs/MULTINODE.md). The message engine's target
+  // applies them with the CPU's own atomics, so there the direct ranks add at the same time.
   constexpr int kAdds = 200;
-  if (!team.same_node(0) || team.size() == 1)
+  const char* engine = std::getenv("APERTURE_ENGINE");
+  const bool system_wide = engine != nullptr && std::string(engine) == "messages";
+  const auto adds = [&](int r) { return system_wide || team.node_of(r) != team.node_of(0) || n == 1; };
+  if (adds(me))
     for (int k = 0; k < kAdds; ++k) peers.atomic_add(&words[0], std::int64_t(me + 1), 0);
   team.barrier();
   if (me == 0) {
     std::int64_t expected = 0;
     for (int r = 0; r < n; ++r)
-      if (team.node_of(r) != team.node_of(0) || n == 1) expected += std::int64_t(kAdds) * (r + 1);
+      if (adds(r)) expected += std::int64_t(kAdds) * (r + 1);
     EXPECT(words[0] == expected, "contended atomic_add: %lld, not %lld", (long long)words[0], (long long)expected);
   }
   team.barrier();

@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <map>
 #include <optional>
@@ -54,6 +55,7 @@
 #include "common/cuda_check.h"
 #include "common/env.h"
 #include "detail/format.h"
+#include "engines/host_engine.h"
 #include "providers/cuda/cu_check.h"
 #include "providers/cuda/current_device.h"
 #include "providers/cuda/foreign_gpu.h"
@@ -189,6 +191,10 @@ class CudaVmmProvider final : public LinearHeapProvider {
 
     // 4. The initial heap: a grow from nothing.
     grow_to(grow_step_, "mapping the initial heap");
+    // Ranks on other nodes reach this rank's slot through the message engine (MPI messages to
+    // its service thread, which copies through pinned staging), when MPI started the job. It
+    // covers the whole slot; a request beyond what is mapped fails in the copy, with the reason.
+    engine_ = open_device_engine(team_, reinterpret_cast<void*>(bases_[me]), capacity_, device_);
     cleanup.armed = false;
   }
 
@@ -422,11 +428,22 @@ class CudaVmmProvider final : public LinearHeapProvider {
   // The map of a table, on the host and copied into device memory for the kernels.
   SymmetricAddressMap place_table(std::vector<std::int64_t> table, std::size_t bytes) const override {
     TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "cuda-vmm device table");
-    return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
+    const auto offset = static_cast<std::uint64_t>(table[team_.rank()] - bases_[team_.rank()]);
+    auto map = SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
+    if (engine_) map.attach_engine(engine_.at(offset), engine_.owner);
+    return map;
   }
 
   // Undoes whatever the constructor got done. Never throws.
   void release() {
+    // Closing the engine is collective: skipped while an exception unwinds (ranks may be out of step).
+    if (engine_ && std::uncaught_exceptions() == 0) {
+      try {
+        close_host_engine(engine_);
+      } catch (const std::exception&) {  // a node is gone: the memory goes all the same
+      }
+    }
+    engine_ = {};
     if (device_ < 0) return;
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
@@ -462,6 +479,7 @@ class CudaVmmProvider final : public LinearHeapProvider {
   std::vector<Chunk> chunks_;                   // everything mapped, ours and the peers'
   std::optional<FdMailbox> mailbox_;            // where the peers' chunks arrive
   std::map<int, FdMailbox::Address> mailboxes_;  // same-machine peer -> its mailbox
+  HostEngine engine_;                            // reaches ranks on other nodes (multi-node jobs)
 };
 
 }  // namespace

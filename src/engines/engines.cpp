@@ -1,0 +1,50 @@
+// src/engines/engines.cpp — which engine a provider's memory gets (host_engine.h), in MPI builds.
+
+#include "aperture/team.h"
+#include "bootstrap/launcher.h"
+#include "bootstrap/mpi.h"
+#include "common/env.h"
+#include "detail/format.h"
+#include "engines/host_engine.h"
+#include "engines/mpi_engines.h"
+
+namespace aperture::detail {
+
+EngineKind host_engine_kind() { return env::engine_messages() ? EngineKind::messages : EngineKind::rma; }
+
+std::string host_engine_unavailable(const Team& team) {
+  if (team.node_count() <= 1) return "the job runs on one node";
+  if (launcher_of(team) != Launcher::mpirun)
+    return detail::format("its ranks were started by {}, not mpirun: MPI, which reaches the other nodes, needs "
+                          "ranks MPI started (`aperture launch --mpi`, or mpirun)",
+                          team.launched_by());
+  if (!mpi_is_active()) return "MPI is not initialised (or already finalized) in this process";
+  return {};
+}
+
+HostEngine open_host_engine(Team& team, void* local_base, std::size_t bytes) {
+  // Read on every rank before anything collective: a bad value fails every rank alike.
+  const EngineKind kind = host_engine_kind();
+  if (!host_engine_unavailable(team).empty()) return {};
+  if (kind == EngineKind::messages) return open_message_engine(team, host_target_memory(local_base), bytes);
+  return open_rma_engine(team, local_base, bytes);
+}
+
+#if defined(APERTURE_WITH_CUDA)
+HostEngine open_device_engine(Team& team, void* local_base, std::size_t bytes, int device) {
+  if (!host_engine_unavailable(team).empty()) return {};
+  // MPI one-sided windows over GPU memory need a CUDA-aware MPI; messages through pinned staging
+  // need none.
+  return open_message_engine(team, device_target_memory(local_base, device), bytes);
+}
+#endif
+
+void close_host_engine(HostEngine& engine) {
+  if (engine.close == nullptr) {
+    engine = {};
+    return;
+  }
+  engine.close(engine);
+}
+
+}  // namespace aperture::detail

@@ -1,0 +1,22 @@
+// src/engines/mpi_engines.h — the two MPI engines behind host_engine.h's open and close (MPI
+// builds only). Each opens collectively on every rank, and its HostEngine's `close` is its own.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "engines/host_engine.h"
+#include "engines/target_memory.h"
+
+namespace aperture::detail {
+
+// MPI one-sided communication on a window over [local_base, local_base + bytes) (mpi_rma.cpp).
+HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes);
+void close_rma_engine(HostEngine& engine);
+
+// MPI messages to each rank's service thread, which applies them to `memory`, this rank's
+// copy of `bytes` bytes (message_engine.cpp).
+HostEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory, std::size_t bytes);
+void close_message_engine(HostEngine& engine);
+
+}  // namespace aperture::detail
