@@ -56,7 +56,9 @@
 #      list of accepted reports from inside NVIDIA's libraries (scripts/sanitizers/compute-sanitizer.accept);
 #      6c. the GPU proxy channel (PROXY=0 skips it): its own build of tests/gpu with MPI, then
 #      gpu_proxy_queue_test (the queue alone, 512 GPU threads, an engine of its own) and gpu_proxy_test at 2 ranks on one GPU, as one node (direct) and as two (APERTURE_NODES: the
-#      peer through the queue, the proxy thread and MPI RMA), and the proxy's latency;
+#      peer through the queue, the proxy thread and MPI RMA), and the proxy's latency; the same on
+#      cuda-ipc and cuda-vmm memory (across nodes: the message engine through pinned staging), and
+#      the host heap over the message engine;
 #   7. prints one line per run (GoogleTest's passed and skipped counts) and the totals.
 # Skips: on a machine with a GPU, a program that skips (exit 77, e.g. a provider not available)
 # FAILS its step, and so does a `ctest -L gpu` run with any test skipped; a step the machine
@@ -511,7 +513,19 @@ if [[ ${PROXY:-1} == 1 ]]; then
       OMPI_MCA_btl_vader_single_copy_mechanism="${PROXY_SINGLE_COPY:-cma}" \
       "$proxy_build/aperture/tools/aperture" "${launch[@]}" -- "$proxy_build/gpu_proxy_test"
     grep -h 'LATENCY' "$work/gpu_proxy_test.nodes$nodes.np2-one-gpu.log" 2>/dev/null
+    # GPU memory (cuda-ipc, cuda-vmm): across the two nodes through the message engine, whose
+    # target copies through pinned staging; two-sided MPI needs none of the window settings.
+    for provider in cuda-ipc cuda-vmm; do
+      step "gpu_proxy_test.$provider.nodes$nodes.np2-one-gpu" 180 env CUDA_VISIBLE_DEVICES=0 APERTURE_GPU_HEAP_SIZE=64M \
+        "$proxy_build/aperture/tools/aperture" "${launch[@]}" -- "$proxy_build/gpu_proxy_test" "$provider"
+      grep -h 'LATENCY' "$work/gpu_proxy_test.$provider.nodes$nodes.np2-one-gpu.log" 2>/dev/null
+    done
   done
+  # The host heap through the message engine too (APERTURE_ENGINE=messages), with MPI's defaults.
+  step "gpu_proxy_test.shm-messages.nodes2.np2-one-gpu" 180 env CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=64M \
+    APERTURE_ENGINE=messages "$proxy_build/aperture/tools/aperture" launch --mpi --nodes 2 -n 2 --timeout 150 -- \
+    "$proxy_build/gpu_proxy_test" shm
+  grep -h 'LATENCY' "$work/gpu_proxy_test.shm-messages.nodes2.np2-one-gpu.log" 2>/dev/null
 else
   record gpu-proxy N/A 0 "PROXY=0"
 fi

@@ -70,12 +70,16 @@ class DeviceTargetMemory final : public TargetMemory {
                         "message engine atomic result");
     APERTURE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_result_), result_, 0),
                         "message engine atomic result");
+    warm_up();
   }
   ~DeviceTargetMemory() override {
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     (void)cudaSetDevice(device_);
-    if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_), (void)cudaStreamDestroy(stream_);
+    if (stream_ != nullptr) {
+      (void)cudaStreamSynchronize(stream_);
+      (void)cudaStreamDestroy(stream_);
+    }
     if (staging_ != nullptr) (void)cudaFreeHost(staging_);
     if (result_ != nullptr) (void)cudaFreeHost(result_);
     (void)cudaGetLastError();
@@ -117,6 +121,25 @@ class DeviceTargetMemory final : public TargetMemory {
     apply_signal_kernel<<<1, 1, 0, stream_>>>(reinterpret_cast<std::uint64_t*>(base_ + offset), value);
     if (auto why = APERTURE_CUDA_TRY(cudaGetLastError()); !why.empty()) return why;
     return APERTURE_CUDA_TRY(cudaStreamSynchronize(stream_));
+  }
+
+  // Runs both kernels once, now. With lazy loading (CUDA's default) a kernel's module is loaded
+  // at its first launch, and that waits for the kernels already running in the context: a
+  // kernel of this rank that spins until another node's atomic or signal lands would never
+  // let it load (seen on one H200: the first atomic timed out).
+  void warm_up() {
+    void* scratch = nullptr;
+    APERTURE_CUDA_CHECK(cudaMallocAsync(&scratch, sizeof(std::uint64_t), stream_), "message engine warm-up");
+    APERTURE_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(std::uint64_t), stream_), "message engine warm-up");
+    EngineRequest add;
+    add.op = EngineOp::fetch_op;
+    add.element_bytes = sizeof(std::uint64_t);
+    add.value = 1;
+    apply_atomic_kernel<<<1, 1, 0, stream_>>>(scratch, add, device_result_);
+    apply_signal_kernel<<<1, 1, 0, stream_>>>(static_cast<std::uint64_t*>(scratch), 2);
+    APERTURE_CUDA_CHECK(cudaGetLastError(), "message engine warm-up");
+    APERTURE_CUDA_CHECK(cudaFreeAsync(scratch, stream_), "message engine warm-up");
+    APERTURE_CUDA_CHECK(cudaStreamSynchronize(stream_), "message engine warm-up");
   }
 
   bool local_is_host(const void* local) const override {

@@ -1,20 +1,26 @@
 // tests/gpu/gpu_proxy_test.cu — a kernel's operations on a peer that load/store cannot reach,
-// carried kernel -> proxy queue -> proxy thread -> MPI RMA engine (aperture/gpu_proxy.h).
+// carried kernel -> proxy queue -> proxy thread -> engine (aperture/gpu_proxy.h).
 //
-// Two ranks on one GPU. The memory is the shm provider's host heap, mapped for the GPU
-// (cudaHostRegister), so a kernel can address it directly where the table allows. Run twice:
+// Two ranks on one GPU, on the memory of the provider named (default shm):
+//   shm                the host heap, mapped for the GPU (cudaHostRegister), so a kernel can
+//                      address it directly where the table allows; reached across nodes by
+//                      the MPI RMA engine (or the message engine, APERTURE_ENGINE=messages);
+//   cuda-ipc, cuda-vmm GPU memory; reached across nodes by the message engine, whose target
+//                      copies through pinned staging and runs atomics in a kernel.
+// Run twice per provider:
 //
-//     aperture launch -n 2 -- gpu_proxy_test                    # one node: the peer is direct
-//     aperture launch --mpi --nodes 2 -n 2 -- gpu_proxy_test    # two nodes (APERTURE_NODES):
-//                                                               # entry 0, through the proxy
+//     aperture launch -n 2 -- gpu_proxy_test [PROVIDER]                    # one node: direct
+//     aperture launch --mpi --nodes 2 -n 2 -- gpu_proxy_test [PROVIDER]    # two nodes (APERTURE_NODES):
+//                                                                          # entry 0, through the proxy
 //
 // The same kernel, the same values, the same checks: every element of put (from GPU memory,
 // two payloads per thread), get (into GPU memory), store, load, atomic_add (the old values must
 // chain), atomic_cas, and a signal after the puts that the peer's kernel waits for and then
 // reads the data behind. So the proxied run gives the results of the direct run, or fails.
 // Then rank 0 times one thread's 8-byte put (store) and atomic_add on the peer, in a kernel and
-// from the host through the same view, and prints the per-operation latency: in the proxied run
-// the difference is what the proxy adds (kernel -> host -> engine).
+// (for host memory, or through the engine) from the host through the same view, and prints the
+// per-operation latency: in the proxied run the difference is what the proxy adds
+// (kernel -> host -> engine).
 //
 // Exit 0 with "PASS ..." on rank 0; 1 naming the first wrong elements; 77 without a GPU, or
 // when two nodes are asked for and no engine is attached (aperture built without MPI).
@@ -28,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -132,7 +139,7 @@ std::vector<std::int64_t> device_table(const aperture::SymmetricAddressMap& map,
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIP: no GPU\n");
@@ -145,7 +152,9 @@ int main() {
   }
   CUDA_OK(cudaSetDevice(0));
   const int me = team.rank(), peer = 1 - me;
-  auto provider = aperture::make_provider("shm", team);
+  const std::string provider_name = argc > 1 ? argv[1] : "shm";
+  auto provider = aperture::make_provider(provider_name, team);
+  const bool gpu_memory = provider->memory_kind() == aperture::MemoryKind::device;
   aperture::Allocation allocation = provider->allocate(sizeof(Shared));
   const aperture::SymmetricAddressMap& map = allocation.map;
   const bool proxied = !map.is_direct(peer);
@@ -156,28 +165,36 @@ int main() {
     return 77;
   }
 
+  // The initial contents, written into this rank's copy wherever it lives (UVA: one copy call).
   auto* shared = static_cast<Shared*>(allocation.ptr);
+  auto image = std::make_unique<Shared>();
   for (std::size_t i = 0; i < kN; ++i) {
-    shared->mine[i] = value(me, i, 0);
-    shared->inbox[i] = -1;
+    image->mine[i] = value(me, i, 0);
+    image->inbox[i] = -1;
   }
   for (int t = 0; t < kThreads; ++t) {
-    shared->stores[t] = -1;
-    shared->words[t] = word_start(me, t);
+    image->stores[t] = -1;
+    image->words[t] = word_start(me, t);
   }
-  shared->counter = counter_start(me);
-  shared->flag = 0;
+  image->counter = counter_start(me);
+  image->flag = 0;
+  CUDA_OK(cudaMemcpy(shared, image.get(), sizeof(Shared), cudaMemcpyDefault));
 
   int result = 0;
   {
+    // Host memory is mapped for the GPU and gets a table of device addresses; GPU memory's map
+    // already carries its table in device memory.
     Registered registered;
-    const std::vector<std::int64_t> table = device_table(map, registered);
-    std::int64_t* device_bases = nullptr;
-    CUDA_OK(cudaMalloc(&device_bases, table.size() * sizeof(std::int64_t)));
-    CUDA_OK(cudaMemcpy(device_bases, table.data(), table.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
     aperture::PeerView view = map.peer_view();
-    view.peer_bases = device_bases;
-    auto* device_shared = reinterpret_cast<Shared*>(static_cast<std::uintptr_t>(table[me]));
+    std::int64_t* device_bases = nullptr;
+    Shared* device_shared = shared;
+    if (!gpu_memory) {
+      const std::vector<std::int64_t> table = device_table(map, registered);
+      CUDA_OK(cudaMalloc(&device_bases, table.size() * sizeof(std::int64_t)));
+      CUDA_OK(cudaMemcpy(device_bases, table.data(), table.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice));
+      view.peer_bases = device_bases;
+      device_shared = reinterpret_cast<Shared*>(static_cast<std::uintptr_t>(table[me]));
+    }
     std::unique_ptr<aperture::GpuProxy> proxy;
     if (proxied) {
       proxy = std::make_unique<aperture::GpuProxy>(map);
@@ -195,23 +212,24 @@ int main() {
 
     auto host = std::make_unique<Results>();
     CUDA_OK(cudaMemcpy(host.get(), results, sizeof(Results), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(image.get(), shared, sizeof(Shared), cudaMemcpyDefault));  // what the peer left here
     EXPECT(host->timeouts == 0, "rank %d: the wait for the peer's signal timed out", me);
     EXPECT(host->wrong_after_wait == 0, "rank %d: %llu inbox elements wrong right after the signal's wait", me,
            host->wrong_after_wait);
     for (std::size_t i = 0; i < kN; ++i) {
-      EXPECT(shared->inbox[i] == value(peer, i, 1), "rank %d: inbox[%zu] = %lld, not %lld", me, i,
-             (long long)shared->inbox[i], (long long)value(peer, i, 1));
+      EXPECT(image->inbox[i] == value(peer, i, 1), "rank %d: inbox[%zu] = %lld, not %lld", me, i,
+             (long long)image->inbox[i], (long long)value(peer, i, 1));
       EXPECT(host->got[i] == value(peer, i, 0), "rank %d: got[%zu] = %lld, not %lld", me, i, (long long)host->got[i],
              (long long)value(peer, i, 0));
     }
     std::vector<std::pair<std::uint64_t, std::uint64_t>> adds;  // (old, added) of our adds at the peer
     for (int t = 0; t < kThreads; ++t) {
-      EXPECT(shared->stores[t] == value(peer, t, 4), "rank %d: stores[%d] = %lld", me, t, (long long)shared->stores[t]);
+      EXPECT(image->stores[t] == value(peer, t, 4), "rank %d: stores[%d] = %lld", me, t, (long long)image->stores[t]);
       EXPECT(host->loaded[t] == value(peer, t, 0), "rank %d: loaded[%d] = %lld", me, t, (long long)host->loaded[t]);
       EXPECT(host->cas_olds[t] == word_start(peer, t), "rank %d: cas old[%d] = %llu, not %llu", me, t,
              (unsigned long long)host->cas_olds[t], (unsigned long long)word_start(peer, t));
-      EXPECT(shared->words[t] == std::uint64_t(value(peer, t, 3)), "rank %d: words[%d] = %llu", me, t,
-             (unsigned long long)shared->words[t]);
+      EXPECT(image->words[t] == std::uint64_t(value(peer, t, 3)), "rank %d: words[%d] = %llu", me, t,
+             (unsigned long long)image->words[t]);
       adds.emplace_back(host->olds[t], addend(me, t));
     }
     std::sort(adds.begin(), adds.end());
@@ -223,11 +241,12 @@ int main() {
     }
     std::uint64_t received = counter_start(me);
     for (int t = 0; t < kThreads; ++t) received += addend(peer, t);
-    EXPECT(shared->counter == received, "rank %d: counter %llu, not %llu", me, (unsigned long long)shared->counter,
+    EXPECT(image->counter == received, "rank %d: counter %llu, not %llu", me, (unsigned long long)image->counter,
            (unsigned long long)received);
+    EXPECT(image->flag == 1, "rank %d: flag %llu, not 1", me, (unsigned long long)image->flag);
     if (proxy) EXPECT(proxy->failures() == 0, "rank %d: the engine failed: %s", me, proxy->last_error().c_str());
 
-    // Latency: rank 0 issues, rank 1 only serves (its engine's progress thread answers).
+    // Latency: rank 0 issues, rank 1 only serves (its engine's progress or service thread answers).
     team.barrier();
     if (me == 0) {
       unsigned long long* ns = nullptr;
@@ -238,32 +257,41 @@ int main() {
       unsigned long long kernel_ns[2] = {0, 0};
       CUDA_OK(cudaMemcpy(kernel_ns, ns, sizeof kernel_ns, cudaMemcpyDeviceToHost));
       CUDA_OK(cudaFree(ns));
-      // The same operations from the host, through the same view's engine (or the peer's
-      // mapping when direct): what the engine itself costs.
-      aperture::PeerView host_view = map.peer_view();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kLatencyOps; ++i) host_view.store(&shared->stores[i % kThreads], std::int64_t(i), peer);
-      const auto t1 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kLatencyOps; ++i) host_view.atomic_add(&shared->counter, std::uint64_t{1}, peer);
-      const auto t2 = std::chrono::steady_clock::now();
-      const double host_put = std::chrono::duration<double, std::micro>(t1 - t0).count() / kLatencyOps;
-      const double host_add = std::chrono::duration<double, std::micro>(t2 - t1).count() / kLatencyOps;
       const double gpu_put = kernel_ns[0] / 1e3 / kLatencyOps, gpu_add = kernel_ns[1] / 1e3 / kLatencyOps;
-      std::printf("LATENCY %s: 8-byte put: kernel %.2f us, host %.2f us; atomic_add: kernel %.2f us, host %.2f us "
-                  "(per operation, one thread, %d back to back)%s\n",
-                  proxied ? "proxied" : "direct", gpu_put, host_put, gpu_add, host_add, kLatencyOps,
-                  proxied ? "; the kernel-host difference is the proxy's" : "");
+      // The same operations from the host, through the same view's engine (or the peer's mapping
+      // when direct, for host memory: the host cannot store into GPU memory): what the engine
+      // itself costs.
+      if (proxied || !gpu_memory) {
+        aperture::PeerView host_view = map.peer_view();
+        host_view.peer_bases = map.host_peer_bases().data();  // the host reads the host's copy of the table
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kLatencyOps; ++i) host_view.store(&shared->stores[i % kThreads], std::int64_t(i), peer);
+        const auto t1 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kLatencyOps; ++i) host_view.atomic_add(&shared->counter, std::uint64_t{1}, peer);
+        const auto t2 = std::chrono::steady_clock::now();
+        const double host_put = std::chrono::duration<double, std::micro>(t1 - t0).count() / kLatencyOps;
+        const double host_add = std::chrono::duration<double, std::micro>(t2 - t1).count() / kLatencyOps;
+        std::printf("LATENCY %s %s: 8-byte put: kernel %.2f us, host %.2f us; atomic_add: kernel %.2f us, host %.2f us "
+                    "(per operation, one thread, %d back to back)%s\n",
+                    provider_name.c_str(), proxied ? "proxied" : "direct", gpu_put, host_put, gpu_add, host_add,
+                    kLatencyOps, proxied ? "; the kernel-host difference is the proxy's" : "");
+      } else {
+        std::printf("LATENCY %s direct: 8-byte put: kernel %.2f us; atomic_add: kernel %.2f us (per operation, one "
+                    "thread, %d back to back)\n",
+                    provider_name.c_str(), gpu_put, gpu_add, kLatencyOps);
+      }
     }
     team.barrier();
     if (proxy) proxy->stop();
     CUDA_OK(cudaFree(results));
-    CUDA_OK(cudaFree(device_bases));
+    if (device_bases != nullptr) CUDA_OK(cudaFree(device_bases));
   }
   team.barrier();
   provider->free(allocation);
   result = test::failures == 0 ? 0 : 1;
   if (result == 0 && me == 0)
-    std::printf("PASS gpu_proxy_test (%s, put/get/store/load/atomic_add/atomic_cas/signal): %llu checks\n",
-                proxied ? "peer on another node, through the GPU proxy and MPI RMA" : "peer direct", test::checks);
+    std::printf("PASS gpu_proxy_test (%s memory, %s, put/get/store/load/atomic_add/atomic_cas/signal): %llu checks\n",
+                provider_name.c_str(), proxied ? "peer on another node, through the GPU proxy and the engine" : "peer direct",
+                test::checks);
   return result;
 }
