@@ -37,8 +37,9 @@ const std::vector<std::string> kHostOps = {"barrier", "put", "get", "broadcast",
 const std::vector<std::string> kNodeOps = {"node_put", "node_get"};
 // Only on request: the staged broadcast at every size (the default takes the push path up to
 // tuning::broadcast_ll_max_bytes), to compare the two paths in one run.
-// broadcast.in_place: out == in on every rank, as MPI_Bcast is called.
-const std::vector<std::string> kPathOps = {"broadcast.staged", "broadcast.in_place"};
+// broadcast.in_place: out == in on every rank, as MPI_Bcast is called. all_reduce.ll: the push
+// path at every size (the host's automatic choice takes the staged one-shot or two-shot).
+const std::vector<std::string> kPathOps = {"broadcast.staged", "broadcast.in_place", "all_reduce.ll"};
 
 void fill(std::vector<float>& v, int rank, int salt) {
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * 7 + static_cast<int>(i % 1000) + salt);
@@ -92,7 +93,8 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
       if (std::find(kHostOps.begin(), kHostOps.end(), op) == kHostOps.end() && !node_op && !path_op)
         throw Error("bench: unknown op '" + op + "' for host memory; ops are put, get, broadcast, all_gather, "
                     "reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all, barrier, "
-                    "broadcast.staged (the staged broadcast at every size), broadcast.in_place, and over nodes "
+                    "broadcast.staged (the staged broadcast at every size), broadcast.in_place, all_reduce.ll (the push "
+                    "path at every size), and over nodes "
                     "node_put, node_get");
       if (node_op && (team.node_count() < 2 || !window.map.engine().attached() || !with_mpi))
         throw Error(ErrorCode::unavailable,
@@ -173,6 +175,7 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
         } else if (op.rfind("all_reduce", 0) == 0) {
           const AllReduceAlgorithm algo = op == "all_reduce.one_shot"   ? AllReduceAlgorithm::one_shot
                                           : op == "all_reduce.two_shot" ? AllReduceAlgorithm::two_shot
+                                          : op == "all_reduce.ll"       ? AllReduceAlgorithm::ll
                                                                         : AllReduceAlgorithm::automatic;
           ours = [&, algo] { collectives->all_reduce(in.data(), out.data(), count, ReduceOp::sum, algo); };
           if (with_mpi) theirs = [&] { mpi::allreduce(in.data(), ref.data(), count); };

@@ -32,8 +32,36 @@ check() {  # check NAME COMMAND...: the command must exit 0 (a stranger kept out
   if [[ $rc == 0 ]]; then ok "$name: $out"; else bad "$name (exit $rc): $out"; fi
 }
 
-work=$(mktemp -d)
-chmod 755 "$work"
+# --- who plays the other user ----------------------------------------------------------------
+as_other=()
+if [[ $(id -u) == 0 ]]; then
+  if ! id "$user" >/dev/null 2>&1; then
+    useradd --system --no-create-home --shell /usr/sbin/nologin "$user" 2>/dev/null ||
+      useradd -r -M -s /bin/false "$user" 2>/dev/null || true
+  fi
+  if id "$user" >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+    as_other=(setpriv --reuid="$(id -u "$user")" --regid="$(id -g "$user")" --clear-groups --)
+  fi
+fi
+if [[ ${#as_other[@]} == 0 ]]; then
+  if [[ "${APERTURE_SECURITY_REQUIRE_USER:-0}" == 1 ]]; then
+    bad "cannot act as another user (needs root, useradd and setpriv); the cross-user checks did not run"
+  fi
+fi
+# The work folder holds what the other user must reach (its program, the suppressions), so it
+# must be one that user can enter: /tmp may be private to root (seen on a development machine,
+# /tmp 0700), and /var/tmp is tried after it.
+work=
+for base in "${TMPDIR:-/tmp}" /var/tmp; do
+  candidate=$(mktemp -d -p "$base" aperture-security.XXXXXX) || continue
+  chmod 755 "$candidate"
+  if [[ ${#as_other[@]} == 0 ]] || "${as_other[@]}" test -x "$candidate"; then
+    work=$candidate
+    break
+  fi
+  rm -rf "$candidate"
+done
+[[ -n $work ]] || { echo "FAIL - no temporary folder the other user can enter (tried ${TMPDIR:-/tmp}, /var/tmp)"; exit 1; }
 trap 'touch "$work/job/release" "$work/tcp/release" 2>/dev/null; sleep 0.3; kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 cp "$stranger_bin" "$work/stranger" && chmod 755 "$work/stranger"
 stranger="$work/stranger"
@@ -51,22 +79,6 @@ for var in ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS UBSAN_OPTIONS; do
   export "$var=${options/"suppressions=$file"/"suppressions=$copy"}"
 done
 
-# --- who plays the other user ----------------------------------------------------------------
-as_other=()
-if [[ $(id -u) == 0 ]]; then
-  if ! id "$user" >/dev/null 2>&1; then
-    useradd --system --no-create-home --shell /usr/sbin/nologin "$user" 2>/dev/null ||
-      useradd -r -M -s /bin/false "$user" 2>/dev/null || true
-  fi
-  if id "$user" >/dev/null 2>&1 && command -v setpriv >/dev/null; then
-    as_other=(setpriv --reuid="$(id -u "$user")" --regid="$(id -g "$user")" --clear-groups --)
-  fi
-fi
-if [[ ${#as_other[@]} == 0 ]]; then
-  if [[ "${APERTURE_SECURITY_REQUIRE_USER:-0}" == 1 ]]; then
-    bad "cannot act as another user (needs root, useradd and setpriv); the cross-user checks did not run"
-  fi
-fi
 cross_user() {  # cross_user NAME COMMAND...: a check run as the other user, or skipped
   local name=$1; shift
   if [[ ${#as_other[@]} == 0 ]]; then skip "$name (not root: no other user to act as)"; return; fi
