@@ -6,6 +6,8 @@
 #   ./scripts/sanitize.sh all       both, one after the other
 #   ./scripts/sanitize.sh asan -R shm   extra arguments go to ctest
 #   BUILD_TARGETS="a b" ./scripts/sanitize.sh tsan -R x   build only those targets (what the tests picked need)
+#   SANITIZE_BUILD_ONLY=1 ./scripts/sanitize.sh asan   configure and build, run nothing (.ci/run builds
+#                                   ahead this way, then runs the same command again for the tests)
 #
 # The builds use the CMake presets of the same names (CMakePresets.json) in $BUILD_ROOT/build-asan
 # and $BUILD_ROOT/build-tsan (BUILD_ROOT defaults to build/ in the tree). They compile host code only: CUDA is
@@ -35,6 +37,10 @@ run_one() {
   echo "sanitize: $preset: building ${BUILD_TARGETS:-everything} with $jobs jobs"
   # shellcheck disable=SC2086 # BUILD_TARGETS is a list of target names
   cmake --build "$dir" --parallel "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
+  if [[ ${SANITIZE_BUILD_ONLY:-0} == 1 ]]; then
+    echo "sanitize: $preset: built (SANITIZE_BUILD_ONLY=1: no tests run)"
+    return 0
+  fi
   # Reports go to stderr, which ctest shows for a failing test; a report fails its process.
   local supp="$root/scripts/sanitizers"
   case "$preset" in
