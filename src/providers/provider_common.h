@@ -13,7 +13,8 @@ namespace aperture::detail {
 // Collective. Every rank learns whether any rank failed `step` (its `local_error` is not empty),
 // so all of them throw together instead of some waiting forever in the next collective call.
 // The failing rank's error carries its message and `code` (what kind of failure it was); the
-// others' errors name the rank that failed, with code peer_lost.
+// others' errors name the lowest rank that failed and carry its message, with code peer_lost.
+// One allgather when nobody failed, two when someone did.
 void agree_or_throw(Team& team, std::string_view who, std::string_view step, const std::string& local_error,
                     ErrorCode code = ErrorCode::system);
 
