@@ -1,5 +1,10 @@
 // src/engines/engines.cpp — which engine a provider's memory gets (host_engine.h), in MPI builds.
 
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include "aperture/error.h"
 #include "aperture/team.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/mpi.h"
@@ -22,10 +27,28 @@ std::string host_engine_unavailable(const Team& team) {
   return {};
 }
 
+namespace {
+
+// Both engines keep a thread of their own in MPI (the RMA engine's progress thread, the message
+// engine's service thread). Every rank decides alike (the level is the job's), so no rank waits
+// in the engine's first collective call alone.
+void require_thread_multiple() {
+  int thread_level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&thread_level);
+  if (thread_level < MPI_THREAD_MULTIPLE)
+    throw Error(ErrorCode::unavailable,
+                "MPI runs below MPI_THREAD_MULTIPLE, and the engine that reaches ranks on other nodes keeps a "
+                "thread of its own in MPI; initialise MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE), or let "
+                "aperture initialise it (Team::from_env before MPI_Init)");
+}
+
+}  // namespace
+
 HostEngine open_host_engine(Team& team, void* local_base, std::size_t bytes) {
   // Read on every rank before anything collective: a bad value fails every rank alike.
   const EngineKind kind = host_engine_kind();
   if (!host_engine_unavailable(team).empty()) return {};
+  require_thread_multiple();
   if (kind == EngineKind::messages) return open_message_engine(team, host_target_memory(local_base), bytes);
   return open_rma_engine(team, local_base, bytes);
 }
@@ -33,6 +56,7 @@ HostEngine open_host_engine(Team& team, void* local_base, std::size_t bytes) {
 #if defined(APERTURE_WITH_CUDA)
 HostEngine open_device_engine(Team& team, void* local_base, std::size_t bytes, int device) {
   if (!host_engine_unavailable(team).empty()) return {};
+  require_thread_multiple();
   // MPI one-sided windows over GPU memory need a CUDA-aware MPI; messages through pinned staging
   // need none.
   return open_message_engine(team, device_target_memory(local_base, device), bytes);

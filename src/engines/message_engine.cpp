@@ -489,14 +489,6 @@ class HostTargetMemory final : public TargetMemory {
 std::unique_ptr<TargetMemory> host_target_memory(void* base) { return std::make_unique<HostTargetMemory>(base); }
 
 HostEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory, std::size_t bytes) {
-  int thread_level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&thread_level);
-  // Every rank decides alike (the level is the job's), so no rank waits in a collective alone.
-  if (thread_level < MPI_THREAD_MULTIPLE)
-    throw Error(ErrorCode::unavailable,
-                "message engine: MPI runs below MPI_THREAD_MULTIPLE, and the engine's service thread needs it to "
-                "serve ranks on other nodes; initialise MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE), or let "
-                "aperture initialise it (Team::from_env before MPI_Init)");
   auto target = std::make_shared<Target>();
   const bool staged = memory->direct(0) == nullptr;
   const std::uint64_t piece = staged ? memory->staging_bytes() : kMaxMessageBytes;

@@ -1,5 +1,6 @@
 // src/engines/mpi_engines.h — the two MPI engines behind host_engine.h's open and close (MPI
 // builds only). Each opens collectively on every rank, and its HostEngine's `close` is its own.
+// The callers (engines.cpp) have checked that MPI runs at MPI_THREAD_MULTIPLE.
 #pragma once
 
 #include <cstddef>

@@ -292,14 +292,6 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
 }  // namespace
 
 HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
-  int thread_level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&thread_level);
-  // Every rank decides alike (the level is the job's), so no rank waits in MPI_Win_create alone.
-  if (thread_level < MPI_THREAD_MULTIPLE)
-    throw Error(ErrorCode::unavailable,
-                "MPI RMA engine: MPI runs below MPI_THREAD_MULTIPLE, and the engine's progress thread needs it to "
-                "reach ranks on other nodes; initialise MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE), or let "
-                "aperture initialise it (Team::from_env before MPI_Init)");
   auto window = std::make_shared<Window>();
   window->bytes = bytes;
   MPI_Info info = MPI_INFO_NULL;
