@@ -95,6 +95,12 @@ static_assert(std::is_trivially_copyable_v<WireReply>, "sent as bytes");
 
 std::string mpi_text(int code) { return mpi_error_text(code); }
 
+// The bytes of the target's copy an operation reads or writes (checked on both sides).
+std::uint64_t bytes_touched(EngineOp op, std::uint64_t bytes, std::uint8_t element_bytes) {
+  if (op == EngineOp::put || op == EngineOp::get) return bytes;
+  return op == EngineOp::signal ? sizeof(std::uint64_t) : element_bytes;
+}
+
 // Waits for `requests` until `deadline`. "" when all completed; what failed otherwise (an MPI
 // error, or the deadline; the requests still pending are then cancelled).
 std::string complete_all(std::vector<MPI_Request>& requests, std::chrono::steady_clock::time_point deadline,
@@ -240,10 +246,7 @@ class Service {
     WireReply reply;
     std::string failure;
     std::shared_ptr<Target> target = find(w.engine);
-    const std::uint64_t touched =
-        w.op == EngineOp::put || w.op == EngineOp::get ? w.bytes
-        : w.op == EngineOp::signal                     ? sizeof(std::uint64_t)
-                                                       : w.element_bytes;
+    const std::uint64_t touched = bytes_touched(w.op, w.bytes, w.element_bytes);
     if (!target)
       failure = detail::format("rank {} has no open engine {} (its allocation was freed there); keep views only "
                                "while their allocation lives",
@@ -375,9 +378,7 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
   if (e.closed.load(std::memory_order_acquire))
     throw engine_error(ErrorCode::invalid_argument, r,
                        "its allocation was freed; keep views and maps only while their allocation lives");
-  const std::uint64_t touched = r.op == EngineOp::put || r.op == EngineOp::get ? r.bytes
-                                : r.op == EngineOp::signal                     ? sizeof(std::uint64_t)
-                                                                               : r.element_bytes;
+  const std::uint64_t touched = bytes_touched(r.op, r.bytes, r.element_bytes);
   if (r.offset > e.bytes || touched > e.bytes - r.offset)
     throw engine_error(ErrorCode::invalid_argument, r,
                        detail::format("the access lies outside the peer's {} bytes; keep the pointers inside the "
@@ -408,24 +409,24 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
   auto post = [&](int code, const char* call) {
     if (code != MPI_SUCCESS) throw engine_error(ErrorCode::system, r, detail::format("{}: {}", call, mpi_text(code)));
   };
+  // The data in pieces on the call's tag: received for a get, sent for a put.
+  auto post_pieces = [&] {
+    for (std::uint64_t done = 0; done < r.bytes; done += e.piece) {
+      const int n = static_cast<int>(std::min(e.piece, r.bytes - done));
+      requests.push_back(MPI_REQUEST_NULL);
+      if (r.op == EngineOp::get)
+        post(MPI_Irecv(local + done, n, MPI_BYTE, r.peer, w.tag, comm, &requests.back()), "MPI_Irecv (data)");
+      else
+        post(MPI_Isend(local + done, n, MPI_BYTE, r.peer, w.tag, comm, &requests.back()), "MPI_Isend (data)");
+    }
+  };
+  // The reply's and a get's receives are posted before the request goes out.
   requests.push_back(MPI_REQUEST_NULL);
   post(MPI_Irecv(&reply, sizeof reply, MPI_BYTE, r.peer, w.tag + 1, comm, &requests.back()), "MPI_Irecv (reply)");
-  if (r.op == EngineOp::get)
-    for (std::uint64_t done = 0; done < r.bytes; done += e.piece) {
-      requests.push_back(MPI_REQUEST_NULL);
-      post(MPI_Irecv(local + done, static_cast<int>(std::min(e.piece, r.bytes - done)), MPI_BYTE, r.peer, w.tag, comm,
-                     &requests.back()),
-           "MPI_Irecv (data)");
-    }
+  if (r.op == EngineOp::get) post_pieces();
   requests.push_back(MPI_REQUEST_NULL);
   post(MPI_Isend(&w, sizeof w, MPI_BYTE, r.peer, kRequestTag, comm, &requests.back()), "MPI_Isend (request)");
-  if (r.op == EngineOp::put)
-    for (std::uint64_t done = 0; done < r.bytes; done += e.piece) {
-      requests.push_back(MPI_REQUEST_NULL);
-      post(MPI_Isend(local + done, static_cast<int>(std::min(e.piece, r.bytes - done)), MPI_BYTE, r.peer, w.tag, comm,
-                     &requests.back()),
-           "MPI_Isend (data)");
-    }
+  if (r.op == EngineOp::put) post_pieces();
   if (r.op == EngineOp::get) {
     // A failed get sends no data, only its reply: wait for the reply first, then the data.
     std::vector<MPI_Request> first(1, requests[0]);
