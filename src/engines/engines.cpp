@@ -6,7 +6,7 @@
 
 #include "aperture/error.h"
 #include "aperture/team.h"
-#include "bootstrap/launcher.h"
+#include "bootstrap/launched_by.h"
 #include "bootstrap/mpi.h"
 #include "common/env.h"
 #include "detail/format.h"
@@ -19,7 +19,7 @@ EngineKind host_engine_kind() { return env::engine_messages() ? EngineKind::mess
 
 std::string host_engine_unavailable(const Team& team) {
   if (team.node_count() <= 1) return "the job runs on one node";
-  if (launcher_of(team) != Launcher::mpirun)
+  if (launched_by(team) != LaunchedBy::mpirun)
     return detail::format("its ranks were started by {}, not mpirun: MPI, which reaches the other nodes, needs "
                           "ranks MPI started (`aperture launch --mpi`, or mpirun)",
                           team.launched_by());

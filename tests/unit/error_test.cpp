@@ -12,7 +12,7 @@
 #include "../common/env_override.h"
 #include "../common/error_of.h"
 #include "../common/provider_status.h"
-#include "bootstrap/env.h"
+#include "bootstrap/launcher_variables.h"
 #include "bootstrap/wire_status.h"
 #include "common/call_failure.h"
 

@@ -34,7 +34,7 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
-#include "bootstrap/launcher.h"
+#include "bootstrap/launched_by.h"
 #include "common/env.h"
 #include "detail/format.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
@@ -50,7 +50,7 @@ namespace {
 constexpr const char* kNeedsMpirun =
     "needs ranks started by mpirun; run under `aperture launch --mpi -n N -- prog` or `mpirun -n N prog`";
 
-bool started_by_mpirun() { return has_launcher_variables(Launcher::mpirun, env::process()); }
+bool started_by_mpirun() { return has_launcher_variables(LaunchedBy::mpirun, env::process()); }
 
 // ---- the process-wide OpenSHMEM runtime --------------------------------------------------------
 //
@@ -373,7 +373,7 @@ ProviderEntry openshmem_entry() {
     return status;
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
-    if (!started_by_mpirun() || launcher_of(team) != Launcher::mpirun)
+    if (!started_by_mpirun() || launched_by(team) != LaunchedBy::mpirun)
       throw Error(ErrorCode::unavailable, detail::format("provider 'openshmem' {} (this team was started by '{}')",
                                                          kNeedsMpirun, team.launched_by()));
     return std::make_unique<OpenShmemProvider>(team);

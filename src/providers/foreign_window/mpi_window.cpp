@@ -37,7 +37,7 @@
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
-#include "bootstrap/launcher.h"
+#include "bootstrap/launched_by.h"
 #include "bootstrap/mpi.h"
 #include "bootstrap/mpi_comm.h"
 #include "common/env.h"
@@ -355,7 +355,7 @@ std::string open_mpi_version() {
 #endif
 }
 
-bool started_by_mpirun() { return has_launcher_variables(Launcher::mpirun, env::process()); }
+bool started_by_mpirun() { return has_launcher_variables(LaunchedBy::mpirun, env::process()); }
 
 }  // namespace
 
@@ -373,7 +373,7 @@ ProviderEntry mpi_window_entry() {
     return status;
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
-    if (!started_by_mpirun() || launcher_of(team) != Launcher::mpirun)
+    if (!started_by_mpirun() || launched_by(team) != LaunchedBy::mpirun)
       throw Error(ErrorCode::unavailable, detail::format("provider 'mpi-window' {} (this team was started by '{}')",
                                                          kNeedsMpirun, team.launched_by()));
     return std::make_unique<MpiWindowProvider>(team);
