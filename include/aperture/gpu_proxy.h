@@ -53,7 +53,7 @@ class APERTURE_API GpuProxy {
   };
 
   // The proxy for `map`'s engine. Throws aperture::Error when the map has no engine (one node, or
-  // ranks not started by mpirun: host_engine.h says when one is attached).
+  // ranks not started by mpirun: engine.h says when one is attached).
   explicit GpuProxy(const SymmetricAddressMap& map, Options options);
   explicit GpuProxy(const SymmetricAddressMap& map) : GpuProxy(map, Options{}) {}
   // The same for any engine channel (tests drive a queue with an engine of their own). `owner`

@@ -489,7 +489,7 @@ class HostTargetMemory final : public TargetMemory {
 
 std::unique_ptr<TargetMemory> host_target_memory(void* base) { return std::make_unique<HostTargetMemory>(base); }
 
-HostEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory, std::size_t bytes) {
+OpenEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory, std::size_t bytes) {
   auto target = std::make_shared<Target>();
   const bool staged = memory->direct(0) == nullptr;
   const std::uint64_t piece = staged ? memory->staging_bytes() : kMaxMessageBytes;
@@ -503,7 +503,7 @@ HostEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory,
   // Ids agree when every rank opens its engines in the same order; a rank that did not is found
   // here rather than by a request reaching the wrong memory.
   team.check_same("message engine open", {{"engine", engine->id}, {"piece", piece}});
-  HostEngine opened;
+  OpenEngine opened;
   opened.channel.context = engine.get();
   opened.channel.host_call = &carry_out;
   opened.owner = engine;
@@ -511,7 +511,7 @@ HostEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory,
   return opened;
 }
 
-void close_message_engine(HostEngine& opened) {
+void close_message_engine(OpenEngine& opened) {
   auto engine = std::static_pointer_cast<Engine>(std::const_pointer_cast<void>(opened.owner));
   opened = {};
   if (!engine || engine->closed.exchange(true)) return;

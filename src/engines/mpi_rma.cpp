@@ -43,7 +43,7 @@
 #include "bootstrap/mpi.h"
 #include "common/mpi_check.h"
 #include "detail/format.h"
-#include "engines/host_engine.h"
+#include "engines/engine.h"
 #include "engines/mpi_engines.h"
 
 namespace aperture::detail {
@@ -291,7 +291,7 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
 
 }  // namespace
 
-HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
+OpenEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
   auto window = std::make_shared<Window>();
   window->bytes = bytes;
   MPI_Info info = MPI_INFO_NULL;
@@ -307,7 +307,7 @@ HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
   window->locked = true;
   Progress::instance().acquire(team_order_comm(team));
   window->progress = true;
-  HostEngine engine;
+  OpenEngine engine;
   engine.channel.context = window.get();
   engine.channel.host_call = &carry_out;
   engine.owner = std::move(window);
@@ -315,7 +315,7 @@ HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
   return engine;
 }
 
-void close_rma_engine(HostEngine& engine) {
+void close_rma_engine(OpenEngine& engine) {
   auto window = std::static_pointer_cast<Window>(std::const_pointer_cast<void>(engine.owner));
   engine = {};
   if (!window || window->win == MPI_WIN_NULL) return;
