@@ -13,17 +13,13 @@
 // components answer there from inside MPI calls), and a target rank may be in a Team barrier
 // or a wait_until_ge, which call no MPI. So while an engine is open, a progress thread per rank
 // calls MPI_Iprobe on the engine's communicator every 20 us (MPI_Iprobe tells nothing about RMA
-// that would let it poll less blindly). Linux rounds a thread's sleeps up by its timer slack,
-// 50 us by default, which made that 100 us per poll (measured on a loaded 2-core machine); the thread sets its own slack to 1 us.
+// that would let it poll less blindly), in the loop idle_loop.h runs for both engines.
 // It needs MPI_THREAD_MULTIPLE; without it (the program initialised MPI at a lower level) the
 // engine refuses to open.
 // The C API only: the deprecated MPI C++ bindings would need libmpi_cxx.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -44,6 +40,7 @@
 #include "common/mpi_check.h"
 #include "detail/format.h"
 #include "engines/engine.h"
+#include "engines/idle_loop.h"
 #include "engines/mpi_engines.h"
 
 namespace aperture::detail {
@@ -104,14 +101,12 @@ class Progress {
 
  private:
   void run() {
-#if defined(__linux__)
-    prctl(PR_SET_TIMERSLACK, 1000UL);  // ns; a failure only leaves the default slack
-#endif
-    while (!stop_.load(std::memory_order_relaxed)) {
+    // Every probe finds nothing (no message carries the tag): the thread sleeps between all of them.
+    run_idle_loop(stop_, std::chrono::microseconds(0), [this] {
       int flag = 0;
       MPI_Iprobe(MPI_ANY_SOURCE, kNeverSentTag, comm_, &flag, MPI_STATUS_IGNORE);
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+      return false;
+    });
   }
   static constexpr int kNeverSentTag = 0x6170;  // "ap": the engine's communicator carries no messages
   std::mutex mutex_;
