@@ -54,7 +54,7 @@ replaced by to_rank's where the ranks are equal, so either the ranks are one val
 enough for the offset to fold to 0 and the branch to go, or the two reads stay distinct
 operations, which no analysis can fold.
 
-Ordering follows the C++ semantics (DESIGN.md §4): ``load``/``store``/``put``/``get``/``copy``
+Ordering follows the C++ semantics (docs/CONTRACT.md, "Semantics"): ``load``/``store``/``put``/``get``/``copy``
 are relaxed and unordered; ``signal`` is a release operation and ``wait_until_ge`` an acquire
 one, both at system scope, so data stored before a signal is visible after the matching wait.
 Atomics take Triton's ``sem`` ("relaxed", "acquire", "release", "acq_rel") and ``scope``
