@@ -26,6 +26,7 @@ if [[ -z "$tidy" ]]; then
   tidy="$(command -v clang-tidy-14)"
 fi
 
+mkdir -p "$(dirname "$build")"
 cmake -S "$root" -B "$build" -DAPERTURE_CUDA=OFF -DBUILD_TESTING=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 mapfile -t files < <(python3 -c "

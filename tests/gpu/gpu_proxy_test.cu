@@ -22,8 +22,8 @@
 // per-operation latency: in the proxied run the difference is what the proxy adds
 // (kernel -> host -> engine).
 //
-// Exit 0 with "PASS ..." on rank 0; 1 naming the first wrong elements; 77 without a GPU, or
-// when two nodes are asked for and no engine is attached (aperture built without MPI).
+// Exit 0 with "PASS ..." on rank 0; 1 naming the first wrong elements (or a run over 2 nodes that did
+// not go through the proxy: APERTURE_TEST_EXPECTED_NODES); 77 without a GPU.
 #include <aperture/aperture.h>
 
 #include <cuda_runtime.h>
@@ -158,11 +158,19 @@ int main(int argc, char** argv) {
   aperture::Allocation allocation = provider->allocate(sizeof(Shared));
   const aperture::SymmetricAddressMap& map = allocation.map;
   const bool proxied = !map.is_direct(peer);
-  if (proxied && !map.engine().attached()) {
-    std::printf("SKIP: rank %d is on another node and no engine is attached (aperture built without MPI, or not "
-                "started by mpirun)\n", peer);
+  // What the registration expects (APERTURE_TEST_EXPECTED_NODES, told by CTest or gpu-check rather
+  // than read back from the launcher under test): 2 nodes means the peer must be reached through
+  // the proxy and an engine; a run that quietly went direct would pass without testing either.
+  const char* expected_text = std::getenv("APERTURE_TEST_EXPECTED_NODES");
+  const int expected_nodes = expected_text != nullptr ? std::atoi(expected_text) : team.node_count();
+  if (team.node_count() != expected_nodes || proxied != (expected_nodes > 1) ||
+      (proxied && !map.engine().attached())) {
+    std::fprintf(stderr, "FAIL: rank %d: %d node(s) (expected %d), peer %s, engine %s: a run over 2 nodes must reach "
+                 "its peer through the proxy and an engine (aperture built with MPI, started by aperture launch --mpi "
+                 "--nodes 2), a run on one node directly\n", me, team.node_count(), expected_nodes,
+                 proxied ? "not direct" : "direct", map.engine().attached() ? "attached" : "not attached");
     provider->free(allocation);
-    return 77;
+    return 1;
   }
 
   // The initial contents, written into this rank's copy wherever it lives (UVA: one copy call).
@@ -282,6 +290,8 @@ int main(int argc, char** argv) {
       }
     }
     team.barrier();
+    // The proxied run's operations went through the queue: its thread carried some out.
+    if (proxy) EXPECT(proxy->completed() > 0, "rank %d: the peer is on another node but the proxy carried out no request", me);
     if (proxy) proxy->stop();
     CUDA_OK(cudaFree(results));
     if (device_bases != nullptr) CUDA_OK(cudaFree(device_bases));
