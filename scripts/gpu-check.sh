@@ -136,8 +136,8 @@ ctest_part() {
 }
 
 # pytest_step NAME RANKS [PYTEST ARGS...]: pytest in every rank (scripts/pytest-ranks.sh), -rs for
-# the skip reasons. Fails on any skip, except "one GPU per rank" ones with fewer GPUs than ranks
-# (counted, N/A); and fails when nothing ran.
+# the skip reasons. Fails on any skip except those the run's shape explains (ranks sharing a GPU
+# with fewer GPUs than ranks; "needs two ranks" at one rank: counted, N/A); fails when nothing ran.
 pytest_verdict=""
 pytest_step() {
   local name=$1 ranks=$2
@@ -146,12 +146,15 @@ pytest_step() {
   local log="$log_dir/python.$name.log" line skips allowed=0 other
   line=$(grep -E '^(\[rank 0\] )?[0-9]+ (passed|failed)|^(\[rank 0\] )?=+ .*[0-9]+ (passed|failed)' "$log" | tail -1)
   skips=$(grep -E '^(\[rank [0-9]+\] )?SKIPPED \[' "$log")
-  other=$skips
-  if (( gpus < ranks )); then
-    other=$(grep -viE 'one GPU per rank|share[sd]? (one|a|the) GPU|ranks sharing' <<<"$skips" | grep -c .)
+  # What this run's shape cannot do, said by the test: ranks sharing a GPU (fewer GPUs than
+  # ranks), a second rank (one rank). Every other skip fails.
+  local shape=()
+  (( gpus < ranks )) && shape+=('ranks that share a GPU|one GPU per rank')
+  (( ranks == 1 )) && shape+=('needs two ranks')
+  other=$(grep -c . <<<"$skips")
+  if (( ${#shape[@]} > 0 )); then
+    other=$(grep -viE "$(IFS='|'; echo "${shape[*]}")" <<<"$skips" | grep -c .)
     allowed=$(( $(grep -c . <<<"$skips") - other ))
-  else
-    other=$(grep -c . <<<"$skips")
   fi
   if (( rc != 0 )); then
     pytest_verdict+="$name: FAIL (exit $rc) ${line}; "
@@ -165,7 +168,7 @@ pytest_step() {
     return 1
   fi
   local na=""
-  (( allowed > 0 )) && na=" ($allowed skip(s) N/A: one GPU per rank, $gpus here)"
+  (( allowed > 0 )) && na=" ($allowed skip(s) N/A: the run's shape, $ranks rank(s) on $gpus GPU(s))"
   pytest_verdict+="$name: ${line#\[rank 0\] }$na; "
 }
 
