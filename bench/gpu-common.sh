@@ -15,6 +15,11 @@ aperture="$build/aperture/tools/aperture"
 passed=0 failed=0
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export APERTURE_TIMEOUT="${APERTURE_TIMEOUT:-60}"
+# Without a GPU nothing can be measured: say so and fail (a caller's --dry-run sets dry_run=1).
+if (( gpus == 0 && ${dry_run:-0} == 0 )); then
+  echo "$bench_name: N/A: no GPU on this machine (nvidia-smi -L lists none): nothing measured"
+  exit 1
+fi
 
 line() { printf '%s: %-44s %s\n' "$bench_name" "$1" "$2"; }
 verdict() { if (( $1 == 0 )); then passed=$((passed + 1)); else failed=$((failed + 1)); fi; line "$2" "exit $1${3:+: $3}"; }
