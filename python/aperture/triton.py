@@ -597,115 +597,129 @@ def copy(dst_ptr, src_ptr, src_rank, dst_rank, cur_rank, peer_bases, mask=None, 
 
 
 @triton.jit
+def _atomic_direct(ptr, value, from_rank, to_rank, peer_bases, mask, sem: tl.constexpr, scope: tl.constexpr,
+                   ATOMIC: tl.constexpr):
+    # The direct atomic (EngineAtomic's numbering: add, sub, and, or, xor, min, max, xchg).
+    target = translate(ptr, from_rank, to_rank, peer_bases)
+    if ATOMIC == 0:
+        old = tl.atomic_add(target, value, mask=mask, sem=sem, scope=scope)
+    elif ATOMIC == 1:
+        old = tl.atomic_add(target, -value, mask=mask, sem=sem, scope=scope)
+    elif ATOMIC == 2:
+        old = tl.atomic_and(target, value, mask=mask, sem=sem, scope=scope)
+    elif ATOMIC == 3:
+        old = tl.atomic_or(target, value, mask=mask, sem=sem, scope=scope)
+    elif ATOMIC == 4:
+        old = tl.atomic_xor(target, value, mask=mask, sem=sem, scope=scope)
+    elif ATOMIC == 5:
+        old = tl.atomic_min(target, value, mask=mask, sem=sem, scope=scope)
+    elif ATOMIC == 6:
+        old = tl.atomic_max(target, value, mask=mask, sem=sem, scope=scope)
+    else:
+        old = tl.atomic_xchg(target, value, mask=mask, sem=sem, scope=scope)
+    return old
+
+
+@triton.jit
+def _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem: tl.constexpr, scope: tl.constexpr, proxy,
+                   ATOMIC: tl.constexpr):
+    # With a proxy: the engine's atomic where to_rank's entry is 0, the direct one elsewhere.
+    if _entry(peer_bases, to_rank) == 0:
+        old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, ATOMIC)
+    else:
+        old = _atomic_direct(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, ATOMIC).to(
+            ptr.dtype.element_ty)
+    return old
+
+
+@triton.jit
 def atomic_add(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
                scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
-    """Adds ``value`` to to_rank's copy of ``ptr``; returns the old values."""
+    """Adds ``value`` to to_rank's copy of ``ptr``; returns the old values. ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+        old = tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
     else:
-        if _entry(peer_bases, to_rank) == 0:
-            old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, 0)
-        else:
-            old = tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+        old = _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, proxy, 0)
+    return old
 
 
 @triton.jit
 def atomic_sub(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
                scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
-    """Subtracts ``value`` from to_rank's copy of ``ptr``; returns the old values."""
+    """Subtracts ``value`` from to_rank's copy of ``ptr``; returns the old values. ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), -value, mask=mask, sem=sem, scope=scope)
+        old = tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), -value, mask=mask, sem=sem, scope=scope)
     else:
-        if _entry(peer_bases, to_rank) == 0:
-            old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, 1)
-        else:
-            old = tl.atomic_add(translate(ptr, from_rank, to_rank, peer_bases), -value, mask=mask, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+        old = _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, proxy, 1)
+    return old
 
 
 @triton.jit
 def atomic_and(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
                scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
-    """Bitwise-ands ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
+    """Bitwise-ands ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values.
+    ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_and(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+        old = tl.atomic_and(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
     else:
-        if _entry(peer_bases, to_rank) == 0:
-            old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, 2)
-        else:
-            old = tl.atomic_and(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+        old = _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, proxy, 2)
+    return old
 
 
 @triton.jit
 def atomic_or(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
               scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
-    """Bitwise-ors ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
+    """Bitwise-ors ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values. ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_or(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+        old = tl.atomic_or(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
     else:
-        if _entry(peer_bases, to_rank) == 0:
-            old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, 3)
-        else:
-            old = tl.atomic_or(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+        old = _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, proxy, 3)
+    return old
 
 
 @triton.jit
 def atomic_xor(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
                scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
-    """Bitwise-xors ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values."""
+    """Bitwise-xors ``value`` into to_rank's copy of ``ptr`` (integers); returns the old values.
+    ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_xor(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+        old = tl.atomic_xor(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
     else:
-        if _entry(peer_bases, to_rank) == 0:
-            old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, 4)
-        else:
-            old = tl.atomic_xor(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+        old = _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, proxy, 4)
+    return old
 
 
 @triton.jit
 def atomic_min(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
                scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
-    """Stores min(old, ``value``) into to_rank's copy of ``ptr``; returns the old values."""
+    """Stores min(old, ``value``) into to_rank's copy of ``ptr``; returns the old values. ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_min(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+        old = tl.atomic_min(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
     else:
-        if _entry(peer_bases, to_rank) == 0:
-            old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, 5)
-        else:
-            old = tl.atomic_min(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+        old = _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, proxy, 5)
+    return old
 
 
 @triton.jit
 def atomic_max(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
                scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
-    """Stores max(old, ``value``) into to_rank's copy of ``ptr``; returns the old values."""
+    """Stores max(old, ``value``) into to_rank's copy of ``ptr``; returns the old values. ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_max(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+        old = tl.atomic_max(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
     else:
-        if _entry(peer_bases, to_rank) == 0:
-            old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, 6)
-        else:
-            old = tl.atomic_max(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+        old = _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, proxy, 6)
+    return old
 
 
 @triton.jit
 def atomic_xchg(ptr, value, from_rank, to_rank, peer_bases, mask=None, sem: tl.constexpr = tl.constexpr("acq_rel"),
                 scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
-    """Replaces to_rank's copy of ``ptr`` with ``value``; returns the old values."""
+    """Replaces to_rank's copy of ``ptr`` with ``value``; returns the old values. ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_xchg(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
+        old = tl.atomic_xchg(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope)
     else:
-        if _entry(peer_bases, to_rank) == 0:
-            old = _proxy_atomic(ptr, value, 0, to_rank, mask, proxy, _OP_FETCH, 7)
-        else:
-            old = tl.atomic_xchg(translate(ptr, from_rank, to_rank, peer_bases), value, mask=mask, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+        old = _atomic_either(ptr, value, from_rank, to_rank, peer_bases, mask, sem, scope, proxy, 7)
+    return old
 
 
 @triton.jit
@@ -713,15 +727,16 @@ def atomic_cas(ptr, cmp, value, from_rank, to_rank, peer_bases, sem: tl.constexp
                scope: tl.constexpr = tl.constexpr("sys"), proxy=None):
     """Replaces to_rank's copy of ``ptr`` with ``value`` where it equals ``cmp``; returns the
     values found, so a lane swapped exactly when its result equals ``cmp``. (Triton's
-    compare-and-swap takes no mask.)"""
+    compare-and-swap takes no mask.) ``proxy`` as in load."""
     if proxy is None:
-        return tl.atomic_cas(translate(ptr, from_rank, to_rank, peer_bases), cmp, value, sem=sem, scope=scope)
+        old = tl.atomic_cas(translate(ptr, from_rank, to_rank, peer_bases), cmp, value, sem=sem, scope=scope)
     else:
         if _entry(peer_bases, to_rank) == 0:
             old = _proxy_atomic(ptr, value, cmp, to_rank, None, proxy, _OP_CAS, 7)
         else:
-            old = tl.atomic_cas(translate(ptr, from_rank, to_rank, peer_bases), cmp, value, sem=sem, scope=scope).to(ptr.dtype.element_ty)
-        return old
+            old = tl.atomic_cas(translate(ptr, from_rank, to_rank, peer_bases), cmp, value, sem=sem,
+                                scope=scope).to(ptr.dtype.element_ty)
+    return old
 
 
 @triton.jit
