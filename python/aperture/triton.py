@@ -212,15 +212,17 @@ if _INTERPRETED:
         return time.monotonic_ns()
 
     def _host_failed(status, op, peer, offset):
-        from ._error import Error, ErrorCode
+        from ._error import ErrorCode, fail
 
         def scalar(x):
             return int(x.handle.data.reshape(-1)[0]) if hasattr(x, "handle") else int(x)
 
         status, op, peer, offset = scalar(status), scalar(op), scalar(peer), scalar(offset)
-        raise Error(f"aperture.triton: {_OP_NAMES.get(op, op)} on rank {peer} at offset {offset} through the GPU "
-                    f"proxy ended {_STATUS_NAMES.get(status, status)}; the proxy's last_error has the engine's "
-                    f"message", code=ErrorCode.system if status == 1 else ErrorCode.timeout)
+        code = {1: ErrorCode.system, 2: ErrorCode.timeout, 3: ErrorCode.timeout, 4: ErrorCode.unavailable}
+        fail(code.get(status, ErrorCode.internal),
+             f"aperture.triton: {_OP_NAMES.get(op, op)} on rank {peer} at offset {offset} through the GPU proxy "
+             f"ended {_STATUS_NAMES.get(status, status)}; the proxy's last_error has the engine's message "
+             f"(closed: the proxy was stopped before the kernel ended)")
 
     @triton.jit
     def _now_ns():
