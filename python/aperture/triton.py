@@ -326,20 +326,21 @@ def _free(handle, ticket, slot):
 
 
 @triton.jit
-def _flat(x, N: tl.constexpr):
-    # Any block (or scalar) as a 1-D block of N elements, in order.
-    if len(x.shape) == 0:
-        return x + tl.zeros([N], tl.int32)
+def _flat(x, like, N: tl.constexpr):
+    # x (a scalar or a block that broadcasts to like's shape) as a 1-D block of like's N
+    # elements, in order.
+    if len(like.shape) == 0:
+        return tl.broadcast_to(x, [N])
     else:
-        return tl.reshape(x, [N])
+        return tl.reshape(tl.broadcast_to(x, like.shape), [N])
 
 
 @triton.jit
-def _flat_mask(mask, N: tl.constexpr):
+def _flat_mask(mask, like, N: tl.constexpr):
     if mask is None:
         return tl.full([N], 1, tl.int1)
     else:
-        return _flat(mask, N) != 0
+        return _flat(mask, like, N) != 0
 
 
 @triton.jit
@@ -357,8 +358,8 @@ def _layout(ptr, mask, handle, N: tl.constexpr):
     # transfer, how many are masked in, the lowest offset, and whether the masked-in elements are
     # contiguous in lane order (then one transfer carries them).
     ELEM: tl.constexpr = (ptr.dtype.element_ty.primitive_bitwidth + 7) // 8
-    offsets = _flat(ptr, N).to(tl.int64) - tl.load(handle + _H_ORIGIN)
-    m = _flat_mask(mask, N)
+    offsets = _flat(ptr, ptr, N).to(tl.int64) - tl.load(handle + _H_ORIGIN)
+    m = _flat_mask(mask, ptr, N)
     place = (tl.cumsum(m.to(tl.int32), 0) - 1).to(tl.int64) * ELEM
     count = tl.sum(m.to(tl.int32), axis=0)
     low = tl.min(tl.where(m, offsets, 0x7FFFFFFFFFFFFFFF), axis=0)
@@ -373,7 +374,7 @@ def _proxy_store(ptr, value, peer, mask, handle):
     ELEM: tl.constexpr = (ptr.dtype.element_ty.primitive_bitwidth + 7) // 8
     T: tl.constexpr = ptr.dtype.element_ty
     offsets, m, place, count, low, packed = _layout(ptr, mask, handle, N)
-    v = _flat(tl.cast(value, T), N)
+    v = _flat(tl.cast(value, T), ptr, N)
     lane = tl.arange(0, N)
     zero = tl.zeros([N], tl.int32)
     if packed:
@@ -415,7 +416,7 @@ def _proxy_load(ptr, peer, mask, other, handle):
     if other is None:
         result = tl.zeros([N], T)
     else:
-        result = _flat(tl.cast(other, T), N)
+        result = _flat(tl.cast(other, T), ptr, N)
     if packed:
         total = count.to(tl.int64) * ELEM
         done = tl.full((), 0, tl.int64)
@@ -457,10 +458,10 @@ def _proxy_atomic(ptr, value, compare, peer, mask, handle, OP: tl.constexpr, ATO
     tl.static_assert(ELEM == 4 or ELEM == 8,
                      "aperture.triton: atomics through the GPU proxy take 4- or 8-byte elements")
     KIND: tl.constexpr = 2 if T.is_floating() else (0 if T.is_int_signed() else 1)
-    offsets = _flat(ptr, N).to(tl.int64) - tl.load(handle + _H_ORIGIN)
-    m = _flat_mask(mask, N)
-    v = _flat(tl.cast(value, T), N)
-    c = _flat(tl.cast(compare, T), N)
+    offsets = _flat(ptr, ptr, N).to(tl.int64) - tl.load(handle + _H_ORIGIN)
+    m = _flat_mask(mask, ptr, N)
+    v = _flat(tl.cast(value, T), ptr, N)
+    c = _flat(tl.cast(compare, T), ptr, N)
     lane = tl.arange(0, N)
     zero = tl.zeros([N], tl.int32)
     result = tl.zeros([N], T)

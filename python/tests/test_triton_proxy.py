@@ -147,6 +147,45 @@ def test_transfers_reach_every_peer(team, prov, dtype):
         prov.free(t)
 
 
+@triton.jit
+def shapes_kernel(tiles, holes, word, out, peer_bases, me, proxy):
+    # 2-D blocks (packed when contiguous, per element where the mask leaves holes) and scalars.
+    p = tl.program_id(0)
+    r = tl.arange(0, 4)[:, None]
+    c = tl.arange(0, 8)[None, :]
+    v = me * 1000 + p * 100 + r * 8 + c
+    apt.store(tiles + me * 32 + r * 8 + c, v, me, p, peer_bases, proxy=proxy)
+    apt.store(holes + me * 32 + r * 8 + c, v + 50, me, p, peer_bases, mask=c < 6, proxy=proxy)
+    tl.store(out + p, apt.load(word, me, p, peer_bases, proxy=proxy))
+
+
+def test_blocks_of_two_dimensions_and_scalars(team, prov):
+    me, world = team.rank, team.size
+    tiles = prov.zeros(world * 32, "int32")
+    holes = prov.zeros(world * 32, "int32")
+    word = prov.zeros(1, "int64")
+    word.fill_(7000 + me)
+    out = torch.zeros(world, dtype=torch.int64, device=DEVICE)
+    m = aperture.address_map(tiles)
+    sync()
+    team.barrier()
+    with aperture.GpuProxy(tiles) as proxy:
+        shapes_kernel[(world,)](tiles, holes, word, out, m.peer_bases, me, proxy.handle)
+        sync()
+        team.barrier()
+        assert proxy.failures == 0, proxy.last_error
+    r, c = torch.arange(4)[:, None], torch.arange(8)[None, :]
+    for s in range(world):
+        v = (s * 1000 + me * 100 + r * 8 + c).to(torch.int32).reshape(-1)
+        assert torch.equal(tiles[s * 32:(s + 1) * 32].cpu(), v), f"2-D store from rank {s}"
+        want = torch.where((c < 6).expand(4, 8).reshape(-1), v + 50, torch.zeros_like(v))
+        assert torch.equal(holes[s * 32:(s + 1) * 32].cpu(), want), f"2-D masked store from rank {s}"
+    assert out.cpu().tolist() == [7000 + p for p in range(world)], f"scalar loads: {out.cpu().tolist()}"
+    team.barrier()
+    for t in (tiles, holes, word):
+        prov.free(t)
+
+
 # ---- atomics ------------------------------------------------------------------------------------
 
 @triton.jit
