@@ -12,7 +12,7 @@
 #      one with CUDA;
 #   2. collectives: `aperture bench` at every GPU's rank (at most 8), aperture against NCCL on
 #      plain buffers and on symmetric windows, the better of the two the baseline (gpu-bench.csv);
-#   3. copy-engine bulk put/get (bulk-bench.csv: 2 ranks on two GPUs; bulk-shared-gpu.csv: 2 ranks
+#   3. copy-engine bulk put/get (bulk-bench.csv: 2 ranks on two GPUs; bulk-bench-shared-gpu.csv: 2 ranks
 #      sharing GPU 0, aperture against a plain cudaMemcpyAsync of the same bytes, target >= 0.99x);
 #   4. Python all_reduce, eager and replayed from a CUDA graph, against torch NCCL and torch
 #      symmetric memory (bench/python/all_reduce.py --graph: python-all-reduce.csv);
