@@ -201,7 +201,9 @@ part_build() {
   record build PASS "$took" "$(grep -m1 -E 'aperture: MPI' "$log_dir/build.log" | sed 's/^-- //'); $(ctest --test-dir "$build_dir" -N -L gpu | tail -1)"
   # The Python package's build, beside the GPU tests (it needs CPU, they mostly need the GPU).
   if [[ " ${parts[*]} " == *" python "* || ${PYTHON_PREBUILD:-1} == 1 ]] && "$python" -c 'import torch' 2>/dev/null; then
-    "${python_install[@]}" >"$log_dir/python-prebuild.log" 2>&1 &
+    # Bounded by the budget (timeout stops the whole build's process group); the next call's
+    # install carries on from what was built.
+    timeout --kill-after=10 $((deadline - SECONDS - 15)) "${python_install[@]}" >"$log_dir/python-prebuild.log" 2>&1 &
     python_install_job=$!
   fi
 }
