@@ -4,6 +4,7 @@ and the fused all_reduce_rmsnorm against torch's unfused reference. Kernels run 
 GPU heap and under Triton's interpreter on the shm heap (CI, at 1, 2 and 4 ranks)."""
 
 import contextlib
+import time
 
 import pytest
 import torch
@@ -290,3 +291,24 @@ def test_all_reduce_rmsnorm_refuses_bad_input(shmem):
         _fused.all_reduce_rmsnorm(shmem, on_heap, shmem.zeros((3, 64), dtype=torch.float32), weight)
     with pytest.raises(aperture.Error, match="group"):
         _fused.all_reduce_rmsnorm(shmem, on_heap, None, weight, group=object())
+
+
+def test_all_reduce_rmsnorm_gives_up_on_a_missing_rank(shmem, team, monkeypatch):
+    # Rank 0 does not call; every other rank's kernel waits about APERTURE_TIMEOUT (1 s here) for
+    # rank 0's rows, then returns, and the call raises aperture.Error: no hang.
+    if team.size == 1:
+        pytest.skip("needs a peer that does not come")
+    dev = shmem.get_device()
+    shmem._aperture_rmsnorm_flags = None  # fresh flags on every rank (a collective allocation below)
+    partial = shmem.zeros((2, 64), dtype=torch.float32)
+    flags = _fused._RowFlags(shmem, 2)
+    shmem.barrier()
+    if team.rank != 0:
+        shmem._aperture_rmsnorm_flags = flags
+        monkeypatch.setenv("APERTURE_TIMEOUT", "1")
+        began = time.monotonic()
+        with pytest.raises(aperture.Error, match="did not call all_reduce_rmsnorm"):
+            _fused.all_reduce_rmsnorm(shmem, partial, None, torch.ones(64, device=dev))
+        print(f"all_reduce_rmsnorm gave up after {time.monotonic() - began:.1f} s")
+    shmem.barrier()
+    shmem._aperture_rmsnorm_flags = None  # the ranks' epochs now differ: start again, on every rank

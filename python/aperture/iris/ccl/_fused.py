@@ -25,6 +25,8 @@ of 64, or a row count not divisible by the world size) is refused with aperture.
 which dimension and what would fit.
 """
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -47,21 +49,34 @@ _RMSNORM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 @triton.jit
 def _announce(flags, row, epoch, heap_bases, RANK: tl.constexpr, WORLD: tl.constexpr):
+    # A barrier first: every thread's reads or writes of the row precede the release.
+    tl.debug_barrier()
     for p in tl.static_range(WORLD):
         if p != RANK:
             apt.atomic_xchg(flags + row * WORLD + RANK, epoch, RANK, p, heap_bases, sem="release", scope="sys")
 
 
 @triton.jit
-def _await_peers(flags, row, epoch, RANK: tl.constexpr, WORLD: tl.constexpr):
+def _await_peers(flags, row, epoch, budget, failed, RANK: tl.constexpr, WORLD: tl.constexpr):
+    """Waits until every peer's word of the row holds the epoch (acquire, system scope), polling
+    at most ``budget`` times in all; returns what is left of it. A wait that runs out marks
+    ``failed`` (local) with the epoch, so the host raises aperture.Error instead of hanging
+    when a rank never comes."""
     for q in tl.static_range(WORLD):
         if q != RANK:
-            apt.wait_until_ge(flags + row * WORLD + q, epoch)
+            seen = tl.atomic_add(flags + row * WORLD + q, 0, sem="acquire", scope="sys")
+            while (seen < epoch) & (budget > 0):
+                seen = tl.atomic_add(flags + row * WORLD + q, 0, sem="acquire", scope="sys")
+                budget -= 1
+            if seen < epoch:
+                tl.atomic_xchg(failed, epoch, sem="relaxed", scope="sys")
+    tl.debug_barrier()
+    return budget
 
 
 @triton.jit
-def _ar_rmsnorm_kernel(partial, residual, weight, out, ready, done, epoch, heap_bases, M, H, stride_p, stride_r,
-                       stride_o, eps, RANK: tl.constexpr, WORLD: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+def _ar_rmsnorm_kernel(partial, residual, weight, out, ready, done, failed, epoch, budget, heap_bases, M, H, stride_p,
+                       stride_r, stride_o, eps, RANK: tl.constexpr, WORLD: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                        ROWS_PER_PROGRAM: tl.constexpr, BLOCK_H: tl.constexpr, NUM_TILES: tl.constexpr):
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
@@ -70,7 +85,7 @@ def _ar_rmsnorm_kernel(partial, residual, weight, out, ready, done, epoch, heap_
         if row < M:
             # This rank's row of partial was written by the work before this kernel: announce it.
             _announce(ready, row, epoch, heap_bases, RANK, WORLD)
-            _await_peers(ready, row, epoch, RANK, WORLD)
+            budget = _await_peers(ready, row, epoch, budget, failed, RANK, WORLD)
 
             sum_sq = 0.0
             for t in tl.static_range(NUM_TILES):
@@ -118,7 +133,7 @@ def _ar_rmsnorm_kernel(partial, residual, weight, out, ready, done, epoch, heap_
                     tl.store(out + row * stride_o + cols, (xf * inv_rms * w).to(out.dtype.element_ty), mask=in_row)
 
             # This rank's row may be overwritten once every peer has read it.
-            _await_peers(done, row, epoch, RANK, WORLD)
+            budget = _await_peers(done, row, epoch, budget, failed, RANK, WORLD)
 
 
 class _RowFlags:
@@ -129,7 +144,29 @@ class _RowFlags:
     def __init__(self, ctx, rows):
         self.rows = max(int(rows), 128)
         self.counters = ctx.zeros((2, self.rows * int(ctx.get_num_ranks())), dtype=torch.int32)
+        self.failed = torch.zeros(1, dtype=torch.int32, device=self.counters.device)  # local only
         self.epoch = 0
+
+    def check(self, name):
+        """Raises aperture.Error if a wait of an earlier call ran out (reads the device word: a sync)."""
+        epoch = int(self.failed.item())
+        if epoch:
+            self.failed.zero_()
+            fail(ErrorCode.timeout, f"{_who(name)}: call #{epoch} waited about {_timeout_seconds()} s "
+                 "(APERTURE_TIMEOUT) for a peer's row; a rank did not call all_reduce_rmsnorm (every rank must, "
+                 "with the same shapes), or is that slow: raise APERTURE_TIMEOUT if it is only slow")
+
+
+def _timeout_seconds():
+    return float(os.environ.get("APERTURE_TIMEOUT", "60"))
+
+
+def _poll_budget(on_gpu):
+    # Polls of a flag in APERTURE_TIMEOUT seconds, about: a system-scope acquire load of local
+    # memory takes under a microsecond on a GPU, the interpreter about a millisecond (5 ms on a
+    # loaded 2-core machine: the wait then lasts 5x longer, and still ends).
+    per_second = 1_000_000 if on_gpu else 1_000
+    return int(min(_timeout_seconds() * per_second, 2 ** 31 - 1))
 
 
 def _who(name):
@@ -165,8 +202,11 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     ``partial`` ([tokens, hidden], on the heap), ``residual += reduced`` in place, and the
     result is ``rms_norm(residual, (hidden,), weight, eps)`` (a new heap tensor, or
     ``workspace.norm_out`` when it has the shape). ``residual=None`` (an aperture extension)
-    normalises ``reduced`` itself. ``async_op=False`` waits for the kernel, as Iris's barrier
-    does; ``config`` (Iris's block sizes, comm_sms) is accepted and not needed. Collective."""
+    normalises ``reduced`` itself. ``async_op=False`` ends with ``ctx.barrier()``, as in Iris,
+    after checking that no wait of the kernel ran out (aperture.Error, code timeout, when a rank
+    did not come within APERTURE_TIMEOUT); the kernel's own flags already make ``async_op=True``
+    safe to follow with writes to ``partial``. ``config`` (Iris's block sizes, comm_sms) is
+    accepted and not needed. Collective."""
     name = "all_reduce_rmsnorm"
     _check_world(name, group)
     if getattr(config, "use_gluon", False):
@@ -206,6 +246,8 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     if flags is None or flags.rows < tokens:
         flags = ctx._aperture_rmsnorm_flags = _RowFlags(ctx, tokens)
     flags.epoch += 1
+    if flags.epoch > 1 and not partial.is_cuda:
+        flags.check(name)
 
     if hidden <= _MAX_ONE_TILE:
         block, tiles = triton.next_power_of_2(hidden), 1
@@ -220,12 +262,14 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     heap_bases = ctx.get_heap_bases()
     res = residual if residual is not None else partial  # unused when there is none
     _ar_rmsnorm_kernel[(programs,)](
-        partial, res, weight, out, flags.counters[0], flags.counters[1], flags.epoch, heap_bases, tokens, hidden,
+        partial, res, weight, out, flags.counters[0], flags.counters[1], flags.failed, flags.epoch,
+        _poll_budget(partial.is_cuda), heap_bases, tokens, hidden,
         partial.stride(0), res.stride(0), out.stride(0), float(eps), RANK=int(ctx.get_rank()),
         WORLD=int(ctx.get_num_ranks()), HAS_RESIDUAL=residual is not None, ROWS_PER_PROGRAM=rows_per_program,
         BLOCK_H=block, NUM_TILES=tiles, **launch)
-    if not async_op and partial.is_cuda:
-        torch.cuda.current_stream(partial.device).synchronize()
+    if not async_op:
+        flags.check(name)
+        ctx.barrier()
     return out
 
 
@@ -288,7 +332,7 @@ def all_gather_gemm(ctx, output_tensor, local_shard, weight, group=None, async_o
     if gathered is not output_tensor:
         output_tensor.copy_(gathered)
     if not async_op:
-        torch.cuda.current_stream(output_tensor.device).synchronize()
+        ctx.barrier()
     return output_tensor
 
 
@@ -313,5 +357,5 @@ def gemm_reduce_scatter(ctx, input_tensor, weight_shard, group=None, async_op=Fa
     shard_t = tp.gemm_rs(weight_shard.t().contiguous(), input_tensor.t().contiguous())  # [K / world, tokens]
     out = shard_t.t().contiguous()
     if not async_op:
-        torch.cuda.current_stream(out.device).synchronize()
+        ctx.barrier()
     return out
