@@ -16,6 +16,7 @@ import triton.language as tl
 import aperture
 import aperture.iris as iris
 from aperture.iris._device_context import DeviceContext, device_context
+from aperture.iris import _device
 from aperture.iris.ccl import _fused
 
 pytestmark = pytest.mark.iris
@@ -312,3 +313,25 @@ def test_all_reduce_rmsnorm_gives_up_on_a_missing_rank(shmem, team, monkeypatch)
         print(f"all_reduce_rmsnorm gave up after {time.monotonic() - began:.1f} s")
     shmem.barrier()
     shmem._aperture_rmsnorm_flags = None  # the ranks' epochs now differ: start again, on every rank
+
+
+@triton.jit
+def tracing_kernel(ctxt, RANK: tl.constexpr, WORLD: tl.constexpr):
+    DeviceContext.initialize(ctxt, RANK, WORLD, tracing=True)
+
+
+@triton.jit
+def xcc_kernel(out):
+    tl.store(out, _device.get_xcc_id())
+
+
+def test_amd_only_device_names_say_so_and_name_the_nvidia_way(shmem):
+    for what, nvidia in (("gluon", "Triton device API"), ("sdma", "SMs move the data"),
+                         ("triggered", "wait_until_ge"), ("xcc", "get_cu_id"), ("rocshmem", "nvshmem")):
+        with pytest.raises(aperture.Error, match="AMD-only") as raised:
+            _device.refuse(what)
+        assert nvidia in str(raised.value)
+    with on_device(shmem), pytest.raises(Exception, match="Nsight"):
+        tracing_kernel[(1,)](device_context(shmem), RANK=shmem.get_rank(), WORLD=shmem.get_num_ranks())
+    with on_device(shmem), pytest.raises(Exception, match="XCC"):
+        xcc_kernel[(1,)](shmem.zeros(1, dtype=torch.int32))

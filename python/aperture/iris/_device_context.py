@@ -37,7 +37,7 @@ import aperture.triton as apt
 from ._device import _cache, _sem, _scope
 
 # Words of the context tensor before the table: cur_rank, num_ranks.
-_TABLE_OFFSET = 2
+_TABLE_OFFSET = tl.constexpr(2)
 
 
 class _DeviceContext:
@@ -193,8 +193,9 @@ def device_context(ctx):
     allocate_symmetric with a table of its own goes through that table instead)."""
     bases = ctx.get_heap_bases()
     rank, world = int(ctx.get_rank()), int(ctx.get_num_ranks())
-    words = torch.empty(_TABLE_OFFSET + world + 1, dtype=torch.int64, device=bases.device)
+    first = _TABLE_OFFSET.value
+    words = torch.empty(first + world + 1, dtype=torch.int64, device=bases.device)
     words[0], words[1] = rank, world
-    words[_TABLE_OFFSET:_TABLE_OFFSET + world] = bases.view(torch.int64)
+    words[first:first + world] = bases.view(torch.int64)
     words[-1] = 0
     return words

@@ -77,7 +77,8 @@ def _await_peers(flags, row, epoch, budget, failed, RANK: tl.constexpr, WORLD: t
 @triton.jit
 def _ar_rmsnorm_kernel(partial, residual, weight, out, ready, done, failed, epoch, budget, heap_bases, M, H, stride_p,
                        stride_r, stride_o, eps, RANK: tl.constexpr, WORLD: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                       ROWS_PER_PROGRAM: tl.constexpr, BLOCK_H: tl.constexpr, NUM_TILES: tl.constexpr):
+                       ROWS_PER_PROGRAM: tl.constexpr, BLOCK_H: tl.constexpr, NUM_TILES: tl.constexpr,
+                       CONGRUENT: tl.constexpr):
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     for k in range(ROWS_PER_PROGRAM):
@@ -95,8 +96,8 @@ def _ar_rmsnorm_kernel(partial, residual, weight, out, ready, done, failed, epoc
                 # Start with a different peer on each rank so that the ranks' reads spread over the links.
                 for i in tl.static_range(WORLD):
                     p = (RANK + i) % WORLD
-                    acc += apt.load(partial + row * stride_p + cols, RANK, p, heap_bases, mask=in_row,
-                                    other=0.0).to(tl.float32)
+                    acc += apt.load(partial + row * stride_p + cols, RANK, p, heap_bases, mask=in_row, other=0.0,
+                                    congruent=CONGRUENT).to(tl.float32)
                 if HAS_RESIDUAL:
                     res_ptrs = residual + row * stride_r + cols
                     acc += tl.load(res_ptrs, mask=in_row, other=0.0).to(tl.float32)
@@ -167,6 +168,13 @@ def _poll_budget(on_gpu):
     # loaded 2-core machine: the wait then lasts 5x longer, and still ends).
     per_second = 1_000_000 if on_gpu else 1_000
     return int(min(_timeout_seconds() * per_second, 2 ** 31 - 1))
+
+
+def _congruent(ctx):
+    """Whether the heap's copies are 16-byte congruent (aperture.triton's promise: vector loads
+    from the peers with no run-time test); every aperture provider's are."""
+    address_map = getattr(ctx, "address_map", None)
+    return bool(getattr(address_map, "congruent", False))
 
 
 def _who(name):
@@ -266,7 +274,7 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
         _poll_budget(partial.is_cuda), heap_bases, tokens, hidden,
         partial.stride(0), res.stride(0), out.stride(0), float(eps), RANK=int(ctx.get_rank()),
         WORLD=int(ctx.get_num_ranks()), HAS_RESIDUAL=residual is not None, ROWS_PER_PROGRAM=rows_per_program,
-        BLOCK_H=block, NUM_TILES=tiles, **launch)
+        BLOCK_H=block, NUM_TILES=tiles, CONGRUENT=_congruent(ctx), **launch)
     if not async_op:
         flags.check(name)
         ctx.barrier()
