@@ -67,3 +67,8 @@ def pattern(rank, i):
 def pytest_report_header(config):
     return (f"aperture: rank {os.environ.get('APERTURE_RANK', os.environ.get('OMPI_COMM_WORLD_RANK', '0'))}, "
             f"host providers {HOST_PROVIDERS}, GPU providers {GPU_PROVIDERS}")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "iris: aperture.iris (Iris's API on aperture)")
+    config.addinivalue_line("markers", "gpu: needs a GPU (skipped without one; the lead's GPU run covers it)")
