@@ -134,7 +134,7 @@ TEST(GpuProxyQueue, GpuThreadsAsProducersEveryRequestCarriedOut) {
   CUDA_OK(cudaMalloc(&table, sizeof table_host));
   CUDA_OK(cudaMemcpy(table, table_host, sizeof table_host, cudaMemcpyHostToDevice));
   aperture::PeerView view{0, kPeers, table, sizeof(Copy), channel};
-  view = proxy.view(view);
+  view = proxy.peer_view(view);
   Out* out = nullptr;
   CUDA_OK(cudaMalloc(&out, sizeof(Out)));
 

@@ -195,7 +195,7 @@ TEST(GpuProxy, KernelReachesItsPeerDirectOrThroughTheProxy) {
     std::unique_ptr<aperture::GpuProxy> proxy;
     if (proxied) {
       proxy = std::make_unique<aperture::GpuProxy>(map);
-      view = proxy->view(view);
+      view = proxy->peer_view(view);
     }
     Results* results = nullptr;
     CUDA_OK(cudaMalloc(&results, sizeof(Results)));
