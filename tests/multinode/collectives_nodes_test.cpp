@@ -1,0 +1,216 @@
+// tests/multinode/collectives_nodes_test.cpp [SHAPE] — every collective, element type and
+// reduction of aperture::Communicator on a team that spans nodes (the hierarchical algorithms,
+// src/collectives/hierarchical.h), every element of every result checked bit for bit.
+//
+// Run under mpirun (aperture launch --mpi), split by APERTURE_NODES or on simulated nodes. SHAPE
+// "3+1" (ranks per node) names each rank's node itself before the Team forms (APERTURE_NODE), for
+// uneven nodes on one machine.
+//
+// The expected values are computed on every rank for every other rank's input without the
+// library's code (tests/collectives/element_reference.h): a reduction folds each node's ranks in
+// rank order, then the nodes' results in node order (docs/MULTINODE.md). Sizes are picked to run
+// each path once: the whole-vector all_reduce (up to 32 KiB) and the sharded one (above, with a
+// count that does not divide by the node's ranks), and every other collective at one size.
+#include <aperture/aperture.h>
+#include <aperture/collectives/collectives.h>
+#include <aperture/collectives/detail/tuning.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../collectives/element_reference.h"
+
+namespace {
+
+using aperture::DataType;
+using aperture::ReduceOp;
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+struct Buffer {
+  DataType type;
+  std::vector<unsigned char> bytes;
+  Buffer(DataType t, std::uint64_t count) : type(t), bytes(count * aperture::size_of(t) + 1, 0x5a) {}
+  void* data() { return bytes.data(); }
+  void set(std::uint64_t i, std::uint64_t bits) { std::memcpy(&bytes[i * aperture::size_of(type)], &bits, aperture::size_of(type)); }
+  std::uint64_t get(std::uint64_t i) const {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &bytes[i * aperture::size_of(type)], aperture::size_of(type));
+    return bits;
+  }
+};
+
+struct Checker {
+  aperture::Team& team;
+  std::uint64_t seed = 0;
+  std::uint64_t checks = 0, failures = 0;
+  std::vector<std::vector<int>> nodes;  // ranks of each node, in node order
+
+  std::uint64_t bits_of(DataType t, ReduceOp op, int rank, std::uint64_t salt, std::uint64_t i) const {
+    return reference::element(t, op, mix(seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull))));
+  }
+  Buffer input(DataType t, ReduceOp op, std::uint64_t salt, std::uint64_t count) const {
+    Buffer b(t, count);
+    for (std::uint64_t i = 0; i < count; ++i) b.set(i, bits_of(t, op, team.rank(), salt, i));
+    return b;
+  }
+  // The hierarchical fold of element `at` of every rank's buffer `salt`: each node's ranks in rank
+  // order (avg on floats: every input scaled by 1 / team size first), then the nodes in node order.
+  std::uint64_t expected(DataType t, ReduceOp op, std::uint64_t salt, std::uint64_t at) const {
+    const int world = team.size();
+    const ReduceOp fold_op = op == ReduceOp::avg ? ReduceOp::sum : op;
+    std::uint64_t total = 0;
+    for (std::size_t n = 0; n < nodes.size(); ++n) {
+      std::uint64_t acc = 0;
+      for (std::size_t k = 0; k < nodes[n].size(); ++k) {
+        const std::uint64_t x = reference::pre_scale(t, op, bits_of(t, op, nodes[n][k], salt, at), world);
+        acc = k == 0 ? x : reference::combine(t, fold_op, acc, x);
+      }
+      total = n == 0 ? acc : reference::combine(t, fold_op, total, acc);
+    }
+    if (op == ReduceOp::avg && !aperture::is_floating(t)) {
+      if (reference::is_signed_integer(t)) return static_cast<std::uint64_t>(reference::as_signed(t, total) / world) & reference::mask(t);
+      return (total & reference::mask(t)) / static_cast<std::uint64_t>(world);
+    }
+    return total & reference::mask(t);
+  }
+  void check(const Buffer& got, std::uint64_t count, const std::string& what, const std::function<std::uint64_t(std::uint64_t)>& want) {
+    std::uint64_t wrong = 0;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const std::uint64_t e = want(i), g = got.get(i);
+      ++checks;
+      if (g != e && wrong++ == 0)
+        std::printf("FAIL rank %d: %s: element %" PRIu64 ": bits %#" PRIx64 ", expected %#" PRIx64 "\n", team.rank(), what.c_str(), i, g, e);
+    }
+    if (got.bytes.back() != 0x5a) {
+      ++wrong;
+      std::printf("FAIL rank %d: %s: wrote past the end\n", team.rank(), what.c_str());
+    }
+    if (wrong != 0) {
+      ++failures;
+      std::printf("FAIL rank %d: %s: %" PRIu64 " of %" PRIu64 " elements wrong\n", team.rank(), what.c_str(), wrong, count);
+    }
+  }
+};
+
+std::string name(DataType t, ReduceOp op) { return std::string(aperture::name_of(t)) + " " + aperture::name_of(op); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // "3+1": this rank's node from its MPI rank, before the Team reads APERTURE_NODE.
+  if (argc > 1) {
+    const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (world_rank == nullptr) {
+      std::printf("FAIL: a shape needs mpirun (OMPI_COMM_WORLD_RANK)\n");
+      return 1;
+    }
+    int rank = std::atoi(world_rank), node = 0, first = 0;
+    for (const char* p = argv[1]; *p != '\0'; ++node) {
+      char* end = nullptr;
+      first += static_cast<int>(std::strtol(p, &end, 10));
+      if (rank < first) break;
+      p = *end == '+' ? end + 1 : end;
+    }
+    const std::string value = "shape-node-" + std::to_string(node);
+    setenv("APERTURE_NODE", value.c_str(), 1);
+  }
+  try {
+    aperture::Team team = aperture::Team::from_env();
+    Checker c{team};
+    c.nodes.resize(static_cast<std::size_t>(team.node_count()));
+    for (int r = 0; r < team.size(); ++r) c.nodes[static_cast<std::size_t>(team.node_of(r))].push_back(r);
+    if (team.node_count() < 2) {
+      std::printf("FAIL rank %d: the team is on one node; run it over several\n", team.rank());
+      return 1;
+    }
+    std::uint64_t seed = team.rank() == 0 ? (std::getenv("APERTURE_TEST_SEED") ? std::strtoull(std::getenv("APERTURE_TEST_SEED"), nullptr, 0)
+                                                                                 : static_cast<std::uint64_t>(std::time(nullptr)))
+                                          : 0;
+    team.broadcast(&seed, sizeof seed, 0);
+    c.seed = seed;
+    if (team.rank() == 0) {
+      std::string shape;
+      for (const auto& n : c.nodes) shape += (shape.empty() ? std::string() : std::string("+")) + std::to_string(n.size());
+      std::printf("collectives across nodes: %d ranks as %s, seed %#" PRIx64 " (APERTURE_TEST_SEED replays it)\n", team.size(),
+                  shape.c_str(), seed);
+    }
+    auto provider = aperture::make_provider("shm", team);
+    aperture::Communicator comm(*provider, team);
+    const int world = team.size(), me = team.rank();
+    std::uint64_t salt = 0;
+
+    for (int round = 0; round < 3; ++round) comm.barrier();
+    for (DataType t : aperture::kAllDataTypes) {
+      const std::size_t s = aperture::size_of(t);
+      // all_reduce: the whole-vector path and the sharded one (a count the node's ranks do not divide).
+      const std::uint64_t large = aperture::collectives::tuning::kNodesWholeVectorMaxBytes / s + 5;
+      for (ReduceOp op : aperture::kAllReduceOps) {
+        for (std::uint64_t count : {std::uint64_t{7}, large}) {
+          const std::uint64_t k = ++salt;
+          Buffer in = c.input(t, op, k, count), out(t, count);
+          comm.all_reduce(in.data(), out.data(), count, t, op);
+          c.check(out, count, "all_reduce " + name(t, op) + " x" + std::to_string(count), [&](std::uint64_t i) { return c.expected(t, op, k, i); });
+        }
+        // in place
+        const std::uint64_t k = ++salt, count = 33;
+        Buffer io = c.input(t, op, k, count);
+        comm.all_reduce(io.data(), io.data(), count, t, op);
+        c.check(io, count, "all_reduce in place " + name(t, op), [&](std::uint64_t i) { return c.expected(t, op, k, i); });
+        // reduce_scatter
+        const std::uint64_t k2 = ++salt, per = 301;
+        Buffer rin = c.input(t, op, k2, per * world), rout(t, per);
+        comm.reduce_scatter(rin.data(), rout.data(), per, t, op);
+        c.check(rout, per, "reduce_scatter " + name(t, op), [&](std::uint64_t i) { return c.expected(t, op, k2, me * per + i); });
+      }
+      // The data movers depend on the element's size only: every type once.
+      {
+        const std::uint64_t k = ++salt, count = 517;
+        Buffer in = c.input(t, ReduceOp::sum, k, count), out(t, count * world);
+        comm.all_gather(in.data(), out.data(), count, t);
+        c.check(out, count * world, std::string("all_gather ") + aperture::name_of(t),
+                [&](std::uint64_t i) { return c.bits_of(t, ReduceOp::sum, static_cast<int>(i / count), k, i % count); });
+      }
+      for (int root : {0, world - 1, world / 2}) {
+        const std::uint64_t k = ++salt, count = 1029;
+        Buffer in = c.input(t, ReduceOp::sum, k, count), out(t, count);
+        comm.broadcast(in.data(), out.data(), count, t, root);
+        c.check(out, count, std::string("broadcast ") + aperture::name_of(t) + " root " + std::to_string(root),
+                [&](std::uint64_t i) { return c.bits_of(t, ReduceOp::sum, root, k, i); });
+      }
+      {
+        const std::uint64_t k = ++salt, count = 129;
+        Buffer in = c.input(t, ReduceOp::sum, k, count * world), out(t, count * world);
+        comm.all_to_all(in.data(), out.data(), count, t);
+        c.check(out, count * world, std::string("all_to_all ") + aperture::name_of(t), [&](std::uint64_t i) {
+          return c.bits_of(t, ReduceOp::sum, static_cast<int>(i / count), k, static_cast<std::uint64_t>(me) * count + i % count);
+        });
+      }
+    }
+    comm.barrier();
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(world));
+    team.allgather(&c.failures, all.data(), sizeof c.failures);
+    std::uint64_t failures = 0;
+    for (std::uint64_t f : all) failures += f;
+    if (failures != 0) {
+      std::printf("FAIL rank %d: %" PRIu64 " failed checks over the team\n", me, failures);
+      return 1;
+    }
+    std::printf("PASS collectives across nodes (rank %d of %d, node %d): %" PRIu64 " checks\n", me, world, team.node(), c.checks);
+    return 0;
+  } catch (const std::exception& e) {
+    std::printf("FAIL: %s\n", e.what());
+    return 1;
+  }
+}
