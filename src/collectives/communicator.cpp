@@ -106,7 +106,10 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"all_to_all_direct_min_bytes", all_to_all_direct_min_bytes_},
                                    {"APERTURE_COLLECTIVES_INTERLEAVE", std::uint64_t{handle_.interleave ? 1u : 0u}}});
   // (Team::check_same compares up to 8 at once.)
-  team.check_same("Communicator", {{"broadcast_ll_max_bytes", broadcast_ll_max_bytes_}});
+  // Across nodes each node takes its own default (its ranks may or may not share cores): only a
+  // value the caller gave must agree.
+  const bool each_node_decides = team.node_count() > 1 && !options.broadcast_ll_max_bytes.has_value();
+  team.check_same("Communicator", {{"broadcast_ll_max_bytes", each_node_decides ? 0 : broadcast_ll_max_bytes_}});
 
   // The push broadcast's slots only where it can run (host memory).
   const std::uint64_t broadcast_depth = device ? 0 : tuning::kHostBroadcastLLDepth;
