@@ -11,6 +11,10 @@
 // rank order, then the nodes' results in node order (docs/MULTINODE.md). Sizes are picked to run
 // each path once: the whole-vector all_reduce (up to 32 KiB) and the sharded one (above, with a
 // count that does not divide by the node's ranks), and every other collective at one size.
+//
+// Built a second time with CUDA (multinode_collectives_gpu_test, APERTURE_TEST_GPU): the buffers
+// are then GPU memory of device 0 and the provider APERTURE_GPU_PROVIDER (default cuda-ipc), for
+// the GPU machine (two ranks on one GPU as two nodes).
 #include <aperture/aperture.h>
 #include <aperture/collectives/collectives.h>
 #include <aperture/collectives/detail/tuning.h>
@@ -21,10 +25,15 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../collectives/element_reference.h"
+
+#if defined(APERTURE_TEST_GPU)
+#  include <cuda_runtime.h>
+#endif
 
 namespace {
 
@@ -52,6 +61,7 @@ struct Buffer {
 };
 
 struct Checker {
+  explicit Checker(aperture::Team& t) : team(t) {}
   aperture::Team& team;
   std::uint64_t seed = 0;
   std::uint64_t checks = 0, failures = 0;
@@ -104,6 +114,42 @@ struct Checker {
   }
 };
 
+// Where a call's buffers live: the host Buffer itself, or (GPU build) a device copy made before the
+// call and copied back after it.
+struct Place {
+  explicit Place(bool on_gpu) : gpu(on_gpu) {}
+  Place(const Place&) = delete;
+  Place& operator=(const Place&) = delete;
+  bool gpu;
+  std::vector<void*> owned;
+  ~Place() {
+#if defined(APERTURE_TEST_GPU)
+    for (void* p : owned) cudaFree(p);
+#endif
+  }
+  void* on(Buffer& b) {
+    if (!gpu) return b.data();
+#if defined(APERTURE_TEST_GPU)
+    void* d = nullptr;
+    if (cudaMalloc(&d, b.bytes.size()) != cudaSuccess || cudaMemcpy(d, b.data(), b.bytes.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+      throw std::runtime_error("cudaMalloc/cudaMemcpy failed");
+    owned.push_back(d);
+    return d;
+#else
+    return nullptr;
+#endif
+  }
+  void back(Buffer& b, void* d) {
+    if (!gpu) return;
+#if defined(APERTURE_TEST_GPU)
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(b.data(), d, b.bytes.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      throw std::runtime_error("cudaMemcpy back failed");
+#else
+    (void)b, (void)d;
+#endif
+  }
+};
+
 std::string name(DataType t, ReduceOp op) { return std::string(aperture::name_of(t)) + " " + aperture::name_of(op); }
 
 }  // namespace
@@ -128,7 +174,7 @@ int main(int argc, char** argv) {
   }
   try {
     aperture::Team team = aperture::Team::from_env();
-    Checker c{team};
+    Checker c(team);
     c.nodes.resize(static_cast<std::size_t>(team.node_count()));
     for (int r = 0; r < team.size(); ++r) c.nodes[static_cast<std::size_t>(team.node_of(r))].push_back(r);
     if (team.node_count() < 2) {
@@ -146,7 +192,15 @@ int main(int argc, char** argv) {
       std::printf("collectives across nodes: %d ranks as %s, seed %#" PRIx64 " (APERTURE_TEST_SEED replays it)\n", team.size(),
                   shape.c_str(), seed);
     }
+#if defined(APERTURE_TEST_GPU)
+    const char* gpu_provider = std::getenv("APERTURE_GPU_PROVIDER");
+    if (cudaSetDevice(0) != cudaSuccess) throw std::runtime_error("cudaSetDevice(0) failed");
+    auto provider = aperture::make_provider(gpu_provider != nullptr ? gpu_provider : "cuda-ipc", team);
+    const bool gpu = true;
+#else
     auto provider = aperture::make_provider("shm", team);
+    const bool gpu = false;
+#endif
     aperture::Communicator comm(*provider, team);
     const int world = team.size(), me = team.rank();
     std::uint64_t salt = 0;
@@ -167,45 +221,64 @@ int main(int argc, char** argv) {
           if (count == large_count && op != ReduceOp::sum && op != sharded_too) continue;
           const std::uint64_t k = ++salt;
           Buffer in = c.input(t, op, k, count), out(t, count);
-          comm.all_reduce(in.data(), out.data(), count, t, op);
+          Place p(gpu);
+          void* d_out = p.on(out);
+          comm.all_reduce(p.on(in), d_out, count, t, op);
+          p.back(out, d_out);
           c.check(out, count, "all_reduce " + name(t, op) + " x" + std::to_string(count), [&](std::uint64_t i) { return c.expected(t, op, k, i); });
         }
         // in place
         const std::uint64_t k = ++salt, count = 33;
         Buffer io = c.input(t, op, k, count);
-        comm.all_reduce(io.data(), io.data(), count, t, op);
+        Place p(gpu);
+        void* d_io = p.on(io);
+        comm.all_reduce(d_io, d_io, count, t, op);
+        p.back(io, d_io);
         c.check(io, count, "all_reduce in place " + name(t, op), [&](std::uint64_t i) { return c.expected(t, op, k, i); });
         // reduce_scatter
         const std::uint64_t k2 = ++salt, per = 61;
         Buffer rin = c.input(t, op, k2, per * world), rout(t, per);
-        comm.reduce_scatter(rin.data(), rout.data(), per, t, op);
+        Place p2(gpu);
+        void* d_rout = p2.on(rout);
+        comm.reduce_scatter(p2.on(rin), d_rout, per, t, op);
+        p2.back(rout, d_rout);
         c.check(rout, per, "reduce_scatter " + name(t, op), [&](std::uint64_t i) { return c.expected(t, op, k2, me * per + i); });
       }
       // The data movers depend on the element's size only: every type once.
       {
         const std::uint64_t k = ++salt, count = 129;
         Buffer in = c.input(t, ReduceOp::sum, k, count), out(t, count * world);
-        comm.all_gather(in.data(), out.data(), count, t);
+        Place p(gpu);
+        void* d_out = p.on(out);
+        comm.all_gather(p.on(in), d_out, count, t);
+        p.back(out, d_out);
         c.check(out, count * world, std::string("all_gather ") + aperture::name_of(t),
                 [&](std::uint64_t i) { return c.bits_of(t, ReduceOp::sum, static_cast<int>(i / count), k, i % count); });
       }
       for (int root : {0, world - 1, world / 2}) {
         const std::uint64_t k = ++salt, count = 257;
         Buffer in = c.input(t, ReduceOp::sum, k, count), out(t, count);
-        comm.broadcast(in.data(), out.data(), count, t, root);
+        Place p(gpu);
+        void* d_out = p.on(out);
+        comm.broadcast(p.on(in), d_out, count, t, root);
+        p.back(out, d_out);
         c.check(out, count, std::string("broadcast ") + aperture::name_of(t) + " root " + std::to_string(root),
                 [&](std::uint64_t i) { return c.bits_of(t, ReduceOp::sum, root, k, i); });
       }
       {
         const std::uint64_t k = ++salt, count = 33;
         Buffer in = c.input(t, ReduceOp::sum, k, count * world), out(t, count * world);
-        comm.all_to_all(in.data(), out.data(), count, t);
+        Place p(gpu);
+        void* d_out = p.on(out);
+        comm.all_to_all(p.on(in), d_out, count, t);
+        p.back(out, d_out);
         c.check(out, count * world, std::string("all_to_all ") + aperture::name_of(t), [&](std::uint64_t i) {
           return c.bits_of(t, ReduceOp::sum, static_cast<int>(i / count), k, static_cast<std::uint64_t>(me) * count + i % count);
         });
       }
     }
     comm.barrier();
+    if (gpu) comm.check();
     std::vector<std::uint64_t> all(static_cast<std::size_t>(world));
     team.allgather(&c.failures, all.data(), sizeof c.failures);
     std::uint64_t failures = 0;
