@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "aperture/error.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -54,7 +54,7 @@
 #include "bootstrap/mpi.h"
 #include "bootstrap/mpi_comm.h"
 #include "common/mpi_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/apply_request.h"
 #include "engines/mpi_engines.h"
 #include "engines/target_memory.h"

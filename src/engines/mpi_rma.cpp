@@ -42,7 +42,7 @@
 #include "aperture/team.h"
 #include "bootstrap/mpi.h"
 #include "common/mpi_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/host_engine.h"
 #include "engines/mpi_engines.h"
 

@@ -19,7 +19,7 @@
 #include "aperture/address_map.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

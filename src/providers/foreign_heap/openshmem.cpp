@@ -36,7 +36,7 @@
 #include "aperture/team.h"
 #include "bootstrap/launcher.h"
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
 #include "engines/host_engine.h"
 #include "providers/live_allocations.h"
