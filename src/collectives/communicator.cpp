@@ -3,16 +3,17 @@
 #include "aperture/collectives/communicator.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <thread>
+#include <iterator>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "aperture/collectives/detail/tuning.h"
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
+#include "common/env.h"
 #include "dispatch.h"
 #include "hierarchical.h"
 
@@ -27,9 +28,6 @@ namespace tuning = collectives::tuning;
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-bool known_type(DataType t) {
-  return static_cast<unsigned>(t) <= static_cast<unsigned>(DataType::float8_e5m2);
-}
 void check_op(const char* call, ReduceOp op) {
   if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::avg))
     throw Error(ErrorCode::invalid_argument, std::string("Communicator::") + call + ": ReduceOp " +
@@ -89,14 +87,13 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                 std::to_string(broadcast_ll_max_bytes_) + " on GPU memory: the push broadcast runs on host memory only; "
                 "leave it unset or give 0");
   options_.broadcast_ll_max_bytes = broadcast_ll_max_bytes_;
-
-  // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
-  // slice each (detail/partition.h's for_each_piece). Not the default: it was not faster
-  // (bench/results/2026-11-30-h200-x2/NOTES.md, "Large sizes").
-  if (const char* v = std::getenv("APERTURE_COLLECTIVES_INTERLEAVE"); v != nullptr && std::string(v) == "1")
-    handle_.interleave = true;
+  // Ranks that share cores: a waiter yields almost at once, so the rank it waits for runs.
+  host_spins_ = env::collectives_spins().value_or(ranks_share_cores ? tuning::kHostSharedCoreSpins : tuning::kHostSpins);
 
   // A rank with other options would split the data differently: refuse before any memory.
+  // Across nodes each node takes its own default for the push broadcast (its ranks may or may not
+  // share cores): only a value the caller gave must agree.
+  const bool each_node_decides = team.node_count() > 1 && !options.broadcast_ll_max_bytes.has_value();
   team.check_same("Communicator", {{"half_bytes", options_.half_bytes},
                                    {"max_parts", static_cast<std::uint64_t>(options_.max_parts)},
                                    {"one_shot_max_bytes", options_.one_shot_max_bytes},
@@ -104,12 +101,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"ll_max_bytes", ll_max_bytes_},
                                    {"ll_part_bytes", options_.ll_part_bytes},
                                    {"all_to_all_direct_min_bytes", all_to_all_direct_min_bytes_},
-                                   {"APERTURE_COLLECTIVES_INTERLEAVE", std::uint64_t{handle_.interleave ? 1u : 0u}}});
-  // (Team::check_same compares up to 8 at once.)
-  // Across nodes each node takes its own default (its ranks may or may not share cores): only a
-  // value the caller gave must agree.
-  const bool each_node_decides = team.node_count() > 1 && !options.broadcast_ll_max_bytes.has_value();
-  team.check_same("Communicator", {{"broadcast_ll_max_bytes", each_node_decides ? 0 : broadcast_ll_max_bytes_}});
+                                   {"broadcast_ll_max_bytes", each_node_decides ? 0 : broadcast_ll_max_bytes_}});
 
   // The push broadcast's slots only where it can run (host memory).
   const std::uint64_t broadcast_depth = device ? 0 : tuning::kHostBroadcastLLDepth;
@@ -153,10 +145,6 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     } else {
       std::memset(base, 0, layout.control_bytes());
     }
-    // Ranks that share cores: a waiter yields almost at once, so the rank it waits for runs.
-    host_spins_ = ranks_share_cores ? tuning::kHostSharedCoreSpins : tuning::kHostSpins;
-    if (const char* spins = std::getenv("APERTURE_COLLECTIVES_SPINS"); spins != nullptr && *spins != '\0')
-      host_spins_ = static_cast<unsigned>(std::strtoul(spins, nullptr, 10));
     call_handle_ = handle_;
     call_handle_.ll_ends_kernel = true;  // one collective per kernel (or host call): the boundary orders it
     if (spans_nodes) {
@@ -206,9 +194,10 @@ void Communicator::check_call(const char* call, std::size_t count, DataType type
                               const void* out) const {
   // Messages are built only on the way out: this runs on every call.
   const auto who = [call] { return std::string("Communicator::") + call; };
-  if (!known_type(type))
+  if (aperture::detail::find_element_type(type) == nullptr)
     throw Error(ErrorCode::invalid_argument, who() + ": DataType " + std::to_string(static_cast<int>(type)) +
-                " is not one of aperture::DataType's values (int8 .. float8_e5m2)");
+                " is not one of aperture::DataType's values (" + name_of(kAllDataTypes[0]) + " .. " +
+                name_of(std::end(kAllDataTypes)[-1]) + ")");
   if (kind_ == MemoryKind::host) {
     if (stream != nullptr)
       throw Error(ErrorCode::invalid_argument, who() + ": a stream was given, but provider " + std::string(provider_.name()) +
@@ -241,8 +230,6 @@ int ll_parts_for(std::size_t bytes, int max_parts, std::size_t per_part) {
   return static_cast<int>(want < 1 ? 1 : want > static_cast<std::size_t>(max_parts) ? max_parts : want);
 }
 
-bool is_ll(Kind k) { return k == Kind::all_gather_ll || k == Kind::reduce_scatter_ll || k == Kind::all_reduce_ll; }
-
 // One rank: every collective is out = in (a fold over one rank is its input, bit for bit: avg's
 // scale is exactly 1), so it is one copy, or nothing in place, with no kernel and no barrier.
 // Ranges that overlap without being equal keep the kernel, which the copy engine does not allow.
@@ -274,7 +261,7 @@ void run_alone(MemoryKind kind, const Call& c, Stream stream) {
       collectives::detail::run_on_host(call_handle_, call_struct, host_spins_);                                          \
     } else {                                                                                                        \
       collectives::detail::device_launch(call_handle_, call_struct,                                                      \
-                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, ll_parts_, options_.ll_part_bytes)  \
+                                         collectives::detail::is_ll((call_struct).kind) ? ll_parts_for(input_bytes, ll_parts_, options_.ll_part_bytes)  \
                                                                    : parts_for(payload_bytes, options_.max_parts),  \
                                          options_.block_threads, stream);                                           \
     }                                                                                                               \

@@ -22,6 +22,7 @@
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
+#include "element_types.h"
 
 namespace aperture::collectives::detail {
 
@@ -98,25 +99,6 @@ void prescale_typed(const void* in, void* out, std::size_t count, int world) {
   for (std::size_t k = 0; k < count; ++k) o[k] = Accumulate<T>::out(f.first(i[k]));  // exact: first() rounded it
 }
 
-// Calls fn.template operator()<T>() with the CPU type of `type` (the narrow floats as their bits).
-template <class Fn>
-void with_host_type(DataType type, Fn&& fn) {
-  switch (type) {
-    case DataType::int8: fn.template operator()<std::int8_t>(); break;
-    case DataType::uint8: fn.template operator()<std::uint8_t>(); break;
-    case DataType::int32: fn.template operator()<std::int32_t>(); break;
-    case DataType::uint32: fn.template operator()<std::uint32_t>(); break;
-    case DataType::int64: fn.template operator()<std::int64_t>(); break;
-    case DataType::uint64: fn.template operator()<std::uint64_t>(); break;
-    case DataType::float16: fn.template operator()<Float16Bits>(); break;
-    case DataType::bfloat16: fn.template operator()<BFloat16Bits>(); break;
-    case DataType::float32: fn.template operator()<float>(); break;
-    case DataType::float64: fn.template operator()<double>(); break;
-    case DataType::float8_e4m3: fn.template operator()<Float8E4M3Bits>(); break;
-    case DataType::float8_e5m2: fn.template operator()<Float8E5M2Bits>(); break;
-  }
-}
-
 bool prescales(DataType type, ReduceOp op) { return op == ReduceOp::avg && is_floating(type); }
 // What the node's phase folds: avg as a sum (scaled before on floats, divided after on integers).
 ReduceOp node_op(ReduceOp op) { return op == ReduceOp::avg ? ReduceOp::sum : op; }
@@ -124,11 +106,11 @@ ReduceOp node_op(ReduceOp op) { return op == ReduceOp::avg ? ReduceOp::sum : op;
 }  // namespace
 
 void fold_nodes(DataType type, ReduceOp op, const void* parts, int nodes, void* out, std::size_t count, int world) {
-  with_host_type(type, [&]<class T>() { fold_typed<T>(op, parts, nodes, out, count, world); });
+  visit_element_type(type, [&]<DataType D>() { fold_typed<CpuType<D>>(op, parts, nodes, out, count, world); });
 }
 
 void prescale_host(DataType type, const void* in, void* out, std::size_t count, int world) {
-  with_host_type(type, [&]<class T>() { prescale_typed<T>(in, out, count, world); });
+  visit_element_type(type, [&]<DataType D>() { prescale_typed<CpuType<D>>(in, out, count, world); });
 }
 
 // ---- buffers ---------------------------------------------------------------------------------

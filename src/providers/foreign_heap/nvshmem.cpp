@@ -53,7 +53,7 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "common/cuda_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "providers/cuda/foreign_gpu.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
 #include "providers/live_allocations.h"
