@@ -63,6 +63,12 @@ def install():
     if any(isinstance(f, IrisAliasFinder) for f in sys.meta_path):
         return
     check_no_real_iris()
+    importlib.import_module(_TARGET)
+    # Submodules already loaded are aliased directly: importing them through the finder would make
+    # the import system set iris.iris (the function) to the iris.iris submodule.
+    for name, module in list(sys.modules.items()):
+        if name == _TARGET or name.startswith(_TARGET + "."):
+            sys.modules.setdefault(_PREFIX + name[len(_TARGET):], module)
     sys.meta_path.insert(0, IrisAliasFinder())
     os.environ["APERTURE_IRIS"] = "1"
     # Child Python processes (spawned workers) import iris through the shim package.
