@@ -58,6 +58,22 @@ class IrisAliasFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_loader(fullname, _AliasLoader(aliased))
 
 
+def _without_gpu_set_device_is_a_no_op():
+    # Iris programs call torch.cuda.set_device(local_rank) first thing. On a machine without a GPU
+    # the heap is host memory and kernels run under Triton's interpreter (docs/IRIS.md), so the call
+    # has nothing to select: it is skipped instead of failing. With a GPU nothing changes.
+    import torch
+
+    if torch.cuda.is_available() or getattr(torch.cuda.set_device, "_aperture_iris_no_gpu", False):
+        return
+
+    def set_device(device):
+        return None
+
+    set_device._aperture_iris_no_gpu = True
+    torch.cuda.set_device = set_device
+
+
 def install():
     """Idempotent. Raises ImportError if a real Iris is importable and no override is set."""
     if any(isinstance(f, IrisAliasFinder) for f in sys.meta_path):
@@ -71,6 +87,7 @@ def install():
             sys.modules.setdefault(_PREFIX + name[len(_TARGET):], module)
     sys.meta_path.insert(0, IrisAliasFinder())
     os.environ["APERTURE_IRIS"] = "1"
+    _without_gpu_set_device_is_a_no_op()
     # Child Python processes (spawned workers) import iris through the shim package.
     parts = os.environ.get("PYTHONPATH", "").split(os.pathsep) if os.environ.get("PYTHONPATH") else []
     if SHIM_DIR not in parts:
