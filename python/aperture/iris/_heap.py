@@ -74,3 +74,30 @@ def _extent(tensor):
         return 0
     last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
     return (last + 1) * tensor.element_size()
+
+
+class _DeviceBytes:
+    """``nbytes`` of GPU memory at ``address`` (mapped in this process), for torch.as_tensor."""
+
+    def __init__(self, address, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
+                                         "version": 3, "strides": None}
+
+
+def peer_tensor(amap, tensor, rank):
+    """Rank ``rank``'s copy of ``tensor`` (contiguous, in ``amap``'s allocation), as a tensor of this
+    process over the peer mapping; aperture.Error when that copy is out of load/store reach."""
+    if not tensor.is_contiguous():
+        raise aperture.Error("aperture: iris: a peer's copy is given for contiguous tensors only; pass "
+                             "t.contiguous() of a heap tensor", code=aperture.ErrorCode.invalid_argument)
+    nbytes = tensor.numel() * tensor.element_size()
+    address = amap.translate(tensor, int(rank))
+    if nbytes == 0:
+        return tensor.clone()
+    if tensor.device.type == "cuda":
+        raw = torch.as_tensor(_DeviceBytes(address, nbytes), device=tensor.device)
+    else:
+        import ctypes
+
+        raw = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), dtype=torch.uint8)
+    return raw.view(tensor.dtype).view(tensor.shape)

@@ -18,7 +18,7 @@ import torch
 import aperture
 
 from . import _amd, _ranks, tensor_creation
-from ._heap import SymmetricHeap
+from ._heap import SymmetricHeap, peer_tensor
 from .logging import log_with_rank
 
 # Iris's allocator names, and the aperture provider that stands nearest to each.
@@ -272,7 +272,7 @@ class Iris:
         """Rank ``rank``'s copy of the symmetric ``tensor``, as a tensor this process can read and
         write directly (a peer mapping; ranks out of load/store reach raise aperture.Error)."""
         self._check_rank(rank, "as_remote", "rank")
-        return self.symmetric_address_map(tensor).translate(tensor, int(rank))
+        return peer_tensor(self.symmetric_address_map(tensor), tensor, rank)
 
     # ---- device context ---------------------------------------------------------------
     def get_device_context(self):

@@ -25,6 +25,8 @@ import torch
 
 import aperture
 
+from .._heap import peer_tensor
+
 # mailbox row of sender s, on the receiver: sequence number, heap offset, bytes
 _SEQ, _OFFSET, _NBYTES = 0, 1, 2
 
@@ -91,7 +93,7 @@ class Mailboxes:
 
     def post(self, dst, offset, nbytes):
         self.sent[dst] += 1
-        row = self.inbox_map.translate(self.inbox, dst)[self.ctx.get_rank()]
+        row = peer_tensor(self.inbox_map, self.inbox, dst)[self.ctx.get_rank()]
         row[_OFFSET:_NBYTES + 1].copy_(torch.tensor([offset, nbytes], dtype=torch.int64))
         if row.is_cuda:
             torch.cuda.current_stream().synchronize()  # data and the two words land before the number
@@ -121,14 +123,14 @@ class Mailboxes:
             raise aperture.Error(f"aperture: iris.ccl.recv: rank {src} sent {nbytes} bytes but the receive tensor has "
                                  f"{want}; give both one size", code=aperture.ErrorCode.mismatch)
         heap = self.ctx.heap
-        theirs = heap.address_map.translate(heap.memory_pool, src)[offset:offset + nbytes]
+        theirs = peer_tensor(heap.address_map, heap.memory_pool[offset:offset + nbytes], src)
         if out.is_contiguous():
             out.view(-1).view(torch.uint8).copy_(theirs)
         else:
             out.copy_(theirs.view(out.dtype).view(out.shape))
         if out.is_cuda:
             torch.cuda.current_stream().synchronize()  # the copy is done before the sender may reuse its data
-        self.acks_map.translate(self.acks, src)[self.ctx.get_rank()].fill_(seq)
+        peer_tensor(self.acks_map, self.acks, src)[self.ctx.get_rank()].fill_(seq)
 
     def wait_ack(self, dst, seq):
         self._wait(self.acks[dst], seq, "receive (no matching recv posted)", dst)
