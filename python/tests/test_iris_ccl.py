@@ -214,7 +214,44 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     fake = tmp_path / "site" / "iris"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("REAL = True\n")
-    env["PYTHONPATH"] = str(tmp_path / "site")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "site"), env.get("PYTHONPATH")]))
     run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
                          timeout=120)
     assert run.returncode == 2 and "real Iris is importable" in run.stderr
+
+
+@pytest.mark.skipif(os.environ.get("APERTURE_WORLD_SIZE", "1") != "1", reason="runs its own two-rank job")
+def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
+    # Iris's test runner's shape: workers from torch.multiprocessing, torch.distributed over a tcp://
+    # URL, no launcher variables, `import iris` through the mechanism's PYTHONPATH shim.
+    prog = tmp_path / "spawned.py"
+    prog.write_text(textwrap.dedent("""
+        import os, socket, sys
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def worker(rank, world, url):
+            dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
+            import iris
+            ctx = iris.iris(1 << 20)
+            assert (ctx.get_rank(), ctx.get_num_ranks()) == (rank, world), (ctx.get_rank(), ctx.get_num_ranks())
+            x = ctx.full((6,), float(rank + 1))
+            out = ctx.zeros(6)
+            ctx.ccl.all_reduce(out, x)
+            assert out.tolist() == [float(sum(range(1, world + 1)))] * 6, out
+            ctx.barrier()
+            dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+            mp.spawn(worker, args=(2, f"tcp://127.0.0.1:{port}"), nprocs=2)
+            print("spawned ok")
+    """))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("APERTURE_RANK", "APERTURE_WORLD", "RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK"))}
+    env["APERTURE_PROVIDER"] = "shm"
+    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "spawned ok" in run.stdout

@@ -88,7 +88,10 @@ def install():
     sys.meta_path.insert(0, IrisAliasFinder())
     os.environ["APERTURE_IRIS"] = "1"
     _without_gpu_set_device_is_a_no_op()
-    # Child Python processes (spawned workers) import iris through the shim package.
+    # Child Python processes import iris through the shim package: fresh interpreters find it on
+    # PYTHONPATH; multiprocessing's spawned workers get this process's sys.path instead.
+    if SHIM_DIR not in sys.path:
+        sys.path.append(SHIM_DIR)
     parts = os.environ.get("PYTHONPATH", "").split(os.pathsep) if os.environ.get("PYTHONPATH") else []
     if SHIM_DIR not in parts:
         os.environ["PYTHONPATH"] = os.pathsep.join([SHIM_DIR] + parts)

@@ -64,7 +64,7 @@ def _check_out(heap, out, shape, dtype):
         out.resize_(shape)  # torch's out= rule: the same object, reshaped (same element count: no reallocation)
 
 
-def _new(heap, heap_device, shape, dtype, out, layout):
+def _new(heap, device, shape, dtype, out, layout):
     """A heap tensor of ``shape`` (or ``out`` itself), not yet filled."""
     check_device(heap.get_device(), device)
     _check_layout(layout)
