@@ -132,11 +132,13 @@ class CCL:
         self._group(group, "reduce")
         self._iris._check_rank(dst, "ccl.reduce", "dst")
         self._same_shape("reduce", output_tensor, input_tensor)
-        mine = self._iris.cur_rank == int(dst)
-        target = output_tensor if mine else self._buffer(input_tensor, input_tensor.numel()).view(input_tensor.shape)
-        if target.data_ptr() != input_tensor.data_ptr():
-            target.copy_(input_tensor)
+        # Every rank reduces into its scratch (the Communicator wants one layout on every rank), and
+        # dst copies the result out.
+        target = self._buffer(input_tensor, input_tensor.numel())
+        target.copy_(input_tensor.reshape(-1))
         self._communicator().all_reduce(target, op_name(op, "reduce"))
+        if self._iris.cur_rank == int(dst):
+            output_tensor.copy_(target.view(output_tensor.shape))
 
     def scatter(self, output_tensor, input_tensor, src=0, group=None, async_op=False, config=None):
         """output (M, N) = row block ``rank`` of rank src's input (world_size * M, N); input must be
@@ -157,9 +159,10 @@ class CCL:
         """On rank dst, output (world_size * M, N) = every rank's input, by rank; others untouched."""
         self._group(group, "gather")
         self._iris._check_rank(dst, "ccl.gather", "dst")
-        mine = self._iris.cur_rank == int(dst)
-        target = output_tensor if mine else self._buffer(input_tensor, output_tensor.numel())
+        target = self._buffer(input_tensor, output_tensor.numel())  # one layout on every rank
         self._communicator().all_gather(target, input_tensor)
+        if self._iris.cur_rank == int(dst):
+            output_tensor.copy_(target.view(output_tensor.shape))
 
     def barrier(self, group=None):
         """Every rank's stream waits here for every other (a device-side barrier)."""
