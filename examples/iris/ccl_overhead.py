@@ -3,7 +3,7 @@
     aperture launch -n 2 -- python examples/iris/ccl_overhead.py [--numel 1024] [--iters 2000]
 
 Times, in one process, the same collective on the same heap tensors through ``ctx.ccl.X`` and
-through the Communicator ``ctx.ccl`` uses, interleaved in rounds so drift hits both alike, and
+through the Communicator ``ctx.ccl`` uses, interleaved in rounds (alternating which goes first) so drift hits both alike, and
 prints per-call microseconds and the added fraction (median over rounds). On a GPU the calls
 are asynchronous, so the time is host (enqueue) time, what the 5 % target is about; a final
 synchronize keeps the queue from growing without bound.
@@ -50,11 +50,13 @@ def main():
     }
     for name, (through_ccl, native) in cases.items():
         ratios, ccl_us, native_us = [], [], []
-        for _ in range(args.rounds):
-            a = per_call_us(native, args.iters, sync)
+        for round_ in range(args.rounds):
+            first, second = (native, through_ccl) if round_ % 2 == 0 else (through_ccl, native)
+            x1 = per_call_us(first, args.iters, sync)
             ctx.barrier()
-            b = per_call_us(through_ccl, args.iters, sync)
+            x2 = per_call_us(second, args.iters, sync)
             ctx.barrier()
+            a, b = (x1, x2) if round_ % 2 == 0 else (x2, x1)
             native_us.append(a)
             ccl_us.append(b)
             ratios.append(b / a)

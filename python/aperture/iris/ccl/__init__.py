@@ -45,6 +45,8 @@ class CCL:
         self._iris = ctx
         self._comm = None
         self._scratch = {}
+        self._workspace = None
+        self._workspace_of = None
 
     def _communicator(self):
         if self._comm is None:
@@ -77,17 +79,25 @@ class CCL:
 
     def all_reduce(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None, workspace=None):
         """output = the reduction (default sum) of every rank's input. Returns the workspace."""
-        self._group(group, "all_reduce")
-        self._same_shape("all_reduce", output_tensor, input_tensor)
-        if output_tensor.data_ptr() != input_tensor.data_ptr():
-            output_tensor.copy_(input_tensor)
-        self._communicator().all_reduce(output_tensor, op_name(op, "all_reduce"))
-        return workspace if workspace is not None else Workspace(output_tensor.shape, output_tensor.dtype)
+        if group is not None:
+            self._group(group, "all_reduce")
+        if output_tensor is not input_tensor:
+            self._same_shape("all_reduce", output_tensor, input_tensor)
+            if output_tensor.data_ptr() != input_tensor.data_ptr():
+                output_tensor.copy_(input_tensor)
+        (self._comm or self._communicator()).all_reduce(output_tensor, "sum" if op is None else op_name(op, "all_reduce"))
+        if workspace is None:
+            if self._workspace_of is not output_tensor:  # the usual loop reuses one tensor: no new object
+                self._workspace = Workspace(output_tensor.shape, output_tensor.dtype)
+                self._workspace_of = output_tensor
+            workspace = self._workspace
+        return workspace
 
     def all_gather(self, output_tensor, input_tensor, group=None, async_op=False, config=None):
         """output (world_size * M, N) = every rank's input (M, N), stacked by rank along dim 0."""
-        self._group(group, "all_gather")
-        self._communicator().all_gather(output_tensor, input_tensor)
+        if group is not None:
+            self._group(group, "all_gather")
+        (self._comm or self._communicator()).all_gather(output_tensor, input_tensor)
 
     def reduce_scatter(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None):
         """This rank's 1/world_size share of the reduction of every rank's input, flattened: chunk
@@ -123,9 +133,12 @@ class CCL:
 
     def broadcast(self, tensor, src=0, group=None, async_op=False, config=None):
         """In place: every rank's tensor becomes rank src's."""
-        self._group(group, "broadcast")
-        self._iris._check_rank(src, "ccl.broadcast", "src")
-        self._communicator().broadcast(tensor, int(src))
+        if group is not None:
+            self._group(group, "broadcast")
+        if src.__class__ is not int or not 0 <= src < self._iris.num_ranks:
+            self._iris._check_rank(src, "ccl.broadcast", "src")
+            src = int(src)
+        (self._comm or self._communicator()).broadcast(tensor, src)
 
     def reduce(self, output_tensor, input_tensor, dst=0, op=None, group=None, async_op=False, config=None):
         """On rank dst, output = the reduction of every rank's input; other ranks' outputs are untouched."""
@@ -166,8 +179,9 @@ class CCL:
 
     def barrier(self, group=None):
         """Every rank's stream waits here for every other (a device-side barrier)."""
-        self._group(group, "barrier")
-        self._communicator().barrier()
+        if group is not None:
+            self._group(group, "barrier")
+        (self._comm or self._communicator()).barrier()
 
     # ---- point to point -----------------------------------------------------------------
     def init_p2p(self, max_numel=2**20, dtype=None, config=None):
