@@ -26,11 +26,12 @@ from ._communicator import Communicator
 from ._overlapped_gemm import OverlappedGemm
 from ._core import ErrorCode, Team, available_providers, default_provider_name, provider_statuses
 from ._error import Error
+from ._gpu_proxy import GpuProxy
 from ._program import PROGRAM as program
 from ._provider import Provider, make_provider, torch_symmetric_provider
 
 __all__ = [
-    "AddressMap", "Communicator", "Error", "ErrorCode", "OverlappedGemm", "Provider", "Team", "address_map",
+    "AddressMap", "Communicator", "Error", "ErrorCode", "GpuProxy", "OverlappedGemm", "Provider", "Team", "address_map",
     "available_providers", "default_provider_name", "from_table", "from_torch_symmetric", "make_provider", "program",
     "provider_statuses", "torch_symmetric_provider",
 ]
