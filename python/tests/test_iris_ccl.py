@@ -9,6 +9,9 @@ import textwrap
 
 import pytest
 import torch
+# triton_world before aperture.iris (which imports triton): it decides whether Triton interprets
+# this process's kernels, for every test file of the run.
+import triton_world  # noqa: F401
 
 import aperture
 import aperture.iris as iris
