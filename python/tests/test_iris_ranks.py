@@ -16,7 +16,7 @@ import triton.language as tl
 import aperture
 import aperture.iris as iris
 from aperture.iris._device_context import DeviceContext, device_context
-from aperture.iris import _device
+from aperture.iris import _amd, _device
 from aperture.iris.ccl import _fused
 
 pytestmark = pytest.mark.iris
@@ -263,6 +263,23 @@ def test_all_reduce_rmsnorm_matches_torch(shmem, team, dtype, tokens, hidden, wi
     shmem.barrier()
 
 
+def test_all_reduce_rmsnorm_preamble_makes_the_output_the_call_uses(shmem, team):
+    # Through ctx.ccl, as an Iris program calls it: the preamble's norm_out is the result.
+    rank, world, dev = shmem.get_rank(), shmem.get_num_ranks(), shmem.get_device()
+    tokens, hidden = 3, 64
+    partial = shmem.zeros((tokens, hidden), dtype=torch.float32)
+    partial.copy_(partial_of(rank, tokens, hidden, torch.float32, dev))
+    weight = torch.ones(hidden, device=dev)
+    workspace = shmem.ccl.all_reduce_rmsnorm_preamble(partial, None)
+    assert shmem.is_symmetric(workspace.norm_out)
+    shmem.barrier()
+    out = shmem.ccl.all_reduce_rmsnorm(partial, None, weight, workspace=workspace)
+    assert out is workspace.norm_out
+    _, want = reference(range(world), None, weight, 1e-6, tokens, hidden, torch.float32, dev)
+    torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
+    shmem.barrier()
+
+
 def test_all_reduce_rmsnorm_runs_again_and_again(shmem, team):
     # The counters' epochs: a second and third call (new values) synchronise and add up right.
     rank, world, dev = shmem.get_rank(), shmem.get_num_ranks(), shmem.get_device()
@@ -326,10 +343,10 @@ def xcc_kernel(out):
 
 
 def test_amd_only_device_names_say_so_and_name_the_nvidia_way(shmem):
-    for what, nvidia in (("gluon", "Triton device API"), ("sdma", "SMs move the data"),
-                         ("triggered", "wait_until_ge"), ("xcc", "get_cu_id"), ("rocshmem", "nvshmem")):
+    for what, nvidia in (("gluon", "Triton kernels"), ("sdma", "copy/put/get"),
+                         ("triggered_copy", "copy/put/get"), ("xcc", "one die"), ("rocshmem", "nvshmem")):
         with pytest.raises(aperture.Error, match="AMD-only") as raised:
-            _device.refuse(what)
+            _amd.refuse(what)
         assert nvidia in str(raised.value)
     with on_device(shmem), pytest.raises(Exception, match="Nsight"):
         tracing_kernel[(1,)](device_context(shmem), RANK=shmem.get_rank(), WORLD=shmem.get_num_ranks())

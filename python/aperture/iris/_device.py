@@ -198,32 +198,8 @@ def read_realtime():
 
 @triton.jit
 def get_xcc_id():
-    """AMD-only: refused when the kernel compiles (see AMD_ONLY)."""
+    """AMD-only: refused when the kernel compiles (the host-side names: aperture.iris._amd)."""
     tl.static_assert(False, "aperture.iris: get_xcc_id reads the XCC (accelerator complex die) of AMD's MI300 "
                             "series, which is AMD-only; NVIDIA GPUs have no XCDs: use get_cu_id() (the SM, "
                             "%smid) or tl.program_id for placement")
     return 0
-
-
-# Iris's AMD-only device-level names and, for each, what to use on NVIDIA. The host side raises
-# aperture.Error with these texts (refuse) where a program reaches them.
-AMD_ONLY = {
-    "gluon": "Gluon (iris.experimental.iris_gluon, iris.device.gluon, iris.ccl.gluon, Config(use_gluon=True)) "
-             "is AMD's CDNA layout language, AMD-only; on NVIDIA use the Triton device API: iris.load/store/"
-             "get/put/copy/atomic_* or DeviceContext (from iris.iris import DeviceContext)",
-    "sdma": "SDMA copy engines (iris.device.sdma_utils, put/atomic_add/atomic_cas with USE_COPY_ENGINE=True, "
-            "copy_engine_ctx) are AMD-only; on NVIDIA the SMs move the data (leave USE_COPY_ENGINE False), and "
-            "aperture.Communicator runs bulk collectives",
-    "triggered": "triggered SDMA plans (iris.triggered, TriggeredView) are AMD-only; on NVIDIA a kernel publishes "
-                 "with aperture.triton.signal and waits with aperture.triton.wait_until_ge",
-    "xcc": "XCC ids (get_xcc_id, num_xcds, chiplet transforms) describe AMD's MI300 dies, AMD-only; NVIDIA GPUs "
-           "have no XCDs: use get_cu_id() (the SM) or tl.program_id",
-    "rocshmem": "rocSHMEM is AMD's OpenSHMEM for ROCm, AMD-only; on NVIDIA choose aperture's nvshmem provider "
-                "(APERTURE_PROVIDER=nvshmem) or any other aperture provider",
-}
-
-
-def refuse(what):
-    """Raises aperture.Error saying that ``what`` (a key of AMD_ONLY) is AMD-only and what to use."""
-    from aperture._error import ErrorCode, fail
-    fail(ErrorCode.invalid_argument, AMD_ONLY[what])

@@ -277,11 +277,11 @@ class Iris:
     # ---- device context ---------------------------------------------------------------
     def get_device_context(self):
         """The int64 tensor DeviceContext.initialize reads: [cur_rank, num_ranks, heap bases...],
-        built by aperture.iris's device side (_device_context.build_context)."""
+        built by aperture.iris's device side (_device_context.device_context)."""
         if self._device_context is None:
             from . import _device_context
 
-            self._device_context = _device_context.build_context(self)
+            self._device_context = _device_context.device_context(self)
         return self._device_context
 
     # ---- factories (Iris's signatures) ------------------------------------------------

@@ -367,3 +367,44 @@ def gemm_reduce_scatter(ctx, input_tensor, weight_shard, group=None, async_op=Fa
     if not async_op:
         ctx.barrier()
     return out
+
+
+class FusedWorkspace:
+    """What a ``*_preamble`` made ahead of the hot path, for the op's ``workspace=`` (Iris's
+    workspace objects): ``norm_out`` for all_reduce_rmsnorm; the GEMM ops keep their
+    OverlappedGemm and Communicator on the host object, so theirs only records the shapes."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def all_reduce_rmsnorm_preamble(ctx, partial, residual=None, config=None, workspace=None):
+    """Makes what all_reduce_rmsnorm on ``partial``'s shape allocates collectively (its output on
+    the heap and its row flags), so the call itself allocates nothing. Collective."""
+    tokens, hidden = partial.shape
+    workspace = workspace if workspace is not None else FusedWorkspace()
+    if _workspace_out(workspace, (tokens, hidden), partial.dtype, partial.device) is None:
+        workspace.norm_out = ctx.zeros((tokens, hidden), dtype=partial.dtype)
+    flags = getattr(ctx, "_aperture_rmsnorm_flags", None)
+    if flags is None or flags.rows < tokens:
+        ctx._aperture_rmsnorm_flags = _RowFlags(ctx, tokens)
+    return workspace
+
+
+def all_gather_gemm_preamble(ctx, output_tensor, local_shard, weight, config=None, workspace=None):
+    """Makes the OverlappedGemm and Communicator all_gather_gemm runs on (collective calls that
+    allocate), so the op itself allocates nothing. Collective."""
+    _overlapped_gemm(ctx, "all_gather_gemm_preamble")
+    _communicator(ctx)
+    workspace = workspace if workspace is not None else FusedWorkspace()
+    workspace.shapes = (tuple(output_tensor.shape), tuple(local_shard.shape), tuple(weight.shape))
+    return workspace
+
+
+def gemm_reduce_scatter_preamble(ctx, input_tensor, weight_shard, config=None, workspace=None):
+    """Makes the OverlappedGemm gemm_reduce_scatter runs on, so the op itself allocates nothing.
+    Collective."""
+    _overlapped_gemm(ctx, "gemm_reduce_scatter_preamble")
+    workspace = workspace if workspace is not None else FusedWorkspace()
+    workspace.shapes = (tuple(input_tensor.shape), tuple(weight_shard.shape))
+    return workspace
