@@ -129,7 +129,7 @@ def test_tensor_outlives_the_provider_reference(team):
     gc.collect()
     t.fill_(team.rank + 5)
     assert int(t.sum()) == 32 * (team.rank + 5)
-    owner = aperture._registry.find("test", t).provider
+    owner = aperture.memory._registry.find("test", t).provider
     owner.free(t)
 
 
