@@ -15,7 +15,13 @@ from aperture import _core
 from conftest import GPU_PROVIDERS
 
 ON_GPU = _core.with_cuda and torch.cuda.is_available() and bool(GPU_PROVIDERS)
-gpu_only = pytest.mark.skipif(not ON_GPU, reason="no GPU or GPU provider (or a build without CUDA)")
+
+
+def gpu_only(test):
+    """A GPU test (marker gpu): skipped without a GPU, a GPU provider, or CUDA in the build; where
+    APERTURE_TEST_REQUIRE=gpu, that skip fails."""
+    return pytest.mark.gpu(pytest.mark.skipif(not ON_GPU, reason="no GPU or GPU provider (or a build without CUDA)")(test))
+
 
 # (m, n, k): m a multiple of 1, 2 and 4 ranks; the second needs larger buffers (they grow).
 SHAPES = [(256, 192, 128), (512, 128, 320)]
@@ -171,14 +177,14 @@ def test_a_host_provider_or_a_build_without_cuda_is_refused(team, host_provider)
             "without cuBLASLt" in str(e.value)
 
 
+# Torch symmetric memory refuses ranks that share a GPU (rendezvous: "detected allocations from
+# overlapping devices from different ranks"): there the test is not defined (conftest deselects it).
 @gpu_only
+@pytest.mark.one_gpu_per_rank
 @pytest.mark.skipif("MASTER_PORT" not in os.environ, reason="needs a launcher's MASTER_ADDR/MASTER_PORT")
 def test_on_torch_symmetric_memory(team):
     import torch.distributed as dist
 
-    if torch.cuda.device_count() < team.local_size:
-        pytest.skip("torch symmetric memory refuses ranks that share a GPU (rendezvous: "
-                    "\"detected allocations from overlapping devices from different ranks\")")
     # A store of its own (another port than test_gpu.py's env:// one), for rendezvous.
     port = int(os.environ["MASTER_PORT"]) + 11
     dist.init_process_group("gloo", init_method=f"tcp://{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{port}",
