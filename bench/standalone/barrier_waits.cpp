@@ -10,7 +10,7 @@
 //               until this rank steps aside); otherwise poll on, up to CAP polls, then yield
 //
 // Prints the slowest rank's mean time per call. The measurements and what was decided are in
-// docs/PERFORMANCE.md ("CPU all-reduce at 4 ranks: other ways of waiting"). Run alone, e.g.
+// bench/results/2026-12-02-cpu-2core/NOTES.md ("CPU all-reduce at 4 ranks: other ways of waiting"). Run alone, e.g.
 //
 //     c++ -O2 -std=c++20 bench/standalone/barrier_waits.cpp -o barrier_waits
 //     for run in 1 2 3; do ./barrier_waits 4 yield; ./barrier_waits 4 futex 2; ./barrier_waits 4 core 500; done

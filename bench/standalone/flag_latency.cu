@@ -1,6 +1,6 @@
 // bench/standalone/flag_latency.cu — one-way latency of a flag ping-pong between two GPUs, by memory order.
 //
-// A stand-alone measurement behind docs/PERFORMANCE.md ("ping-pong"): one thread on each of two
+// A stand-alone measurement behind bench/results/2026-11-30-h200-x2/NOTES.md ("Ping-pong"): one thread on each of two
 // peer-accessible GPUs (one process) bounces a counter 20,000 times through the other GPU's
 // memory, with the flag stored and polled as release/acquire at system scope (what
 // aperture::signal / wait_until_ge promise), relaxed, volatile, or with separate fences. No

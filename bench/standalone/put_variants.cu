@@ -1,6 +1,6 @@
 // bench/standalone/put_variants.cu — how fast can SMs move bytes to a peer GPU, against the copy engine?
 //
-// A stand-alone measurement behind docs/PERFORMANCE.md ("Point to point"): GPU 0 puts into and
+// A stand-alone measurement behind bench/results/2026-11-30-h200-x2/NOTES.md ("Point to point"): GPU 0 puts into and
 // gets from GPU 1's memory (peer access in one process, no aperture code), with 16-byte
 // vector loads/stores in several grid shapes and layouts, and with Hopper's bulk copies (TMA:
 // cp.async.bulk global -> shared -> peer global, mbarrier-completed, 2-6 stages), then both

@@ -138,7 +138,7 @@ struct CoopBlock {
 
 // Every thread of the grid; bulk moves only (see above). Neighbouring threads of the whole grid
 // take neighbouring 16-byte vectors, so every block's traffic spreads over the whole buffer
-// (why that is faster over NVLink: docs/PERFORMANCE.md, "Point to point").
+// (why that is faster over NVLink: bench/results/2026-11-30-h200-x2/NOTES.md, "Point to point").
 struct CoopGrid {
   __device__ std::uint64_t thread_rank() const { return detail::grid_thread_rank(); }
   __device__ std::uint64_t size() const { return detail::grid_threads(); }

@@ -91,7 +91,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
 
   // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
   // slice each (detail/partition.h's for_each_piece). Not the default: it was not faster
-  // (docs/PERFORMANCE.md, "Large sizes").
+  // (bench/results/2026-11-30-h200-x2/NOTES.md, "Large sizes").
   if (const char* v = std::getenv("APERTURE_COLLECTIVES_INTERLEAVE"); v != nullptr && std::string(v) == "1")
     handle_.interleave = true;
 

@@ -2,7 +2,7 @@
 // computed without the library's code: the narrow floats by table (every finite value of the
 // format decoded from its fields, a value rounded by searching that table for its neighbours),
 // arithmetic exact in double and rounded once per step, integers in uint64_t cut to their width.
-// It states NCCL's rules (docs/PERFORMANCE.md, "Element types"): each step of the rank-order
+// It states NCCL's rules (bench/results/2026-12-01-cpu-2core/NOTES.md, "Element types"): each step of the rank-order
 // fold is rounded to the element type; the 8-bit floats round through float16 (saturating at
 // their largest finite value); avg on floats scales each input by 1/ranks (rounded to the type)
 // before summing, on integers divides the wrapped sum, rounding towards zero.

@@ -30,7 +30,7 @@ namespace aperture::collectives::detail {
 
 // The type a reduction combines in, and the rounding back to the element's width after each
 // combination (NCCL's reductions round every step to the element type: float16 and bfloat16 by
-// __hadd/__hmul, the 8-bit floats through float16; see docs/PERFORMANCE.md "Element types").
+// __hadd/__hmul, the 8-bit floats through float16; see bench/results/2026-12-01-cpu-2core/NOTES.md "Element types").
 // Combining two 16-bit values in float and rounding once gives the correctly rounded 16-bit
 // result that __hadd/__hmul give: their exact sum or product is what float holds, or so small
 // a part of it is lost that it cannot move the 16-bit rounding.
