@@ -143,8 +143,8 @@ struct OverlappedGemmBox {
 //       a view, where the provider's kernels read it (an int64 tensor; its data_ptr is the table);
 //   allocator.free(address)                                  optional, collective: for allocators
 //       whose memory is released by a call rather than by dropping the last reference.
-// torch symmetric memory comes in this way (aperture.torch_symmetric_provider). The checks
-// (double free, ranges it does not own) are made here, as the C++ providers make them.
+// aperture.allocators.ForeignAllocator is the Python side (torch symmetric memory the first one).
+// The checks (double free, ranges it does not own) are made here, as the C++ providers make them.
 class ForeignProvider final : public aperture::Provider {
  public:
   ForeignProvider(std::string name, aperture::MemoryKind kind, nb::object allocator)
@@ -403,8 +403,8 @@ NB_MODULE(_core, m) {
       .def("check", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
            "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>());
 
-  // Every matrix is a bf16 address of this rank's GPU; the Python layer (aperture/_overlapped_gemm.py)
-  // checks the tensors, the C++ class the shapes and the alignment.
+  // Every matrix is a bf16 address of this rank's GPU; the Python layer
+  // (aperture/ops/_overlapped_gemm.py) checks the tensors, the C++ class the shapes and the alignment.
   nb::class_<OverlappedGemmBox>(m, "OverlappedGemm", "all-gather + GEMM and GEMM + reduce-scatter (aperture::OverlappedGemm)")
       .def("__init__", [](OverlappedGemmBox* self, aperture::Provider& provider, aperture::Team& team) {
         auto* box = new (self) OverlappedGemmBox();

@@ -8,8 +8,9 @@ a rank whose test fails leaves the others to fail at their next collective, with
 
 Providers. The host tests cover APERTURE_TEST_PROVIDERS (space-separated; default "shm"), the
 GPU tests APERTURE_TEST_GPU_PROVIDERS (default: cuda-ipc and cuda-vmm where available). A
-provider named in either variable must be available: its tests FAIL where it is not (a package
-built without it, a launcher that does not provide it), they are not skipped.
+provider named in either variable must be available: where one is not (a package built without
+it, a launcher that does not provide it), the session fails at its start, naming it and why;
+its tests are not skipped.
 
     def test_x(team, host_provider):      # one test per host provider
         t = host_provider.zeros((n,), "int64")
@@ -27,8 +28,8 @@ Whole files get theirs from FILE_MARKERS here; single tests carry theirs in thei
 Required tests. APERTURE_TEST_REQUIRE (or --require), a list of markers ("gpu", "gpu iris",
 "all" for every test), says which tests the caller expects to run: a selected test carrying one
 of them that skips FAILS instead, and the session fails when no test of a required marker
-passed. scripts/gpu-check.sh runs `APERTURE_TEST_REQUIRE=gpu ... pytest -m gpu`, so a GPU
-machine with a package built without CUDA, or without a named provider, fails its Python steps.
+passed. A GPU step runs `APERTURE_TEST_REQUIRE=gpu ... pytest -m gpu` (docs/PYTHON.md), so a
+GPU machine with a package built without CUDA, or without a named provider, fails it.
 """
 
 import os
@@ -93,14 +94,9 @@ def team():
 
 
 def provider(team, name):
-    """The session's provider `name` (made once, collectively, on first use). A provider that is
-    not available here fails the test that asked for it: it was named, so it was expected."""
+    """The session's provider `name` (made once, collectively, on first use; a named one that is
+    not available here stopped the session at its start, pytest_sessionstart)."""
     if name not in _providers:
-        if name not in aperture.available_providers():
-            compiled, _, reason = _STATUS.get(name, (False, False, "no such provider"))
-            pytest.fail(f"provider {name} was asked for (APERTURE_TEST_PROVIDERS / APERTURE_TEST_GPU_PROVIDERS) but "
-                        f"is not available here: {'compiled in; ' if compiled else 'not compiled in; '}{reason}",
-                        pytrace=False)
         _providers[name] = aperture.make_provider(name, team)
     return _providers[name]
 
@@ -210,6 +206,7 @@ def pytest_sessionfinish(session, exitstatus):
         line = (f"aperture: APERTURE_TEST_REQUIRE/--require {' '.join(missing)}: no such test passed "
                 f"(with_cuda={_core.with_cuda}); the tests expected to run did not")
         if reporter is not None:
+            reporter.ensure_newline()
             reporter.write_line(line, red=True)
         session.exitstatus = 1
 
