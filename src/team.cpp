@@ -9,10 +9,10 @@
 
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
-#include "bootstrap/env.h"
+#include "bootstrap/launcher_variables.h"
 #include "bootstrap/hub.h"
 #include "bootstrap/hub_client.h"
-#include "bootstrap/launcher.h"
+#include "bootstrap/launched_by.h"
 #include "common/env.h"
 #include "detail/format.h"
 #if APERTURE_WITH_MPI
@@ -82,22 +82,22 @@ Team& Team::operator=(Team&&) noexcept = default;
 Team::~Team() = default;
 
 Team Team::single() {
-  return Team(0, 1, std::string(detail::launcher_name(detail::Launcher::single)),
+  return Team(0, 1, std::string(detail::launched_by_name(detail::LaunchedBy::single)),
               std::make_unique<detail::SoloTransport>());
 }
 
 Team Team::from_env() {
-  using detail::Launcher;
+  using detail::LaunchedBy;
   const auto env = detail::process_env();
-  const Launcher launcher = detail::detect_launcher(env);
-  const std::string name(detail::launcher_name(launcher));
-  if (launcher == Launcher::aperture) {
+  const LaunchedBy launcher = detail::detect_launched_by(env);
+  const std::string name(detail::launched_by_name(launcher));
+  if (launcher == LaunchedBy::aperture) {
     const auto launch = detail::read_launch_env(env).value();
     return Team(
         launch.rank, launch.world_size, name,
         std::make_unique<detail::HubClient>(launch.hub, launch.rank, launch.world_size, launch.token, team_timeout()));
   }
-  if (launcher == Launcher::mpirun) {
+  if (launcher == LaunchedBy::mpirun) {
     [[maybe_unused]] const auto mpi = detail::read_mpi_env(env).value();
 #if APERTURE_WITH_MPI
     const detail::MpiWorld world = detail::mpi_world();
@@ -139,7 +139,7 @@ Team Team::from_env() {
     return single();
 #endif
   }
-  if (launcher == Launcher::torchrun) {
+  if (launcher == LaunchedBy::torchrun) {
     const auto torchrun = detail::read_torchrun_env(env);
     if (torchrun->world_size == 1) return single();
     // torch.distributed's own TCPStore listens on MASTER_PORT, so the hub takes the next port

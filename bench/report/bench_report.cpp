@@ -104,7 +104,7 @@ void print_table(const std::vector<BenchRow>& rows) {
 
 void write_csv(const std::string& path, const std::vector<BenchRow>& rows) {
   std::ofstream out(path);
-  if (!out) throw Error("bench: cannot write " + path);
+  if (!out) throw Error(ErrorCode::system, "bench: cannot write " + path, "std::ofstream");
   out << "memory,op,type,ranks,bytes,iters,aperture_us,aperture_GBps,baseline,baseline_us,baseline_GBps,time_ratio,"
          "aperture_busGBps,baseline_busGBps,baseline2,baseline2_us,baseline2_busGBps,time_ratio2\n";
   for (const BenchRow& r : rows) {
@@ -115,7 +115,7 @@ void write_csv(const std::string& path, const std::vector<BenchRow>& rows) {
         << r.baseline2_us << ',' << bus_gbps(r, r.baseline2_us) << ','
         << (r.baseline2_us > 0 ? r.aperture_us / r.baseline2_us : 0.0) << '\n';
   }
-  if (!out) throw Error("bench: writing " + path + " failed");
+  if (!out) throw Error(ErrorCode::system, "bench: writing " + path + " failed", "std::ofstream");
 }
 
 std::vector<BenchRow> read_csv(const std::string& path) {
@@ -151,7 +151,7 @@ std::vector<BenchRow> read_csv(const std::string& path) {
 
 void write_json(const std::string& path, const std::vector<BenchRow>& rows) {
   std::ofstream out(path);
-  if (!out) throw Error("bench: cannot write " + path);
+  if (!out) throw Error(ErrorCode::system, "bench: cannot write " + path, "std::ofstream");
   utsname u{};
   uname(&u);
   out << "{\n  \"date\": \"" << now_utc() << "\",\n  \"machine\": {\"host\": \"" << json_escape(u.nodename)
@@ -171,7 +171,7 @@ void write_json(const std::string& path, const std::vector<BenchRow>& rows) {
         << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";
-  if (!out) throw Error("bench: writing " + path + " failed");
+  if (!out) throw Error(ErrorCode::system, "bench: writing " + path + " failed", "std::ofstream");
 }
 
 // One panel per op; a solid line per rank count for aperture, a dashed one for its baseline and a

@@ -35,8 +35,10 @@ __global__ void all_reduce_kernel(PeerView peers, demo::Buffers buffers, demo::C
 
 void check_cuda(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
-    throw Error(std::string("demo: ") + call + " failed: " + cudaGetErrorName(status) + " (" +
-                cudaGetErrorString(status) + ")");
+    throw Error(ErrorCode::system,
+                std::string("demo: ") + call + " failed: " + cudaGetErrorName(status) + " (" +
+                    cudaGetErrorString(status) + ")",
+                call);
 }
 
 using Clock = std::chrono::steady_clock;
@@ -49,7 +51,8 @@ DemoRankResult run_on_device(Team& team, const PeerView& peers, const demo::Buff
   cudaPointerAttributes attributes{};
   check_cuda(cudaPointerGetAttributes(&attributes, buffers.send), "cudaPointerGetAttributes(buffer)");
   if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
-    throw Error("demo: the provider said its memory is on the GPU, but cudaPointerGetAttributes says the buffer is not "
+    throw Error(ErrorCode::internal,
+                "demo: the provider said its memory is on the GPU, but cudaPointerGetAttributes says the buffer is not "
                 "device memory (type " + std::to_string(static_cast<int>(attributes.type)) + ")");
   check_cuda(cudaSetDevice(attributes.device), "cudaSetDevice");
 

@@ -187,8 +187,9 @@ int run_demo_worker(const DemoOptions& options) {
     const demo::Buffers buffers = layout.buffers(allocation.ptr);
     const PeerView peers = allocation.map.peer_view();
     if (!allocation.map.all_direct())
-      throw Error("demo: provider " + std::string(provider->name()) + " cannot reach every rank by load/store " +
-                  "from here (some peer_bases are 0); the demo needs all ranks on one machine with direct access");
+      throw Error(ErrorCode::unavailable,
+                  "demo: provider " + std::string(provider->name()) + " cannot reach every rank by load/store " +
+                      "from here (some peer_bases are 0); the demo needs all ranks on one machine with direct access");
 
     DemoRankResult mine;
     if (provider->memory_kind() == MemoryKind::device) {

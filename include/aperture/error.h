@@ -50,7 +50,9 @@ class APERTURE_API Error : public std::runtime_error {
  public:
   using Code = ErrorCode;
 
-  // An unclassified failure (code internal); kept for code that predates the codes.
+  // An unclassified failure (code internal). Deprecated: nothing in aperture throws one any more,
+  // and code() is what programs branch on; kept for one release for programs that make their own.
+  [[deprecated("give the failure a code: aperture::Error(ErrorCode::..., message)")]]
   explicit Error(const std::string& message) : Error(ErrorCode::internal, message) {}
   // `detail` is the message without the "aperture: " prefix; `call` the function that failed.
   Error(ErrorCode code, const std::string& detail, std::string_view call = {})

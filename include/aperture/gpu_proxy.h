@@ -4,11 +4,11 @@
 // A kernel cannot call MPI. A GpuProxy gives a map's engine (aperture/engine_channel.h) a queue
 // in host-pinned memory mapped for the GPU (aperture/proxy_queue.h) and a proxy thread that takes
 // the queue's requests in ticket order and carries each out through the engine's host call, as a
-// host thread's PeerView operation would. A view from `view()` then reaches indirect peers from
-// a kernel too:
+// host thread's PeerView operation would. A view from `peer_view()` then reaches indirect peers
+// from a kernel too:
 //
 //     aperture::GpuProxy proxy(allocation.map);      // one per rank and engine; starts the thread
-//     PeerView peers = proxy.view(device_view);      // the view, with the queue in its channel
+//     PeerView peers = proxy.peer_view(device_view); // the view, with the queue in its channel
 //     kernel<<<g, b>>>(peers, ...);                  // put/get/atomics/signal on any peer
 //     cudaDeviceSynchronize();                       // every request has completed by then
 //
@@ -53,7 +53,7 @@ class APERTURE_API GpuProxy {
   };
 
   // The proxy for `map`'s engine. Throws aperture::Error when the map has no engine (one node, or
-  // ranks not started by mpirun: host_engine.h says when one is attached).
+  // ranks not started by mpirun: engine.h says when one is attached).
   explicit GpuProxy(const SymmetricAddressMap& map, Options options);
   explicit GpuProxy(const SymmetricAddressMap& map) : GpuProxy(map, Options{}) {}
   // The same for any engine channel (tests drive a queue with an engine of their own). `owner`
@@ -63,9 +63,12 @@ class APERTURE_API GpuProxy {
   GpuProxy(const GpuProxy&) = delete;
   GpuProxy& operator=(const GpuProxy&) = delete;
 
-  // `view` (of memory this proxy's engine covers) with the queue in its channel. Throws when the
-  // view's engine is another engine than the proxy's.
-  PeerView view(PeerView view) const;
+  // `view` (of memory this proxy's engine covers) with the queue in its channel: the value a
+  // kernel takes, named as SymmetricAddressMap::peer_view(). Throws when the view's engine is
+  // another engine than the proxy's.
+  PeerView peer_view(PeerView view) const;
+  // The old name of peer_view(view), kept for one release.
+  [[deprecated("use GpuProxy::peer_view(view)")]] PeerView view(PeerView view) const { return peer_view(view); }
   // The engine channel with the queue: for kernels that take a channel rather than a view.
   EngineChannel channel() const { return channel_; }
   // The queue alone, as producers see it (the tests' host threads post to it).

@@ -107,16 +107,10 @@ APERTURE_HD std::uint32_t proxy_load_flag(const std::uint32_t* flag) {
 template <class Ready>
 APERTURE_HD ProxyStatus proxy_wait(const ProxyQueue& queue, ProxyStatus timeout, Ready ready) {
   APERTURE_IF_DEVICE_ELSE(
-      (std::uint64_t start = 0; unsigned sleep_ns = 32;
-       for (unsigned poll = 0;; ++poll) {
+      (DeviceBackoff backoff(queue.timeout_ns); for (;;) {
          if (ready()) return ProxyStatus::ok;
          if (proxy_load_flag(queue.closed) != 0) return ProxyStatus::closed;
-         if (poll < kDeviceSpinPolls) continue;
-         const std::uint64_t now = device_time_ns();
-         if (start == 0) start = now;
-         if (now - start >= queue.timeout_ns) return timeout;
-         device_sleep_ns(sleep_ns);
-         if (sleep_ns < 1024) sleep_ns *= 2;
+         if (!backoff.pause()) return timeout;
        }),
       (Backoff backoff(queue.timeout_ns); for (;;) {
         if (ready()) return ProxyStatus::ok;

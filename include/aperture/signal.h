@@ -8,7 +8,8 @@
 // Host waits spin briefly and then back off to yielding and sleeping (detail/backoff.h, the one
 // policy of every host wait), and give up with an aperture::Error after APERTURE_TIMEOUT seconds
 // (default 60), or as soon as this process's Team learns that the job failed (a rank died: the
-// error names it; see detail/host_wait.h). Device waits back off with __nanosleep;
+// error names it; see detail/host_wait.h). Device waits back off with __nanosleep
+// (detail/device_time.h's DeviceBackoff, the one policy of every device wait);
 // wait_until_ge_for bounds them.
 #pragma once
 
@@ -24,9 +25,6 @@
 namespace aperture {
 
 namespace detail {
-// Device waits poll this many times before they start sleeping between polls.
-inline constexpr unsigned kDeviceSpinPolls = 256;
-
 APERTURE_HD std::uint64_t load_acquire(const std::uint64_t* flag) {
   auto* f = const_cast<std::uint64_t*>(flag);  // atomic_ref needs a non-const object; we only load.
   return with_atomic_ref(f, scope::system, [](auto ref) -> std::uint64_t { return ref.load(memory_order::acquire); });
@@ -55,26 +53,12 @@ APERTURE_HD void signal(std::uint64_t* flag, std::uint64_t value, int from_rank,
 APERTURE_HD bool wait_until_ge_for(const std::uint64_t* local_flag, std::uint64_t value, std::uint64_t timeout_ns,
                                    std::uint64_t* seen) {
   APERTURE_IF_DEVICE_ELSE(
-      (std::uint64_t start = 0; unsigned sleep_ns = 32;
-       for (unsigned poll = 0;; ++poll) {
+      (detail::DeviceBackoff backoff(timeout_ns); for (;;) {
          const std::uint64_t v = detail::load_acquire(local_flag);
-         if (v >= value) {
+         if (v >= value || !backoff.pause()) {
            if (seen) *seen = v;
-           return true;
+           return v >= value;
          }
-         // A signal usually lands within a microsecond: poll flat out first, then back off so
-         // a long wait does not keep the memory system busy. The clock is read only from then
-         // on (the timeout counts from the first backoff): a wait that succeeds in its first
-         // polls costs no %globaltimer read.
-         if (poll < detail::kDeviceSpinPolls) continue;
-         const std::uint64_t now = detail::device_time_ns();
-         if (start == 0) start = now;
-         if (now - start >= timeout_ns) {
-           if (seen) *seen = v;
-           return false;
-         }
-         detail::device_sleep_ns(sleep_ns);
-         if (sleep_ns < 1024) sleep_ns *= 2;
        }),
       (return detail::host_wait_until_ge_for(
            local_flag, value, timeout_ns, seen, [](const std::uint64_t* f) { return detail::load_acquire(f); });))

@@ -30,6 +30,7 @@ except ImportError:
 from . import _core, allocators, collectives, memory, ops
 from ._core import ErrorCode
 from ._error import Error
+from ._gpu_proxy import GpuProxy
 from ._program import PROGRAM as program
 from .allocators import ForeignAllocator, from_torch_symmetric, torch_symmetric_provider
 from .collectives import Communicator
@@ -38,7 +39,8 @@ from .memory import (AddressMap, Provider, Team, address_map, available_provider
 from .ops import OverlappedGemm
 
 __all__ = [
-    "AddressMap", "Communicator", "Error", "ErrorCode", "ForeignAllocator", "OverlappedGemm", "Provider", "Team",
-    "address_map", "allocators", "available_providers", "collectives", "default_provider_name", "dtypes", "from_table",
-    "from_torch_symmetric", "make_provider", "memory", "ops", "program", "provider_statuses", "torch_symmetric_provider",
+    "AddressMap", "Communicator", "Error", "ErrorCode", "ForeignAllocator", "GpuProxy", "OverlappedGemm", "Provider",
+    "Team", "address_map", "allocators", "available_providers", "collectives", "default_provider_name", "dtypes",
+    "from_table", "from_torch_symmetric", "make_provider", "memory", "ops", "program", "provider_statuses",
+    "torch_symmetric_provider",
 ]

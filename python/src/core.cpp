@@ -215,6 +215,9 @@ class ForeignProvider final : public aperture::Provider {
 
 }  // namespace
 
+// The GPU proxy for Triton kernels: python/src/proxy.cpp.
+void aperture_python_bind_proxy(nb::module_& m);
+
 NB_MODULE(_core, m) {
   m.doc() = "aperture's C++ core (teams, providers, address maps, collectives); use the aperture package";
   nb::register_exception_translator(translate_error);
@@ -427,4 +430,6 @@ NB_MODULE(_core, m) {
       }, "a"_a, "b"_a, "c_shard"_a, "m"_a, "n"_a, "k"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
       .def("check", [](OverlappedGemmBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
            "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>());
+
+  aperture_python_bind_proxy(m);
 }

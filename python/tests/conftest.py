@@ -52,6 +52,8 @@ FILE_MARKERS = {
     "test_triton_multiprocess.py": ["triton", "multiprocess"],
     "test_triton_ops.py": ["triton"],
     "test_triton_providers.py": ["triton"],
+    "test_triton_proxy.py": ["triton"],
+    "test_triton_proxy_codegen.py": ["triton"],
 }
 # Files whose kernels run on the GPU where Triton compiles them (no TRITON_INTERPRET).
 COMPILED_ON_GPU = {"test_iris_device.py", "test_iris_host.py", "test_triton_ops.py", "test_triton_providers.py"}

@@ -10,10 +10,10 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "aperture/error.h"
+#include "bootstrap/retry.h"
 #include "detail/format.h"
 
 namespace aperture::detail {
@@ -110,20 +110,22 @@ std::string FdMailbox::send(const Address& to, std::uint64_t tag, int fd, Deadli
   const std::string where = format("@{}", std::string(to.name, ::strnlen(to.name, sizeof to.name)));
 
   Fd connection;
-  auto pause = std::chrono::milliseconds(1);
-  for (;;) {
+  std::string why;
+  const bool connected = retry_until(deadline, std::chrono::milliseconds(1), std::chrono::milliseconds(50), [&] {
     connection = Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!connection) return "socket(AF_UNIX) failed: " + errno_text(errno);
+    if (!connection) {
+      why = "socket(AF_UNIX) failed: " + errno_text(errno);
+      return Try::give_up;
+    }
     socklen_t length = 0;
     const sockaddr_un address = abstract_address(to.name, &length);
-    if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), length) == 0) break;
+    if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), length) == 0) return Try::done;
     const int error = errno;
+    why = format("connecting to the mailbox {} failed: {}; has that rank exited?", where, errno_text(error));
     // A full backlog answers EAGAIN; anything else means the mailbox is not there.
-    if ((error != EAGAIN && error != EINTR) || std::chrono::steady_clock::now() >= deadline)
-      return format("connecting to the mailbox {} failed: {}; has that rank exited?", where, errno_text(error));
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
-  }
+    return error == EAGAIN || error == EINTR ? Try::again : Try::give_up;
+  });
+  if (!connected) return why;
 
   iovec io{&wire, sizeof wire};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};

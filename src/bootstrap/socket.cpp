@@ -13,9 +13,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "aperture/error.h"
+#include "bootstrap/retry.h"
 #include "detail/format.h"
 
 namespace aperture::detail {
@@ -132,55 +132,65 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
               "bind");
 }
 
-Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point deadline) {
-  auto pause = std::chrono::milliseconds(2);
-  std::string last_error;
-  for (;;) {
-    if (address.rfind("unix:@", 0) == 0) {
-      Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (!fd) throw Error(ErrorCode::system, "socket(AF_UNIX) failed: " + errno_text(errno), "socket");
-      const std::string name = address.substr(6);
-      if (name.empty() || name.size() > sizeof(sockaddr_un::sun_path) - 1)
-        throw Error(ErrorCode::invalid_argument,
-                    detail::format("malformed hub address '{}': the socket name is empty or too long", address));
-      socklen_t length = 0;
-      const sockaddr_un target = abstract_address(name, &length);
-      if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target), length) == 0) return fd;
-      last_error = errno_text(errno);
-    } else if (address.rfind("tcp:", 0) == 0) {
-      const auto [host, port] = split_host_port(address.substr(4), address);
-      addrinfo hints{};
-      hints.ai_family = AF_UNSPEC;
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* found = nullptr;
-      if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-        last_error = detail::format("cannot resolve host '{}': {}", host, ::gai_strerror(rc));
-      } else {
-        for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-          Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-          if (!fd) continue;
-          if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
-            set_low_latency(fd.get());
-            ::freeaddrinfo(found);
-            return fd;
-          }
-          last_error = errno_text(errno);
-        }
-        ::freeaddrinfo(found);
-      }
-    } else {
+namespace {
+
+// One try at connecting to `address`: the connected socket, or an empty Fd and why in `why`.
+// A malformed address throws: no later try can fix it.
+Fd try_connect(const std::string& address, std::string& why) {
+  if (address.rfind("unix:@", 0) == 0) {
+    Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) throw Error(ErrorCode::system, "socket(AF_UNIX) failed: " + errno_text(errno), "socket");
+    const std::string name = address.substr(6);
+    if (name.empty() || name.size() > sizeof(sockaddr_un::sun_path) - 1)
       throw Error(ErrorCode::invalid_argument,
-                  detail::format("malformed hub address '{}': expected unix:@name or tcp:host:port", address));
+                  detail::format("malformed hub address '{}': the socket name is empty or too long", address));
+    socklen_t length = 0;
+    const sockaddr_un target = abstract_address(name, &length);
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target), length) == 0) return fd;
+    why = errno_text(errno);
+  } else if (address.rfind("tcp:", 0) == 0) {
+    const auto [host, port] = split_host_port(address.substr(4), address);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+      why = detail::format("cannot resolve host '{}': {}", host, ::gai_strerror(rc));
+    } else {
+      for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+        if (!fd) continue;
+        if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
+          set_low_latency(fd.get());
+          ::freeaddrinfo(found);
+          return fd;
+        }
+        why = errno_text(errno);
+      }
+      ::freeaddrinfo(found);
     }
-    if (std::chrono::steady_clock::now() >= deadline)
-      throw Error(
-          ErrorCode::peer_lost,
-          detail::format("cannot reach the rendezvous hub at {}: {}; is rank 0 (or the launcher) running, and are "
-                         "MASTER_ADDR/MASTER_PORT right?",
-                         address, last_error));
-    std::this_thread::sleep_for(pause);
-    if (pause < std::chrono::milliseconds(200)) pause *= 2;
+  } else {
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("malformed hub address '{}': expected unix:@name or tcp:host:port", address));
   }
+  return Fd();
+}
+
+}  // namespace
+
+Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point deadline) {
+  Fd connected;
+  std::string last_error;
+  const bool done = retry_until(deadline, std::chrono::milliseconds(2), std::chrono::milliseconds(256), [&] {
+    connected = try_connect(address, last_error);
+    return connected ? Try::done : Try::again;
+  });
+  if (!done)
+    throw Error(ErrorCode::peer_lost,
+                detail::format("cannot reach the rendezvous hub at {}: {}; is rank 0 (or the launcher) running, and "
+                               "are MASTER_ADDR/MASTER_PORT right?",
+                               address, last_error));
+  return connected;
 }
 
 void set_low_latency(int fd) {

@@ -12,7 +12,7 @@ namespace aperture::env {
 namespace {
 
 // The table. Launcher variables are set by `aperture launch` for its ranks and read by
-// Team::from_env (bootstrap/env.cpp); the others tune the library.
+// Team::from_env (bootstrap/launcher_variables.cpp); the others tune the library.
 constexpr Variable kVariables[] = {
     {"APERTURE_TIMEOUT", "seconds", "60", "(0, 1e7], fractions allowed",
      "How long aperture's blocking calls (Team calls, host waits, host collectives) wait before they throw; not "

@@ -1,4 +1,4 @@
-// src/engines/engines.cpp — which engine a provider's memory gets (host_engine.h), in MPI builds.
+// src/engines/engines.cpp — which engine a provider's memory gets (engine.h), in MPI builds.
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -6,20 +6,20 @@
 
 #include "aperture/error.h"
 #include "aperture/team.h"
-#include "bootstrap/launcher.h"
+#include "bootstrap/launched_by.h"
 #include "bootstrap/mpi.h"
 #include "common/env.h"
 #include "detail/format.h"
-#include "engines/host_engine.h"
+#include "engines/engine.h"
 #include "engines/mpi_engines.h"
 
 namespace aperture::detail {
 
-EngineKind host_engine_kind() { return env::engine_messages() ? EngineKind::messages : EngineKind::rma; }
+EngineKind host_memory_engine_kind() { return env::engine_messages() ? EngineKind::messages : EngineKind::rma; }
 
-std::string host_engine_unavailable(const Team& team) {
+std::string engine_unavailable(const Team& team) {
   if (team.node_count() <= 1) return "the job runs on one node";
-  if (launcher_of(team) != Launcher::mpirun)
+  if (launched_by(team) != LaunchedBy::mpirun)
     return detail::format("its ranks were started by {}, not mpirun: MPI, which reaches the other nodes, needs "
                           "ranks MPI started (`aperture launch --mpi`, or mpirun)",
                           team.launched_by());
@@ -44,18 +44,18 @@ void require_thread_multiple() {
 
 }  // namespace
 
-HostEngine open_host_engine(Team& team, void* local_base, std::size_t bytes) {
+OpenEngine open_engine_over_host_memory(Team& team, void* local_base, std::size_t bytes) {
   // Read on every rank before anything collective: a bad value fails every rank alike.
-  const EngineKind kind = host_engine_kind();
-  if (!host_engine_unavailable(team).empty()) return {};
+  const EngineKind kind = host_memory_engine_kind();
+  if (!engine_unavailable(team).empty()) return {};
   require_thread_multiple();
   if (kind == EngineKind::messages) return open_message_engine(team, host_target_memory(local_base), bytes);
   return open_rma_engine(team, local_base, bytes);
 }
 
 #if defined(APERTURE_WITH_CUDA)
-HostEngine open_device_engine(Team& team, void* local_base, std::size_t bytes, int device) {
-  if (!host_engine_unavailable(team).empty()) return {};
+OpenEngine open_engine_over_device_memory(Team& team, void* local_base, std::size_t bytes, int device) {
+  if (!engine_unavailable(team).empty()) return {};
   require_thread_multiple();
   // MPI one-sided windows over GPU memory need a CUDA-aware MPI; messages through pinned staging
   // need none.
@@ -63,7 +63,7 @@ HostEngine open_device_engine(Team& team, void* local_base, std::size_t bytes, i
 }
 #endif
 
-void close_host_engine(HostEngine& engine) {
+void close_engine(OpenEngine& engine) {
   if (engine.close == nullptr) {
     engine = {};
     return;

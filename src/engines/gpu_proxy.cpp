@@ -148,10 +148,10 @@ void GpuProxy::stop() {
   });
 }
 
-PeerView GpuProxy::view(PeerView view) const {
+PeerView GpuProxy::peer_view(PeerView view) const {
   if (view.engine.context != channel_.context || view.engine.host_call != channel_.host_call)
     throw Error(ErrorCode::invalid_argument,
-                "GpuProxy::view: the view's engine is not this proxy's (a view of another allocation or provider); "
+                "GpuProxy::peer_view: the view's engine is not this proxy's (a view of another allocation or provider); "
                 "make a GpuProxy for that map");
   view.engine.queue = channel_.queue;
   return view;

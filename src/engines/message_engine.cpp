@@ -24,14 +24,11 @@
 // One service thread per process serves every message engine (they are told apart by an id that
 // every rank assigns alike, since opening is collective), and is MPI's progress for them: it
 // probes while any engine is open, yielding for 2 ms after the last request and then sleeping
-// 20 us between probes (the thread's timer slack set to 1 us, as the RMA engine's progress
-// thread does). It needs MPI_THREAD_MULTIPLE.
+// 20 us between probes (idle_loop.h, the loop of the RMA engine's progress thread too). It needs
+// MPI_THREAD_MULTIPLE.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -56,6 +53,7 @@
 #include "common/mpi_check.h"
 #include "detail/format.h"
 #include "engines/apply_request.h"
+#include "engines/idle_loop.h"
 #include "engines/mpi_engines.h"
 #include "engines/target_memory.h"
 
@@ -212,26 +210,17 @@ class Service {
   }
 
   void run() {
-#if defined(__linux__)
-    prctl(PR_SET_TIMERSLACK, 1000UL);  // ns; a failure only leaves the default slack
-#endif
-    auto last_request = std::chrono::steady_clock::now();
-    while (!stop_.load(std::memory_order_relaxed)) {
+    // Requests come in bursts: yield for 2 ms after each before going back to sleeping.
+    run_idle_loop(stop_, std::chrono::milliseconds(2), [this] {
       int flag = 0;
       MPI_Status status;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, kRequestTag, comm_, &flag, &status) == MPI_SUCCESS && flag) {
-        WireRequest request;
-        if (MPI_Recv(&request, sizeof request, MPI_BYTE, status.MPI_SOURCE, kRequestTag, comm_, MPI_STATUS_IGNORE) ==
-            MPI_SUCCESS)
-          serve(status.MPI_SOURCE, request);
-        last_request = std::chrono::steady_clock::now();
-        continue;
-      }
-      if (std::chrono::steady_clock::now() - last_request < std::chrono::milliseconds(2))
-        std::this_thread::yield();
-      else
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kRequestTag, comm_, &flag, &status) != MPI_SUCCESS || !flag) return false;
+      WireRequest request;
+      if (MPI_Recv(&request, sizeof request, MPI_BYTE, status.MPI_SOURCE, kRequestTag, comm_, MPI_STATUS_IGNORE) ==
+          MPI_SUCCESS)
+        serve(status.MPI_SOURCE, request);
+      return true;
+    });
   }
 
   std::shared_ptr<Target> find(std::uint32_t id) {
@@ -489,7 +478,7 @@ class HostTargetMemory final : public TargetMemory {
 
 std::unique_ptr<TargetMemory> host_target_memory(void* base) { return std::make_unique<HostTargetMemory>(base); }
 
-HostEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory, std::size_t bytes) {
+OpenEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory, std::size_t bytes) {
   auto target = std::make_shared<Target>();
   const bool staged = memory->direct(0) == nullptr;
   const std::uint64_t piece = staged ? memory->staging_bytes() : kMaxMessageBytes;
@@ -503,7 +492,7 @@ HostEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory,
   // Ids agree when every rank opens its engines in the same order; a rank that did not is found
   // here rather than by a request reaching the wrong memory.
   team.check_same("message engine open", {{"engine", engine->id}, {"piece", piece}});
-  HostEngine opened;
+  OpenEngine opened;
   opened.channel.context = engine.get();
   opened.channel.host_call = &carry_out;
   opened.owner = engine;
@@ -511,7 +500,7 @@ HostEngine open_message_engine(Team& team, std::unique_ptr<TargetMemory> memory,
   return opened;
 }
 
-void close_message_engine(HostEngine& opened) {
+void close_message_engine(OpenEngine& opened) {
   auto engine = std::static_pointer_cast<Engine>(std::const_pointer_cast<void>(opened.owner));
   opened = {};
   if (!engine || engine->closed.exchange(true)) return;

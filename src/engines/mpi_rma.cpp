@@ -13,17 +13,13 @@
 // components answer there from inside MPI calls), and a target rank may be in a Team barrier
 // or a wait_until_ge, which call no MPI. So while an engine is open, a progress thread per rank
 // calls MPI_Iprobe on the engine's communicator every 20 us (MPI_Iprobe tells nothing about RMA
-// that would let it poll less blindly). Linux rounds a thread's sleeps up by its timer slack,
-// 50 us by default, which made that 100 us per poll (measured on a loaded 2-core machine); the thread sets its own slack to 1 us.
+// that would let it poll less blindly), in the loop idle_loop.h runs for both engines.
 // It needs MPI_THREAD_MULTIPLE; without it (the program initialised MPI at a lower level) the
 // engine refuses to open.
 // The C API only: the deprecated MPI C++ bindings would need libmpi_cxx.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -43,7 +39,8 @@
 #include "bootstrap/mpi.h"
 #include "common/mpi_check.h"
 #include "detail/format.h"
-#include "engines/host_engine.h"
+#include "engines/engine.h"
+#include "engines/idle_loop.h"
 #include "engines/mpi_engines.h"
 
 namespace aperture::detail {
@@ -104,14 +101,12 @@ class Progress {
 
  private:
   void run() {
-#if defined(__linux__)
-    prctl(PR_SET_TIMERSLACK, 1000UL);  // ns; a failure only leaves the default slack
-#endif
-    while (!stop_.load(std::memory_order_relaxed)) {
+    // Every probe finds nothing (no message carries the tag): the thread sleeps between all of them.
+    run_idle_loop(stop_, std::chrono::microseconds(0), [this] {
       int flag = 0;
       MPI_Iprobe(MPI_ANY_SOURCE, kNeverSentTag, comm_, &flag, MPI_STATUS_IGNORE);
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+      return false;
+    });
   }
   static constexpr int kNeverSentTag = 0x6170;  // "ap": the engine's communicator carries no messages
   std::mutex mutex_;
@@ -291,7 +286,7 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
 
 }  // namespace
 
-HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
+OpenEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
   auto window = std::make_shared<Window>();
   window->bytes = bytes;
   MPI_Info info = MPI_INFO_NULL;
@@ -307,7 +302,7 @@ HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
   window->locked = true;
   Progress::instance().acquire(team_order_comm(team));
   window->progress = true;
-  HostEngine engine;
+  OpenEngine engine;
   engine.channel.context = window.get();
   engine.channel.host_call = &carry_out;
   engine.owner = std::move(window);
@@ -315,7 +310,7 @@ HostEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
   return engine;
 }
 
-void close_rma_engine(HostEngine& engine) {
+void close_rma_engine(OpenEngine& engine) {
   auto window = std::static_pointer_cast<Window>(std::const_pointer_cast<void>(engine.owner));
   engine = {};
   if (!window || window->win == MPI_WIN_NULL) return;

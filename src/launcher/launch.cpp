@@ -12,7 +12,7 @@
 #include "launcher/args.h"
 #include "launcher/program_path.h"
 
-#include "bootstrap/launcher.h"  // who started this process
+#include "bootstrap/launched_by.h"  // who started this process
 #include "common/env.h"
 
 namespace aperture::launcher {
@@ -52,7 +52,7 @@ const char* const kLaunchUsage =
 
 bool started_as_a_rank() {
   // Decided as Team::from_env decides it, so a rank never tries to launch a job of its own.
-  return detail::detect_launcher(env::process()) != detail::Launcher::single;
+  return detail::detect_launched_by(env::process()) != detail::LaunchedBy::single;
 }
 
 void launch_note(const std::string& message) {

@@ -1,6 +1,6 @@
 // src/providers/live_allocations.h — the live allocations of a provider over a foreign allocator
 // (mpi-window, openshmem, nvshmem, nccl): each one's map, what the provider must release it
-// with, and its number in allocation order.
+// with, the engine that reaches it from other nodes (if any), and its number in allocation order.
 //
 // The numbers are what makes free safe to compare: every rank allocates in the same order, so
 // the same allocation has the same number on every rank, and comparing the numbers across ranks
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "aperture/error.h"
 #include "aperture/team.h"
 #include "detail/format.h"
+#include "engines/engine_attachment.h"
 
 namespace aperture::detail {
 
@@ -30,11 +32,15 @@ class LiveAllocations {
     std::uint64_t number = 0;
     SymmetricAddressMap map;
     Resource resource;
+    EngineAttachment engine;  // opened over this allocation; closed before `resource` is released
   };
 
-  void add(const Allocation& allocation, Resource resource) {
+  // `engine`, when one is open over the allocation, is attached to its map (and every copy of it)
+  // and to every view of it.
+  void add(const Allocation& allocation, Resource resource, EngineAttachment engine = {}) {
+    engine.attach(allocation.map, 0);
     live_.emplace(reinterpret_cast<std::uintptr_t>(allocation.ptr),
-                  Entry{next_number_++, allocation.map, std::move(resource)});
+                  Entry{next_number_++, allocation.map, std::move(resource), std::move(engine)});
   }
 
   // Collective. Takes out the live allocation `allocation` names, once every rank has agreed
@@ -67,16 +73,21 @@ class LiveAllocations {
   // The map of the live allocation holding all of [ptr, ptr + bytes); nullptr when none
   // overlaps it. A range that overlaps one but does not lie inside it is an aperture::Error.
   const SymmetricAddressMap* containing(std::string_view who, const void* ptr, std::size_t bytes) const {
-    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    const std::uintptr_t end = address + std::max<std::size_t>(bytes, 1);
-    auto after = live_.upper_bound(address);
-    if (after != live_.begin()) {
-      const SymmetricAddressMap& map = std::prev(after)->second.map;
-      if (map.owns(ptr, bytes)) return &map;
-      if (address < map.allocation_base + std::max<std::size_t>(map.allocation_bytes, 1)) throw overlap(who, ptr, bytes, map);
-    }
-    if (after != live_.end() && after->first < end) throw overlap(who, ptr, bytes, after->second.map);
-    return nullptr;
+    const Entry* entry = entry_containing(who, ptr, bytes);
+    return entry == nullptr ? nullptr : &entry->map;
+  }
+
+  // The map of [ptr, ptr + bytes) inside a live allocation: `place(table)` of the sub-range's
+  // table, with the allocation's engine attached. std::nullopt when no live allocation overlaps
+  // the range; aperture::Error when one overlaps it without holding it all.
+  template <class Place>
+  std::optional<SymmetricAddressMap> view_of(std::string_view who, const void* ptr, std::size_t bytes,
+                                             Place&& place) const {
+    const Entry* entry = entry_containing(who, ptr, bytes);
+    if (entry == nullptr) return std::nullopt;
+    SymmetricAddressMap view = std::forward<Place>(place)(entry->map.view_table(ptr, bytes));
+    entry->engine.attach(view, reinterpret_cast<std::uintptr_t>(ptr) - entry->map.allocation_base);
+    return view;
   }
 
   // Every live entry, oldest first: the order to release them in.
@@ -91,6 +102,20 @@ class LiveAllocations {
   void clear() { live_.clear(); }
 
  private:
+  const Entry* entry_containing(std::string_view who, const void* ptr, std::size_t bytes) const {
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    const std::uintptr_t end = address + std::max<std::size_t>(bytes, 1);
+    auto after = live_.upper_bound(address);
+    if (after != live_.begin()) {
+      const Entry& entry = std::prev(after)->second;
+      if (entry.map.owns(ptr, bytes)) return &entry;
+      if (address < entry.map.allocation_base + std::max<std::size_t>(entry.map.allocation_bytes, 1))
+        throw overlap(who, ptr, bytes, entry.map);
+    }
+    if (after != live_.end() && after->first < end) throw overlap(who, ptr, bytes, after->second.map);
+    return nullptr;
+  }
+
   static Error overlap(std::string_view who, const void* ptr, std::size_t bytes, const SymmetricAddressMap& map) {
     return Error(ErrorCode::invalid_argument,
                  detail::format("{} symmetric_address_map: [{}, +{} bytes) overlaps this provider's allocation [{:#x}, "

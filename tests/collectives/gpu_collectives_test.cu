@@ -569,7 +569,7 @@ void graph_replay(Communicator& comm, cudaStream_t stream) {
 }
 
 // Two LL all-reduces in a row in one kernel of ours, many rounds, each round on new data: the
-// handle from Communicator::handle() makes each call fence after its last piece (detail/ll.h),
+// view from Communicator::collective_view() makes each call fence after its last piece (detail/ll.h),
 // so no round's lines land in a half a peer has not cleared yet.
 __global__ void two_ll_per_kernel(aperture::collectives::CollectiveHandle h, const float* a, float* out_a,
                                   const float* b, float* out_b, std::uint64_t count, int rounds) {
@@ -590,7 +590,7 @@ void two_ll_in_one_kernel(Communicator& comm, cudaStream_t stream) {
     out_a.poison();
     out_b.poison();
     const int blocks = count > 1000 ? 4 : 1;
-    two_ll_per_kernel<<<blocks, 256, 0, stream>>>(comm.handle(), a.ptr, out_a.ptr, b.ptr, out_b.ptr, count, kRounds);
+    two_ll_per_kernel<<<blocks, 256, 0, stream>>>(comm.collective_view(), a.ptr, out_a.ptr, b.ptr, out_b.ptr, count, kRounds);
     CUDA(cudaGetLastError());
     comm.check(stream);
     const std::string what = " two LL all-reduces per kernel, count " + std::to_string(count);

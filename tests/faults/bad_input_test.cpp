@@ -16,7 +16,7 @@
 
 #include "../common/env_override.h"
 #include "../multirank/world.h"
-#include "bootstrap/launcher.h"  // who started this process
+#include "bootstrap/launched_by.h"  // who started this process
 
 namespace {
 
@@ -244,8 +244,8 @@ TEST_F(BadInput, DifferentProviderNamesOnDifferentRanks) {
 // is set): setting that on the last rank only makes it available there and nowhere else.
 TEST_F(BadInput, AProviderAvailableOnSomeRanksOnlyFailsEveryRank) {
   if (n_ < 2) GTEST_SKIP() << "needs two ranks";
-  using aperture::detail::Launcher;
-  if (aperture::detail::has_launcher_variables(Launcher::mpirun, aperture::env::process()))
+  using aperture::detail::LaunchedBy;
+  if (aperture::detail::has_launcher_variables(LaunchedBy::mpirun, aperture::env::process()))
     GTEST_SKIP() << "started by mpirun: available everywhere";
   if (me_ == last_) ::setenv("OMPI_COMM_WORLD_SIZE", std::to_string(n_).c_str(), 1);
   bool available_here = false;

@@ -46,7 +46,7 @@ namespace {
 
 // This rank as its launcher numbers it, before a Team exists (the kill may come during rendezvous).
 // Read directly: this program shares the library with aperture::collectives, so it cannot link
-// the library's private objects (bootstrap/launcher.h) without holding a second copy of it.
+// the library's private objects (bootstrap/launched_by.h) without holding a second copy of it.
 int rank_from_env() {
   for (const char* name : {"APERTURE_RANK", "RANK", "OMPI_COMM_WORLD_RANK"})
     if (const char* value = std::getenv(name)) return std::atoi(value);

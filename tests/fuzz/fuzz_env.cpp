@@ -15,7 +15,7 @@
 
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
-#include "bootstrap/env.h"
+#include "bootstrap/launcher_variables.h"
 #include "bootstrap/wire.h"
 #include "fuzz_check.h"
 

@@ -1,6 +1,6 @@
 // Malformed environments give errors naming the variable, never a job of the wrong shape.
-#include "bootstrap/env.h"
-#include "bootstrap/launcher.h"
+#include "bootstrap/launcher_variables.h"
+#include "bootstrap/launched_by.h"
 #include "bootstrap/wire.h"
 #include "common/env.h"
 
@@ -267,30 +267,30 @@ TEST(EnvRegistry, ReadersFallBackToTheirDefaults) {
   EXPECT_EQ(env::local_size(fake({{"APERTURE_LOCAL_SIZE", "x"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), 8);
 }
 
-// --- who started this process (bootstrap/launcher.h) ---------------------------------------------
+// --- who started this process (bootstrap/launched_by.h) ---------------------------------------------
 
-TEST(Launcher, DetectedInTeamOrder) {
-  EXPECT_EQ(detect_launcher(fake({})), Launcher::single);
-  EXPECT_EQ(detect_launcher(fake({{"APERTURE_RANK", "0"}, {"APERTURE_WORLD_SIZE", "2"}})), Launcher::aperture);
-  EXPECT_EQ(detect_launcher(fake({{"OMPI_COMM_WORLD_SIZE", "2"}})), Launcher::mpirun);
-  EXPECT_EQ(detect_launcher(fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), Launcher::torchrun);
+TEST(LaunchedBy, DetectedInTeamOrder) {
+  EXPECT_EQ(detect_launched_by(fake({})), LaunchedBy::single);
+  EXPECT_EQ(detect_launched_by(fake({{"APERTURE_RANK", "0"}, {"APERTURE_WORLD_SIZE", "2"}})), LaunchedBy::aperture);
+  EXPECT_EQ(detect_launched_by(fake({{"OMPI_COMM_WORLD_SIZE", "2"}})), LaunchedBy::mpirun);
+  EXPECT_EQ(detect_launched_by(fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), LaunchedBy::torchrun);
   // Half a pair still marks its launcher: Team::from_env then reports what is missing.
-  EXPECT_EQ(detect_launcher(fake({{"APERTURE_WORLD_SIZE", "2"}})), Launcher::aperture);
+  EXPECT_EQ(detect_launched_by(fake({{"APERTURE_WORLD_SIZE", "2"}})), LaunchedBy::aperture);
   // `aperture launch` takes precedence, as in Team::from_env, but mpirun's mark is still seen.
   const auto both = fake({{"APERTURE_RANK", "0"}, {"APERTURE_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
-  EXPECT_EQ(detect_launcher(both), Launcher::aperture);
-  EXPECT_TRUE(has_launcher_variables(Launcher::mpirun, both));
-  EXPECT_FALSE(has_launcher_variables(Launcher::torchrun, both));
+  EXPECT_EQ(detect_launched_by(both), LaunchedBy::aperture);
+  EXPECT_TRUE(has_launcher_variables(LaunchedBy::mpirun, both));
+  EXPECT_FALSE(has_launcher_variables(LaunchedBy::torchrun, both));
 }
 
-TEST(Launcher, NamesAreTeamLaunchedBy) {
-  EXPECT_EQ(launcher_name(Launcher::aperture), "aperture launch");
-  EXPECT_EQ(launcher_name(Launcher::mpirun), "mpi");
-  EXPECT_EQ(launcher_name(Launcher::torchrun), "torchrun");
-  EXPECT_EQ(launcher_name(Launcher::single), "single");
+TEST(LaunchedBy, NamesAreTeamLaunchedBy) {
+  EXPECT_EQ(launched_by_name(LaunchedBy::aperture), "aperture launch");
+  EXPECT_EQ(launched_by_name(LaunchedBy::mpirun), "mpi");
+  EXPECT_EQ(launched_by_name(LaunchedBy::torchrun), "torchrun");
+  EXPECT_EQ(launched_by_name(LaunchedBy::single), "single");
   auto team = aperture::Team::single();
   EXPECT_EQ(team.launched_by(), "single");
-  EXPECT_EQ(launcher_of(team), Launcher::single);
+  EXPECT_EQ(launched_by(team), LaunchedBy::single);
 }
 
 }  // namespace

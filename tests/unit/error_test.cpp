@@ -12,7 +12,7 @@
 #include "../common/env_override.h"
 #include "../common/error_of.h"
 #include "../common/provider_status.h"
-#include "bootstrap/env.h"
+#include "bootstrap/launcher_variables.h"
 #include "bootstrap/wire_status.h"
 #include "common/call_failure.h"
 
@@ -37,7 +37,11 @@ TEST(Error, KeepsTheMessageAndAddsCodeCallAndDetail) {
 }
 
 TEST(Error, TheMessageOnlyConstructorIsUnclassified) {
+  // Deprecated (error.h), and still kept working for one release.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   const Error e("something odd");
+#pragma GCC diagnostic pop
   EXPECT_STREQ(e.what(), "aperture: something odd");
   EXPECT_EQ(e.code(), ErrorCode::internal);
   EXPECT_EQ(e.call(), "");

@@ -341,9 +341,9 @@ TEST(ProxyQueue, RefusesBadSetup) {
   aperture::PeerView other;
   other.engine.host_call = &FakeEngine::call;
   other.engine.context = nullptr;  // another engine's state
-  EXPECT_THROW(proxy->view(other), aperture::Error);
+  EXPECT_THROW(proxy->peer_view(other), aperture::Error);
   other.engine.context = &engine;
-  EXPECT_TRUE(proxy->view(other).engine.queue.attached());
+  EXPECT_TRUE(proxy->peer_view(other).engine.queue.attached());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // aperture/collectives/collectives.h — everything of the collectives: the host class and the
 // device-side algorithms (each also includable on its own). A kernel of yours calls an
-// algorithm with a Coop (aperture/coop.h) and Communicator::handle(); what the algorithms share
+// algorithm with a Coop (aperture/coop.h) and Communicator::collective_view(); what the algorithms share
 // (the LL format, the staged steps, the partition, the barrier session, the tuning table) lives
 // in aperture/collectives/detail/ and is not part of the interface.
 #pragma once

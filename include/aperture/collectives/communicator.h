@@ -20,7 +20,7 @@
 // operations and roots. Calls are not thread-safe on one Communicator.
 //
 // The algorithms are the APERTURE_HD templates of aperture/collectives/*.h; a kernel of yours
-// can call them directly with a Coop (aperture/coop.h) and handle(). The defaults below come
+// can call them directly with a Coop (aperture/coop.h) and collective_view(). The defaults below come
 // from the tuning table, aperture/collectives/detail/tuning.h.
 #pragma once
 
@@ -103,8 +103,12 @@ class APERTURE_API Communicator {
   MemoryKind memory_kind() const { return kind_; }
   std::string_view provider_name() const;
   const Options& options() const { return options_; }
-  // What kernels take; trivially copyable.
-  const collectives::CollectiveHandle& handle() const { return handle_; }
+  // What kernels take (trivially copyable), named as SymmetricAddressMap::peer_view() is.
+  const collectives::CollectiveView& collective_view() const { return handle_; }
+  // The old name of collective_view(), kept for one release.
+  [[deprecated("use Communicator::collective_view()")]] const collectives::CollectiveView& handle() const {
+    return handle_;
+  }
 
   void barrier(Stream stream = nullptr);
   // out = root's in (in read on root only; in == out allowed).

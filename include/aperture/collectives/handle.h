@@ -124,6 +124,11 @@ struct CollectiveHandle {
 
 static_assert(std::is_trivially_copyable_v<CollectiveHandle>, "a CollectiveHandle is passed to kernels by value");
 
+// The name a kernel's value goes by, as PeerView is for SymmetricAddressMap::peer_view(): what
+// Communicator::collective_view() gives. Inside the library the struct is still spelled
+// CollectiveHandle; that spelling becomes a deprecated alias of this one in a later change.
+using CollectiveView = CollectiveHandle;
+
 // The byte layout of the scratch allocation, shared by the host class and its tests.
 struct ScratchLayout {
   std::uint64_t flags_offset = 0;

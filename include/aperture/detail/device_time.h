@@ -1,4 +1,5 @@
-// aperture/detail/device_time.h — a GPU thread's clock and back-off sleep, for the device waits.
+// aperture/detail/device_time.h — a GPU thread's clock and back-off sleep, and DeviceBackoff, the
+// one policy every device wait follows between two polls (signal.h, proxy_queue.h).
 //
 // CUDA: %globaltimer (nanoseconds) and __nanosleep. HIP (compile-checked, not run): the
 // constant-rate wall clock, which counts at 100 MHz on gfx90a and gfx942, and s_sleep, which
@@ -10,6 +11,9 @@
 #include "aperture/config.h"
 
 namespace aperture::detail {
+
+// Device waits poll this many times before they start sleeping between polls.
+inline constexpr unsigned kDeviceSpinPolls = 256;
 
 #if APERTURE_HAS_CUDA_COMPILER
 __device__ __forceinline__ std::uint64_t device_time_ns() {
@@ -23,6 +27,43 @@ __device__ inline std::uint64_t device_time_ns() { return static_cast<std::uint6
 __device__ inline void device_sleep_ns(unsigned ns) {
   for (unsigned slept = 0; slept < ns; slept += 32) __builtin_amdgcn_s_sleep(1);  // s_sleep takes a constant
 }
+#endif
+
+#if APERTURE_HAS_CUDA_COMPILER || (APERTURE_HAS_HIP_COMPILER && defined(__HIP_DEVICE_COMPILE__))
+// Between two polls of a device wait. A signal usually lands within a microsecond: poll flat out
+// first, then back off so a long wait does not keep the memory system busy, sleeping from 32 ns
+// doubling to 1 us. The clock is read only from then on (the timeout counts from the first
+// backoff): a wait that succeeds in its first polls costs no clock read.
+//
+//   DeviceBackoff backoff(timeout_ns);
+//   while (!ready())
+//     if (!backoff.pause()) return timed_out;
+class DeviceBackoff {
+ public:
+  __device__ explicit DeviceBackoff(std::uint64_t timeout_ns) : timeout_ns_(timeout_ns) {}
+
+  // Pauses before the next poll; false once timeout_ns have passed since the first sleep.
+  __device__ bool pause() {
+    if (polls_ < kDeviceSpinPolls) {
+      ++polls_;
+      return true;
+    }
+    const std::uint64_t now = device_time_ns();
+    if (start_ == 0) start_ = now;
+    if (now - start_ >= timeout_ns_) return false;
+    device_sleep_ns(sleep_ns_);
+    if (sleep_ns_ < kMaxSleepNs) sleep_ns_ *= 2;
+    return true;
+  }
+
+ private:
+  static constexpr unsigned kFirstSleepNs = 32;
+  static constexpr unsigned kMaxSleepNs = 1024;
+  std::uint64_t timeout_ns_;
+  std::uint64_t start_ = 0;
+  unsigned polls_ = 0;
+  unsigned sleep_ns_ = kFirstSleepNs;
+};
 #endif
 
 }  // namespace aperture::detail

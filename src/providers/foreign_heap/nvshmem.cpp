@@ -319,8 +319,8 @@ class NvshmemProvider final : public Provider {
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    if (const SymmetricAddressMap* map = live_.containing(kWho, ptr, bytes))
-      return placed(map->view_table(ptr, bytes), bytes);
+    if (auto view = live_.view_of(kWho, ptr, bytes, [&](auto table) { return placed(std::move(table), bytes); }))
+      return *std::move(view);
     return map_of_foreign_symmetric_memory(ptr, bytes);
   }
 

@@ -27,18 +27,17 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
-#include "bootstrap/launcher.h"
+#include "bootstrap/launched_by.h"
 #include "common/env.h"
 #include "detail/format.h"
+#include "engines/engine_attachment.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
-#include "engines/host_engine.h"
 #include "providers/live_allocations.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -50,7 +49,7 @@ namespace {
 constexpr const char* kNeedsMpirun =
     "needs ranks started by mpirun; run under `aperture launch --mpi -n N -- prog` or `mpirun -n N prog`";
 
-bool started_by_mpirun() { return has_launcher_variables(Launcher::mpirun, env::process()); }
+bool started_by_mpirun() { return has_launcher_variables(LaunchedBy::mpirun, env::process()); }
 
 // ---- the process-wide OpenSHMEM runtime --------------------------------------------------------
 //
@@ -161,10 +160,13 @@ class OpenShmemProvider final : public Provider {
     // Collective, like shmem_free. Skipped after shmem_finalize (static destruction at exit: the
     // memory went with the heap) and while an exception unwinds: ranks may be out of step then,
     // and a collective free would wait for ranks that never come; the heap is released at exit.
-    if (!runtime_running() || std::uncaught_exceptions() > 0) return;
+    const bool in_step = runtime_running() && std::uncaught_exceptions() == 0;
     for (auto* entry : live_.oldest_first()) {
-      if (auto engine = engines_.find(entry->map.allocation_base); engine != engines_.end())
-        close_host_engine(engine->second);
+      if (!in_step) {
+        entry->engine.abandon();
+        continue;
+      }
+      entry->engine.release();
       shmem_free(entry->resource);
     }
   }
@@ -198,35 +200,21 @@ class OpenShmemProvider final : public Provider {
     allocation.bytes = bytes;
     allocation.map = placed(layout_.table_of(ptr), bytes);
     // PEs on other nodes (shmem_ptr says NULL for them) are reached through MPI RMA on a window
-    // over this allocation (src/engines/host_engine.h), when the job spans nodes.
-    HostEngine engine = open_host_engine(team_, ptr, std::max<std::size_t>(bytes, 1));
-    if (engine) {
-      allocation.map.attach_engine(engine.at(0), engine.owner);
-      engines_[allocation.map.allocation_base] = std::move(engine);
-    }
-    live_.add(allocation, ptr);
+    // over this allocation (src/engines/engine.h), when the job spans nodes.
+    live_.add(allocation, ptr, EngineAttachment(open_engine_over_host_memory(team_, ptr, std::max<std::size_t>(bytes, 1))));
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    const std::uintptr_t base = allocation.map.allocation_base;
-    void* ptr = live_.take_for_free(team_, "openshmem", allocation).resource;
+    auto entry = live_.take_for_free(team_, "openshmem", allocation);
     require_running("free");
-    if (auto engine = engines_.find(base); engine != engines_.end()) {
-      close_host_engine(engine->second);
-      engines_.erase(engine);
-    }
-    shmem_free(ptr);
+    entry.engine.close();
+    shmem_free(entry.resource);
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    if (const SymmetricAddressMap* map = live_.containing("openshmem", ptr, bytes)) {
-      auto view = placed(map->view_table(ptr, bytes), bytes);
-      if (auto engine = engines_.find(map->allocation_base); engine != engines_.end())
-        view.attach_engine(engine->second.at(reinterpret_cast<std::uintptr_t>(ptr) - map->allocation_base),
-                           engine->second.owner);
-      return view;
-    }
+    if (auto view = live_.view_of("openshmem", ptr, bytes, [&](auto table) { return placed(std::move(table), bytes); }))
+      return *std::move(view);
     return map_of_foreign_symmetric_memory(ptr, bytes);
   }
 
@@ -342,8 +330,7 @@ class OpenShmemProvider final : public Provider {
 
   Team& team_;
   LinearHeapLayout layout_;
-  LiveAllocations<void*> live_;  // each with its shmem_align pointer
-  std::map<std::uintptr_t, HostEngine> engines_;  // by allocation base: the RMA window of each
+  LiveAllocations<void*> live_;  // each with its shmem_align pointer, and its engine when the job spans nodes
 };
 
 std::string status_reason() {
@@ -373,7 +360,7 @@ ProviderEntry openshmem_entry() {
     return status;
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
-    if (!started_by_mpirun() || launcher_of(team) != Launcher::mpirun)
+    if (!started_by_mpirun() || launched_by(team) != LaunchedBy::mpirun)
       throw Error(ErrorCode::unavailable, detail::format("provider 'openshmem' {} (this team was started by '{}')",
                                                          kNeedsMpirun, team.launched_by()));
     return std::make_unique<OpenShmemProvider>(team);

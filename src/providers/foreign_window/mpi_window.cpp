@@ -30,20 +30,19 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "aperture/error.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
-#include "bootstrap/launcher.h"
+#include "bootstrap/launched_by.h"
 #include "bootstrap/mpi.h"
 #include "bootstrap/mpi_comm.h"
 #include "common/env.h"
 #include "common/mpi_check.h"
 #include "detail/format.h"
-#include "engines/host_engine.h"
+#include "engines/engine_attachment.h"
 #include "providers/foreign_window/backing_space.h"
 #include "providers/live_allocations.h"
 #include "providers/provider_common.h"
@@ -138,12 +137,14 @@ class MpiWindowProvider final : public Provider {
     // Collective, like MPI_Win_free: every rank destroys its provider with the same windows live.
     // Skipped after MPI_Finalize (it released everything) and while an exception unwinds: ranks
     // may be out of step then, and MPI_Win_free would wait for ranks that never come.
-    if (!mpi_is_active() || std::uncaught_exceptions() > 0) return;
+    if (!mpi_is_active() || std::uncaught_exceptions() > 0) {
+      for (auto* window : windows_.oldest_first()) window->engine.abandon();
+      return;
+    }
     // Return codes are not checked here: a destructor cannot throw, and MPI_ERRORS_RETURN keeps
     // a failure from aborting the job.
     for (auto* window : windows_.oldest_first()) {
-      if (auto engine = engines_.find(window->map.allocation_base); engine != engines_.end())
-        close_host_engine(engine->second);
+      window->engine.release();
       (void)MPI_Win_free(&window->resource.win);
     }
     release_communicators();
@@ -235,36 +236,25 @@ class MpiWindowProvider final : public Provider {
     allocation.ptr = ptr;
     allocation.bytes = bytes;
     allocation.map = SymmetricAddressMap::from_table("mpi-window", team_.rank(), std::move(table), bytes);
-    // Ranks on other nodes reach the window's memory through MPI RMA (src/engines/host_engine.h).
-    HostEngine engine = open_host_engine(team_, ptr, usable);
-    if (engine) {
-      allocation.map.attach_engine(engine.at(0), engine.owner);
-      engines_[allocation.map.allocation_base] = std::move(engine);
-    }
-    windows_.add(allocation, window);
+    // Ranks on other nodes reach the window's memory through MPI RMA (src/engines/engine.h).
+    windows_.add(allocation, window, EngineAttachment(open_engine_over_host_memory(team_, ptr, usable)));
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    const std::uintptr_t base = allocation.map.allocation_base;
-    MPI_Win win = windows_.take_for_free(team_, "mpi-window", allocation).resource.win;
+    auto entry = windows_.take_for_free(team_, "mpi-window", allocation);
+    MPI_Win win = entry.resource.win;
     require_mpi("free");
-    if (auto engine = engines_.find(base); engine != engines_.end()) {
-      close_host_engine(engine->second);
-      engines_.erase(engine);
-    }
+    entry.engine.close();
     const std::string error = mpi_failure(MPI_Win_free(&win), "MPI_Win_free");
     if (!error.empty()) throw Error(ErrorCode::system, "mpi-window free: " + error);
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    if (const SymmetricAddressMap* map = windows_.containing("mpi-window", ptr, bytes)) {
-      auto view = SymmetricAddressMap::from_table("mpi-window", team_.rank(), map->view_table(ptr, bytes), bytes);
-      if (auto engine = engines_.find(map->allocation_base); engine != engines_.end())
-        view.attach_engine(engine->second.at(reinterpret_cast<std::uintptr_t>(ptr) - map->allocation_base),
-                           engine->second.owner);
-      return view;
-    }
+    if (auto view = windows_.view_of("mpi-window", ptr, bytes, [&](auto table) {
+          return SymmetricAddressMap::from_table("mpi-window", team_.rank(), std::move(table), bytes);
+        }))
+      return *std::move(view);
     throw Error(
         ErrorCode::invalid_argument,
         detail::format("mpi-window symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this "
@@ -343,8 +333,7 @@ class MpiWindowProvider final : public Provider {
   MPI_Comm team_comm_ = MPI_COMM_NULL;  // MPI_COMM_WORLD with team ranks as its ranks
   MPI_Comm node_comm_ = MPI_COMM_NULL;  // the ranks of team_comm_ that share this machine's memory
   std::vector<int> team_of_node_rank_;  // node_comm_ rank -> team rank
-  LiveAllocations<Window> windows_;     // live windows
-  std::map<std::uintptr_t, HostEngine> engines_;  // by allocation base: the RMA window of each
+  LiveAllocations<Window> windows_;     // live windows, each with its engine when the job spans nodes
 };
 
 std::string open_mpi_version() {
@@ -355,7 +344,7 @@ std::string open_mpi_version() {
 #endif
 }
 
-bool started_by_mpirun() { return has_launcher_variables(Launcher::mpirun, env::process()); }
+bool started_by_mpirun() { return has_launcher_variables(LaunchedBy::mpirun, env::process()); }
 
 }  // namespace
 
@@ -373,7 +362,7 @@ ProviderEntry mpi_window_entry() {
     return status;
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
-    if (!started_by_mpirun() || launcher_of(team) != Launcher::mpirun)
+    if (!started_by_mpirun() || launched_by(team) != LaunchedBy::mpirun)
       throw Error(ErrorCode::unavailable, detail::format("provider 'mpi-window' {} (this team was started by '{}')",
                                                          kNeedsMpirun, team.launched_by()));
     return std::make_unique<MpiWindowProvider>(team);

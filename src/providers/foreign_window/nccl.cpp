@@ -124,11 +124,11 @@ class NcclProvider final : public Provider {
   }
 
   SymmetricAddressMap symmetric_address_map(const void* ptr, std::size_t bytes) const override {
-    if (const SymmetricAddressMap* map = live_.containing(kWho, ptr, bytes)) {
-      std::vector<std::int64_t> table = map->view_table(ptr, bytes);
-      TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "nccl view table");
-      return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
-    }
+    if (auto view = live_.view_of(kWho, ptr, bytes, [&](std::vector<std::int64_t> table) {
+          TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "nccl view table");
+          return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
+        }))
+      return *std::move(view);
     throw Error(ErrorCode::invalid_argument,
                 format("nccl symmetric_address_map: [{}, +{} bytes) is not inside a live allocation of this provider "
                        "(freed, or allocated by another provider?); an NCCL window is described through the provider "

@@ -36,7 +36,7 @@
 #include "common/cuda_check.h"
 #include "common/env.h"
 #include "detail/format.h"
-#include "engines/host_engine.h"
+#include "engines/engine_attachment.h"
 #include "providers/cuda/current_device.h"
 #include "providers/cuda/foreign_gpu.h"
 #include "providers/cuda/gpu_selection.h"
@@ -109,7 +109,7 @@ class CudaIpcProvider final : public LinearHeapProvider {
     for (auto a : alignments) max_alignment_ = std::min<std::size_t>(max_alignment_, a);
     // Ranks on other nodes reach this heap through the message engine (MPI messages to this
     // rank's service thread, which copies through pinned staging), when MPI started the job.
-    engine_ = open_device_engine(team_, heap_base_, heap_bytes_, device_);
+    engine_ = EngineAttachment(open_engine_over_device_memory(team_, heap_base_, heap_bytes_, device_));
     cleanup.armed = false;
   }
 
@@ -190,25 +190,15 @@ class CudaIpcProvider final : public LinearHeapProvider {
                         "cuda-ipc device table");
     // Our own stream, waited for: the table is in place before any stream of the caller's runs.
     APERTURE_CUDA_CHECK(cudaStreamSynchronize(stream_), "cuda-ipc device table");
-    const auto offset = static_cast<std::uint64_t>(table[team_.rank()] - bases_[team_.rank()]);
-    auto map = SymmetricAddressMap::from_table(
+    return SymmetricAddressMap::from_table(
         "cuda-ipc", team_.rank(), std::move(table), bytes,
         TablePlacement{static_cast<const std::int64_t*>(device_table), std::move(owner)});
-    if (engine_) map.attach_engine(engine_.at(offset), engine_.owner);
-    return map;
   }
 
   // Undoes whatever the constructor got done. Never throws; errors are ignored because there is
   // nothing left to do about them (and at exit the CUDA runtime may already be gone).
   void release() {
-    // Closing the engine is collective: skipped while an exception unwinds (ranks may be out of step).
-    if (engine_ && std::uncaught_exceptions() == 0) {
-      try {
-        close_host_engine(engine_);
-      } catch (const std::exception&) {  // a node is gone: the memory goes all the same
-      }
-    }
-    engine_ = {};
+    engine_.release();  // before the memory it covers goes
     if (device_ < 0) return;
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
@@ -234,7 +224,6 @@ class CudaIpcProvider final : public LinearHeapProvider {
   std::size_t max_alignment_ = kMaxAlignmentCap;
   std::vector<std::array<char, 16>> uuids_;         // UUID of each GPU this process sees
   std::vector<bool> opened_;                  // bases_[r] came from cudaIpcOpenMemHandle
-  HostEngine engine_;                         // reaches ranks on other nodes (multi-node jobs)
 };
 
 }  // namespace

@@ -55,7 +55,7 @@
 #include "common/cuda_check.h"
 #include "common/env.h"
 #include "detail/format.h"
-#include "engines/host_engine.h"
+#include "engines/engine_attachment.h"
 #include "providers/cuda/cu_check.h"
 #include "providers/cuda/current_device.h"
 #include "providers/cuda/foreign_gpu.h"
@@ -194,7 +194,8 @@ class CudaVmmProvider final : public LinearHeapProvider {
     // Ranks on other nodes reach this rank's slot through the message engine (MPI messages to
     // its service thread, which copies through pinned staging), when MPI started the job. It
     // covers the whole slot; a request beyond what is mapped fails in the copy, with the reason.
-    engine_ = open_device_engine(team_, reinterpret_cast<void*>(bases_[me]), capacity_, device_);
+    engine_ = EngineAttachment(
+        open_engine_over_device_memory(team_, reinterpret_cast<void*>(bases_[me]), capacity_, device_));
     cleanup.armed = false;
   }
 
@@ -428,22 +429,12 @@ class CudaVmmProvider final : public LinearHeapProvider {
   // The map of a table, on the host and copied into device memory for the kernels.
   SymmetricAddressMap place_table(std::vector<std::int64_t> table, std::size_t bytes) const override {
     TablePlacement placement = foreign_gpu::place_table_on_device(device_, table, "cuda-vmm device table");
-    const auto offset = static_cast<std::uint64_t>(table[team_.rank()] - bases_[team_.rank()]);
-    auto map = SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
-    if (engine_) map.attach_engine(engine_.at(offset), engine_.owner);
-    return map;
+    return SymmetricAddressMap::from_table(kWho, team_.rank(), std::move(table), bytes, std::move(placement));
   }
 
   // Undoes whatever the constructor got done. Never throws.
   void release() {
-    // Closing the engine is collective: skipped while an exception unwinds (ranks may be out of step).
-    if (engine_ && std::uncaught_exceptions() == 0) {
-      try {
-        close_host_engine(engine_);
-      } catch (const std::exception&) {  // a node is gone: the memory goes all the same
-      }
-    }
-    engine_ = {};
+    engine_.release();  // before the memory it covers goes
     if (device_ < 0) return;
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
@@ -479,7 +470,6 @@ class CudaVmmProvider final : public LinearHeapProvider {
   std::vector<Chunk> chunks_;                   // everything mapped, ours and the peers'
   std::optional<FdMailbox> mailbox_;            // where the peers' chunks arrive
   std::map<int, FdMailbox::Address> mailboxes_;  // same-machine peer -> its mailbox
-  HostEngine engine_;                            // reaches ranks on other nodes (multi-node jobs)
 };
 
 }  // namespace

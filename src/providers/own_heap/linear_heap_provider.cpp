@@ -107,7 +107,9 @@ SymmetricAddressMap LinearHeapProvider::map_for(std::size_t offset, std::size_t 
   std::vector<std::int64_t> table(bases_);
   for (auto& base : table)
     if (base != 0) base += static_cast<std::int64_t>(offset);
-  return place_table(std::move(table), bytes);
+  SymmetricAddressMap map = place_table(std::move(table), bytes);
+  engine_.attach(map, offset);
+  return map;
 }
 
 }  // namespace aperture::detail

@@ -6,7 +6,9 @@
 // and an allocation's table is the heap table shifted by it: the heap is linear. What stays with
 // each provider is what is truly its own: how its segment is made, exported and mapped into the
 // peers (it fills bases_), how much of it is backed (mapped_bytes), where a table lives for its
-// kernels (place_table), and any collective work before a block is handed out (make_room).
+// kernels (place_table), and any collective work before a block is handed out (make_room). A
+// provider whose ranks may sit on other nodes opens an engine over its heap into engine_, and
+// every map made of the heap gets it.
 //
 // Requests are compared across ranks before they are judged, so a bad request on one rank fails
 // every rank at once instead of leaving the others waiting for it until APERTURE_TIMEOUT.
@@ -20,6 +22,7 @@
 #include "aperture/address_map.h"
 #include "aperture/provider.h"
 #include "aperture/team.h"
+#include "engines/engine_attachment.h"
 #include "providers/own_heap/symmetric_heap.h"
 
 namespace aperture::detail {
@@ -63,11 +66,15 @@ class LinearHeapProvider : public Provider {
   Team& team_;
   SymmetricHeap heap_;
   std::vector<std::int64_t> bases_;  // where each rank's heap is mapped here; 0: not direct
+  // Reaches this rank's heap from ranks on other nodes (multi-node jobs), over the whole heap.
+  // The provider releases it before its memory goes.
+  EngineAttachment engine_;
 
  private:
   // Where `ptr` is in this rank's heap; aperture::Error when it is not in it.
   std::size_t offset_of(const void* ptr, const char* call) const;
-  // The map of [offset, offset + bytes): the heap table shifted by `offset`.
+  // The map of [offset, offset + bytes): the heap table shifted by `offset`, placed, with the
+  // heap's engine attached.
   SymmetricAddressMap map_for(std::size_t offset, std::size_t bytes) const;
   // "" when `allocation` is a live allocation of this heap that free may release; what is wrong
   // with it otherwise. Sets `offset`.

@@ -20,7 +20,7 @@
 #include "aperture/team.h"
 #include "common/env.h"
 #include "detail/format.h"
-#include "engines/host_engine.h"
+#include "engines/engine_attachment.h"
 #include "providers/own_heap/linear_heap_provider.h"
 #include "providers/provider_common.h"
 #include "providers/registry.h"
@@ -114,8 +114,9 @@ class ShmProvider final : public LinearHeapProvider {
     }
     agree_or_throw(team_, "shm", "mapping its peers' heaps", local_error);
     // Ranks on other nodes reach this heap through MPI one-sided communication, when MPI
-    // started the job (src/engines/host_engine.h); one window covers the whole heap.
-    engine_ = open_host_engine(team_, reinterpret_cast<void*>(bases_[team_.rank()]), heap_bytes_);
+    // started the job (src/engines/engine.h); one window covers the whole heap.
+    engine_ = EngineAttachment(
+        open_engine_over_host_memory(team_, reinterpret_cast<void*>(bases_[team_.rank()]), heap_bytes_));
     cleanup.armed = false;
   }
 
@@ -123,15 +124,11 @@ class ShmProvider final : public LinearHeapProvider {
   std::size_t max_alignment() const override { return kHeapAlignment; }
   std::size_t mapped_bytes() const override { return heap_bytes_; }
   SymmetricAddressMap place_table(std::vector<std::int64_t> table, std::size_t bytes) const override {
-    const auto offset = static_cast<std::uint64_t>(table[team_.rank()] - bases_[team_.rank()]);
-    auto map = SymmetricAddressMap::from_table("shm", team_.rank(), std::move(table), bytes);  // kernels read the host table
-    if (engine_) map.attach_engine(engine_.at(offset), engine_.owner);
-    return map;
+    return SymmetricAddressMap::from_table("shm", team_.rank(), std::move(table), bytes);  // kernels read the host table
   }
 
   void release() {
-    // MPI_Win_free is collective: skipped while an exception unwinds (ranks may be out of step).
-    if (engine_ && std::uncaught_exceptions() == 0) close_host_engine(engine_);
+    engine_.release();  // before the memory it covers goes
     for (auto base : bases_)
       if (base != 0) ::munmap(reinterpret_cast<void*>(base), heap_bytes_);
     bases_.clear();
@@ -141,7 +138,6 @@ class ShmProvider final : public LinearHeapProvider {
 
   std::size_t heap_bytes_;
   int memfd_ = -1;
-  HostEngine engine_;
 };
 
 }  // namespace

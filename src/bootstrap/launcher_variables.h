@@ -1,8 +1,10 @@
-// src/bootstrap/env.h — reading who-am-I from the environment, strictly.
+// src/bootstrap/launcher_variables.h — the variables each launcher sets for its ranks (who am I,
+// how many are we, where is the rendezvous), read strictly.
 //
-// Each launcher describes a rank with its own variables. Malformed values (RANK=abc,
-// WORLD_SIZE=0, a rank not below the size, a bad port) throw aperture::Error naming the
-// variable, its value and what it should be, instead of starting a job with a wrong shape.
+// Each launcher describes a rank with its own variables (which launcher it was is launched_by.h's
+// business). Malformed values (RANK=abc, WORLD_SIZE=0, a rank not below the size, a bad port)
+// throw aperture::Error naming the variable, its value and what it should be, instead of
+// starting a job with a wrong shape.
 // The lookup is a parameter so the parsers can be tested and fuzzed without touching the
 // process environment.
 #pragma once

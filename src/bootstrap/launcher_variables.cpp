@@ -1,4 +1,4 @@
-#include "bootstrap/env.h"
+#include "bootstrap/launcher_variables.h"
 
 #include "aperture/error.h"
 #include "bootstrap/wire.h"

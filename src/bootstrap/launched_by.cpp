@@ -1,4 +1,4 @@
-#include "bootstrap/launcher.h"
+#include "bootstrap/launched_by.h"
 
 #include "aperture/team.h"
 
@@ -7,43 +7,43 @@ namespace aperture::detail {
 namespace {
 
 struct Mark {
-  Launcher launcher;
+  LaunchedBy launcher;
   std::string_view name;      // Team::launched_by()
   const char* rank_variable;  // either variable of the pair marks the launcher: a pair with one
-  const char* size_variable;  // missing is a malformed launch, which bootstrap/env.cpp reports
+  const char* size_variable;  // missing is a malformed launch, which bootstrap/launcher_variables.cpp reports
 };
 
 // In Team::from_env's order of precedence.
 constexpr Mark kMarks[] = {
-    {Launcher::aperture, "aperture launch", "APERTURE_RANK", "APERTURE_WORLD_SIZE"},
-    {Launcher::mpirun, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-    {Launcher::torchrun, "torchrun", "RANK", "WORLD_SIZE"},
+    {LaunchedBy::aperture, "aperture launch", "APERTURE_RANK", "APERTURE_WORLD_SIZE"},
+    {LaunchedBy::mpirun, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {LaunchedBy::torchrun, "torchrun", "RANK", "WORLD_SIZE"},
 };
 
 }  // namespace
 
-bool has_launcher_variables(Launcher launcher, const env::Lookup& env) {
+bool has_launcher_variables(LaunchedBy launcher, const env::Lookup& env) {
   for (const Mark& mark : kMarks)
     if (mark.launcher == launcher) return env(mark.rank_variable) != nullptr || env(mark.size_variable) != nullptr;
   return false;
 }
 
-Launcher detect_launcher(const env::Lookup& env) {
+LaunchedBy detect_launched_by(const env::Lookup& env) {
   for (const Mark& mark : kMarks)
     if (has_launcher_variables(mark.launcher, env)) return mark.launcher;
-  return Launcher::single;
+  return LaunchedBy::single;
 }
 
-std::string_view launcher_name(Launcher launcher) {
+std::string_view launched_by_name(LaunchedBy launcher) {
   for (const Mark& mark : kMarks)
     if (mark.launcher == launcher) return mark.name;
   return "single";
 }
 
-Launcher launcher_of(const Team& team) {
+LaunchedBy launched_by(const Team& team) {
   for (const Mark& mark : kMarks)
     if (mark.name == team.launched_by()) return mark.launcher;
-  return Launcher::single;
+  return LaunchedBy::single;
 }
 
 }  // namespace aperture::detail

@@ -1,5 +1,6 @@
-// src/engines/host_engine.h — the engines that reach memory on other nodes, as the providers
-// open and close them.
+// src/engines/engine.h — the engines that reach memory on other nodes: which one a range of
+// memory gets, and how it is opened and closed. Providers hold one through EngineAttachment
+// (engine_attachment.h), not directly.
 //
 // Two engines, both on MPI (the ranks must have been started by mpirun, so MPI knows them all):
 //   rma       MPI one-sided communication on a window over each rank's copy (mpi_rma.cpp);
@@ -10,11 +11,10 @@
 //             for host memory too (an MPI whose one-sided components fail where two-sided
 //             messages work; atomics that are atomic with the target node's direct ones).
 //
-// A provider opens an engine over memory it owns, on every rank (collective), puts
-// `engine.at(offset)` into each map it makes of that memory, and closes the engine before the
-// memory goes (collective too). An engine attaches only where it is needed and can work: the
-// team spans more than one node and mpirun started the ranks. Otherwise both calls do nothing
-// and indirect peers stay refused.
+// Both are host engines in the sense that host threads carry the operations out; what differs is
+// the memory they are opened over. An engine attaches only where it is needed and can work: the
+// team spans more than one node and mpirun started the ranks. Otherwise opening gives an empty
+// OpenEngine, closing it does nothing, and indirect peers stay refused.
 #pragma once
 
 #include <cstddef>
@@ -31,11 +31,11 @@ struct SymmetricAddressMap;
 
 namespace aperture::detail {
 
-// An open engine over one range of this rank's memory, and what keeps it alive.
-struct HostEngine {
+// An engine open over one range of this rank's memory (host or GPU), and what keeps it alive.
+struct OpenEngine {
   EngineChannel channel;
   std::shared_ptr<const void> owner;
-  void (*close)(HostEngine&) = nullptr;  // the engine's own collective close
+  void (*close)(OpenEngine&) = nullptr;  // the engine's own collective close
   explicit operator bool() const { return channel.attached(); }
   // The channel for a map whose copy starts `offset` bytes into the range.
   EngineChannel at(std::uint64_t offset) const {
@@ -46,18 +46,20 @@ struct HostEngine {
 };
 
 enum class EngineKind { rma, messages };
-// APERTURE_ENGINE: which engine host memory takes (rma unless it says messages).
-EngineKind host_engine_kind();
+// APERTURE_ENGINE: which engine host memory takes (rma unless it says messages); GPU memory
+// always takes the message engine.
+EngineKind host_memory_engine_kind();
 
 // Why no engine would open in this team, or "" when one will.
-std::string host_engine_unavailable(const Team& team);
+std::string engine_unavailable(const Team& team);
 // Collective. Covers [local_base, local_base + bytes) of every rank's host memory with the
 // engine APERTURE_ENGINE names; empty (and nothing collective happens) where
-// host_engine_unavailable says why not.
-HostEngine open_host_engine(Team& team, void* local_base, std::size_t bytes);
-// Collective. The same over GPU memory of `device`: the message engine, through pinned staging.
-HostEngine open_device_engine(Team& team, void* local_base, std::size_t bytes, int device);
+// engine_unavailable says why not.
+OpenEngine open_engine_over_host_memory(Team& team, void* local_base, std::size_t bytes);
+// Collective. The same over GPU memory of `device`: the message engine, through pinned staging
+// (MPI builds with CUDA only).
+OpenEngine open_engine_over_device_memory(Team& team, void* local_base, std::size_t bytes, int device);
 // Collective. Closes whichever engine it is; the channel's copies refuse every operation from then on.
-void close_host_engine(HostEngine& engine);
+void close_engine(OpenEngine& engine);
 
 }  // namespace aperture::detail
