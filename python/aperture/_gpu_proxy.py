@@ -14,8 +14,9 @@ kernel needs of the queue, as an int64 tensor where the kernel runs; aperture.tr
 take it as ``proxy=``.
 """
 
-from . import _arrays, _core
-from ._address_map import AddressMap, address_map
+from . import _core
+from .memory import _tensors
+from .memory._address_map import AddressMap, address_map
 from ._error import ErrorCode, fail
 
 
@@ -45,7 +46,7 @@ class GpuProxy:
         if timeout is not None and not timeout > 0:
             fail(ErrorCode.invalid_argument, f"GpuProxy: timeout={timeout!r} seconds; give a positive number or None")
         self._check_layout()
-        torch = _arrays.torch
+        torch = _tensors.torch
         if producers == "gpu":
             if torch is None or not torch.cuda.is_available():
                 fail(ErrorCode.unavailable, "GpuProxy: producers=\"gpu\" needs torch with a CUDA device; run the "
@@ -70,7 +71,7 @@ class GpuProxy:
     def _resolve(memory):
         if isinstance(memory, AddressMap):
             return memory._map, memory._device
-        if _arrays.is_tensor(memory) or isinstance(memory, _arrays.np.ndarray):
+        if _tensors.is_tensor(memory) or isinstance(memory, _tensors.np.ndarray):
             m = address_map(memory)
             return m._map, m._device
         fail(ErrorCode.invalid_argument, f"GpuProxy: expected a provider's tensor or an AddressMap, got "
