@@ -19,7 +19,10 @@
 #   5. fused GEMM overlap: `aperture bench --ops ag_gemm,gemm_rs` and torch's async-TP ops
 #      (gemm-bench.csv, torch-fused.csv);
 #   6. Iris bandwidth: examples/iris/{store,load}_bandwidth.py --compare at 2 ranks (iris-*.txt);
-#   7. the README (command, machine, commit, each step's status), then `python3
+#   7. Iris's fused all_reduce_rmsnorm against all_reduce + torch's rms_norm (iris-rmsnorm.txt);
+#   8. a Triton put to another node through the GPU proxy against a C++ kernel's (2 ranks as two
+#      simulated nodes; triton-proxy.txt);
+#   9. the README (command, machine, commit, each step's status), then `python3
 #      scripts/perf-table.py` when that script is in the tree.
 # On one GPU every step runs in its one-GPU form (smoke: 1 rank where NCCL or torch needs a GPU
 # per rank, few sizes, short trials), so the script is exercised every session; those files are
@@ -105,6 +108,16 @@ for example in store_bandwidth load_bandwidth; do
     "$root/examples/iris/$example.py" --compare --sizes "$iris_sizes"
   (( dry_run )) || cp "$logs/iris-$example.log" "$results/${prefix}iris-$example.txt" 2>/dev/null
 done
+# 7. Iris's fused all_reduce_rmsnorm against all_reduce + torch's rms_norm (M = 1..128 rows of
+#    8192 bf16; on one GPU a function check at 1 rank).
+step iris-rmsnorm 120 "$launcher" launch -n "$ranks" --timeout 110 -- "$python" "$root/bench/python/iris_rmsnorm.py" \
+  --iters $(( smoke ? 20 : 200 ))
+(( dry_run )) || cp "$logs/iris-rmsnorm.log" "$results/${prefix}iris-rmsnorm.txt" 2>/dev/null
+# 8. A Triton put to another node through the GPU proxy against the same put from a C++ kernel:
+#    2 ranks as two simulated nodes (one GPU: both on GPU 0; the proxy's cost, not a cluster's).
+step triton-proxy 150 env CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=256M "$launcher" launch --mpi --nodes 2 -n 2 \
+  --timeout 140 -- "$python" "$root/bench/python/triton_proxy.py" --provider cuda-ipc --rounds $(( smoke ? 3 : 7 ))
+(( dry_run )) || cp "$logs/triton-proxy.log" "$results/${prefix}triton-proxy.txt" 2>/dev/null
 (( dry_run )) && { echo "README.md, then python3 scripts/perf-table.py"; exit 0; }
 
 # 7. the README, then the table.

@@ -23,7 +23,8 @@
 #                labelled gpu-per-rank (NVSHMEM and NCCL at 2 ranks) are N/A
 #   churn        gpu-churn: exhaustion and allocate/free churn per GPU provider
 #   bulk         gpu-bulk: gpu_bulk_test on cuda-ipc and cuda-vmm, 1 and 2 ranks
-#   proxy        gpu-proxy: the proxy's queue; its channel as one node and as two (MPI)
+#   proxy        gpu-proxy: other nodes: the proxy's queue, its channel as one node and as two (MPI),
+#                and the collectives across two "nodes" sharing GPU 0 (cuda-ipc, cuda-vmm)
 #   examples     gpu-examples: examples 05 and 06 at 1 and 2 ranks
 #   collectives  gpu-collectives: every collective and type at 1-3 ranks, the tuning paths at 4, 8
 #   gemm         gpu-gemm: OverlappedGemm on every GPU provider at 1 and 2 ranks
@@ -137,12 +138,16 @@ ctest_part() {
 
 # pytest_step NAME RANKS [PYTEST ARGS...]: pytest in every rank (scripts/pytest-ranks.sh), -rs for
 # the skip reasons. Fails on any skip except those the run's shape explains (ranks sharing a GPU
-# with fewer GPUs than ranks; "needs two ranks" at one rank: counted, N/A); fails when nothing ran.
+# with fewer GPUs than ranks; "needs two ranks" at one rank: counted, N/A) and those the caller
+# names in pytest_allowed (a regex of skip reasons this step's shape explains); fails when nothing
+# ran. pytest_mode: pytest-ranks.sh's own options (--mpi, --nodes K), given before pytest's.
 pytest_verdict=""
+pytest_mode=() pytest_allowed=""
 pytest_step() {
   local name=$1 ranks=$2
   shift 2
-  run "python.$name" 400 env PYTHON="$python" PYTEST_RANKS_TIMEOUT=390 bash "$root/scripts/pytest-ranks.sh" "$ranks" -rs "$@"
+  run "python.$name" 400 env PYTHON="$python" PYTEST_RANKS_TIMEOUT=390 bash "$root/scripts/pytest-ranks.sh" "$ranks" \
+    "${pytest_mode[@]}" -rs "$@"
   local log="$log_dir/python.$name.log" line skips allowed=0 other
   line=$(grep -E '^(\[rank 0\] )?[0-9]+ (passed|failed)|^(\[rank 0\] )?=+ .*[0-9]+ (passed|failed)' "$log" | tail -1)
   skips=$(grep -E '^(\[rank [0-9]+\] )?SKIPPED \[' "$log")
@@ -151,6 +156,7 @@ pytest_step() {
   local shape=()
   (( gpus < ranks )) && shape+=('ranks that share a GPU|one GPU per rank')
   (( ranks == 1 )) && shape+=('needs two ranks')
+  [[ -n $pytest_allowed ]] && shape+=("$pytest_allowed")
   other=$(grep -c . <<<"$skips")
   if (( ${#shape[@]} > 0 )); then
     other=$(grep -viE "$(IFS='|'; echo "${shape[*]}")" <<<"$skips" | grep -c .)
@@ -238,6 +244,14 @@ part_python() {
   # Every GPU provider named: a provider the package lacks must fail, not drop out (conftest).
   APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step np1 1 "${tests[@]}" || ok=0
   CUDA_VISIBLE_DEVICES=0 APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" pytest_step np2-one-gpu 2 "${tests[@]}" || ok=0
+  # Triton kernels reaching another node through the GPU proxy: 2 ranks sharing GPU 0 as two
+  # nodes. Two skips are this shape's: the refusal without an engine (this job has one) and the
+  # failing-proxy case, which only the interpreter runs (a compiled trap ends the CUDA context).
+  pytest_mode=(--mpi --nodes 2)
+  pytest_allowed='this job has an engine|a compiled kernel traps'
+  CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=256M APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" \
+    pytest_step triton-proxy-nodes2 2 "$root/python/tests/test_triton_proxy.py" || ok=0
+  pytest_mode=() pytest_allowed=""
   # The Iris tests under plain mpirun (pytest above ran them under aperture launch).
   local iris_mpirun=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 CUDA_VISIBLE_DEVICES=0
                      mpirun --oversubscribe --bind-to none -n)
