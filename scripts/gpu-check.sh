@@ -27,6 +27,7 @@
 #                and the collectives across two "nodes" sharing GPU 0 (cuda-ipc, cuda-vmm)
 #   examples     gpu-examples: examples 05 and 06 at 1 and 2 ranks
 #   collectives  gpu-collectives: every collective and type at 1-3 ranks, the tuning paths at 4, 8
+#                (with one GPU only 1 and 2 ranks: the rest, label gpu-many-ranks, is N/A there)
 #   gemm         gpu-gemm: OverlappedGemm on every GPU provider at 1 and 2 ranks
 #   sanitize     gpu-sanitize: compute-sanitizer (memcheck, racecheck, initcheck, synccheck)
 #   python       (pytest) pip install of the package; python/tests at 1 rank with every GPU
@@ -227,6 +228,13 @@ part_label() {  # part_label PART LABEL: the runs needing one GPU per rank are N
   fi
 }
 
+part_collectives() {  # with one GPU, the runs of 3-8 ranks (gpu-many-ranks) are N/A: time-sliced
+  if (( gpus >= 2 )); then ctest_part collectives '^gpu-collectives$'; else
+    ctest_part collectives '^gpu-collectives$' '^gpu-per-rank$|^gpu-many-ranks$' \
+      "gpu-per-rank and gpu-many-ranks runs (3-8 ranks time-sliced on $gpus GPU) N/A"
+  fi
+}
+
 part_python() {
   if (( dry_run )); then
     echo "pip install --no-build-isolation --no-deps --no-index $root"
@@ -298,7 +306,8 @@ if (( dry_run )); then
   for part in "${parts[@]}"; do
     echo "== $part"
     case $part in
-      build) part_build ;; gpu) part_gpu ;; python) part_python ;; compare) part_compare ;;
+      build) part_build ;; gpu) part_gpu ;; collectives) part_collectives ;; python) part_python ;;
+      compare) part_compare ;;
       *) part_label "$part" "gpu-$part" ;;
     esac
   done
@@ -311,6 +320,7 @@ else
     case $part in
       build) part_build || break ;;
       gpu) part_gpu ;;
+      collectives) part_collectives ;;
       python) part_python ;;
       compare) part_compare ;;
       *) part_label "$part" "gpu-$part" ;;

@@ -135,7 +135,13 @@ TEST_P(ChurnTest, AllocateFreeCyclesLeaveNothingBehind) {
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   // Under ASan/TSan the sanitizer's own allocator maps memory as the process runs, so the count
   // says nothing of ours there; the plain build (CI's main suite and churn stage) checks it.
-  EXPECT_LE(after.mappings, baseline.mappings) << "mappings grew: " << baseline.mappings << " -> " << after.mappings;
+  // On a GPU the CUDA driver maps host memory for itself as device memory comes and goes (the
+  // accessor's scratch): a few mappings, once, whatever the number of cycles (seen: +1 after
+  // 1,000 cycles on one H200). A leak of ours grows with the cycles, and the heap's own check
+  // above sees a block not given back; so a GPU provider may end a few mappings up.
+  const std::size_t driver_slack = on_device() ? 4 : 0;
+  EXPECT_LE(after.mappings, baseline.mappings + driver_slack)
+      << "mappings grew: " << baseline.mappings << " -> " << after.mappings;
 #endif
   EXPECT_LE(after.descriptors, baseline.descriptors)
       << "descriptors grew: " << baseline.descriptors << " -> " << after.descriptors;
