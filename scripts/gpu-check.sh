@@ -148,7 +148,7 @@ pytest_step() {
   local name=$1 ranks=$2
   shift 2
   run "python.$name" 400 env PYTHON="$python" PYTEST_RANKS_TIMEOUT=390 bash "$root/scripts/pytest-ranks.sh" "$ranks" \
-    "${pytest_mode[@]}" -rs "$@"
+    "${pytest_mode[@]}" -rfs "$@"
   local log="$log_dir/python.$name.log" line skips allowed=0 other
   line=$(grep -E '^(\[rank 0\] )?[0-9]+ (passed|failed)|^(\[rank 0\] )?=+ .*[0-9]+ (passed|failed)' "$log" | tail -1)
   skips=$(grep -E '^(\[rank [0-9]+\] )?SKIPPED \[' "$log")

@@ -8,6 +8,7 @@ initialised, else from the launcher (aperture launch, mpirun, torchrun), else on
 docs/IRIS.md lists every name and every difference from Iris.
 """
 
+import contextlib
 import logging
 import os
 import pickle
@@ -30,7 +31,33 @@ _IRIS_ALLOCATORS = {
 _TORCH_SYMMETRIC = ("torch_symm_mem", "torch_symmmem", "torch-symmetric", "torch_symmetric")
 
 
-def _provider_for(allocator_type, team):
+# What the aperture heap needs beside Iris's heap_size: ctx.ccl's Communicator scratch (about 143 MB
+# on a GPU with its default options), the p2p mailboxes, the barrier and fused-op flags.
+_HEAP_HEADROOM = 512 << 20
+
+
+@contextlib.contextmanager
+def _heap_sized(heap_size):
+    """Iris's heap is one allocation of heap_size bytes; aperture's own heaps (APERTURE_HEAP_SIZE,
+    APERTURE_GPU_HEAP_SIZE, read when the provider is made) must hold it and the headroom. A size
+    the user set is kept: a heap too small for it then fails with the error naming the variable."""
+    wanted = str(int(heap_size) + _HEAP_HEADROOM)
+    set_here = [name for name in ("APERTURE_HEAP_SIZE", "APERTURE_GPU_HEAP_SIZE") if name not in os.environ]
+    for name in set_here:
+        os.environ[name] = wanted
+    try:
+        yield
+    finally:
+        for name in set_here:
+            os.environ.pop(name, None)
+
+
+def _provider_for(allocator_type, team, heap_size):
+    with _heap_sized(heap_size):
+        return _make_provider(allocator_type, team)
+
+
+def _make_provider(allocator_type, team):
     name = os.environ.get("IRIS_ALLOCATOR") or allocator_type or "torch"
     lowered = name.lower()
     if lowered in ("rocshmem", "dmabuf"):
@@ -60,7 +87,7 @@ class Iris:
         if torch.cuda.is_available():  # Iris's rule: the GPU is the rank modulo the GPUs
             torch.cuda.set_device(self.team.local_rank % torch.cuda.device_count())
         self.allocator_type = allocator_type
-        self.provider = _provider_for(allocator_type, self.team)
+        self.provider = _provider_for(allocator_type, self.team, heap_size)
         self.heap_size = int(heap_size)
         self.heap = SymmetricHeap(self.provider, heap_size)
         pool_device = self.heap.get_device()
