@@ -207,7 +207,11 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
         assert y.tolist() == [1.0] * 8
         print("ok", sys.argv[1:])
     """))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("APERTURE_RANK", "APERTURE_WORLD", "RANK"))}
+    # A one-rank child: none of the launchers' variables of this job (aperture launch, torchrun's, mpirun's).
+    launcher_variables = ("APERTURE_RANK", "APERTURE_WORLD", "APERTURE_LOCAL", "APERTURE_HUB", "APERTURE_JOB", "APERTURE_NODE",
+                          "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "OMPI_COMM_WORLD", "PMIX_RANK")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(launcher_variables)}
     env["APERTURE_PROVIDER"] = "shm"
     run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog), "a", "b"], capture_output=True, text=True,
                          env=env, timeout=120)

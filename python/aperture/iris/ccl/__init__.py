@@ -32,7 +32,7 @@ class Workspace:
         return tuple(tensor.shape) == self.shape and tensor.dtype == self.dtype
 
 
-def _fused():
+def _fused_ops():
     from . import _fused  # the device side's (aperture.iris.ccl._fused)
 
     return _fused
@@ -210,22 +210,22 @@ class CCL:
 
     # ---- fused operations (the device side's) -------------------------------------------------
     def all_gather_gemm(self, *args, **kwargs):
-        return _fused().all_gather_gemm(self._iris, *args, **kwargs)
+        return _fused_ops().all_gather_gemm(self._iris, *args, **kwargs)
 
     def all_gather_gemm_preamble(self, *args, **kwargs):
-        return _fused().all_gather_gemm_preamble(self._iris, *args, **kwargs)
+        return _fused_ops().all_gather_gemm_preamble(self._iris, *args, **kwargs)
 
     def gemm_reduce_scatter(self, *args, **kwargs):
-        return _fused().gemm_reduce_scatter(self._iris, *args, **kwargs)
+        return _fused_ops().gemm_reduce_scatter(self._iris, *args, **kwargs)
 
     def gemm_reduce_scatter_preamble(self, *args, **kwargs):
-        return _fused().gemm_reduce_scatter_preamble(self._iris, *args, **kwargs)
+        return _fused_ops().gemm_reduce_scatter_preamble(self._iris, *args, **kwargs)
 
     def all_reduce_rmsnorm(self, *args, **kwargs):
-        return _fused().all_reduce_rmsnorm(self._iris, *args, **kwargs)
+        return _fused_ops().all_reduce_rmsnorm(self._iris, *args, **kwargs)
 
     def all_reduce_rmsnorm_preamble(self, *args, **kwargs):
-        return _fused().all_reduce_rmsnorm_preamble(self._iris, *args, **kwargs)
+        return _fused_ops().all_reduce_rmsnorm_preamble(self._iris, *args, **kwargs)
 
 
 __all__ = ["Config", "ReduceOp", "CCL", "Workspace", "P2PConfig", "P2POp", "P2PState", "P2PWork", "p2p"]
