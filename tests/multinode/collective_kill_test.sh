@@ -34,7 +34,9 @@ done
 left="$(pgrep -x "$(basename "$program" | cut -c1-15)" || true)"
 [[ -z $left ]] || fail "processes of the job left: $left"
 sleep 0.5
-[[ $(ls /dev/shm | sort) == "$before_shm" ]] || fail "/dev/shm files left: $(comm -13 <(echo "$before_shm") <(ls /dev/shm | sort))"
+# Only files that appeared count: other jobs on the machine may remove theirs meanwhile.
+left_shm="$(comm -13 <(echo "$before_shm") <(ls /dev/shm | sort))"
+[[ -z $left_shm ]] || fail "/dev/shm files left: $left_shm"
 echo "PASS: node 1 killed mid-collective; survivors errored and the job ended in $took s"
 grep -E "collective-fault ok|aperture launch:" "$log"
 exit 0
