@@ -3,9 +3,11 @@
 # (and the headers they include), with the checks of .clang-tidy (which says why each check
 # that is off is off).
 #
-# Fails on any finding that scripts/lint/known-findings.txt does not list. That file names, for
-# each file and check, why a finding stands for now (a false positive, or a fix its owner has
-# been told about); a listed finding that no longer occurs is reported so the list only shrinks.
+# Fails on any finding that scripts/lint/known-findings.txt does not list, counted exactly: that
+# file names, for each file and check, how many instances stand for now and why (a false
+# positive, or a fix its owner has been told about). One more instance fails, and so does one
+# fewer or a listed finding that no longer occurs (lower the count: the list only shrinks), and
+# so does clang-tidy itself failing on a file.
 # Configures (does not build) $BUILD_ROOT/build-lint for compile_commands.json, CUDA off.
 set -euo pipefail
 
@@ -24,6 +26,7 @@ if [[ -z "$tidy" ]]; then
   tidy="$(command -v clang-tidy-14)"
 fi
 
+mkdir -p "$(dirname "$build")"
 cmake -S "$root" -B "$build" -DAPERTURE_CUDA=OFF -DBUILD_TESTING=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 mapfile -t files < <(python3 -c "
@@ -33,24 +36,47 @@ for entry in json.load(open('$build/compile_commands.json')):
         print(entry['file'])" | sort -u)
 echo "lint: clang-tidy ($("$tidy" --version | sed -n 's/.*version \([0-9.]*\).*/\1/p' | head -1)) on ${#files[@]} files"
 log="$build/clang-tidy.log"
-printf '%s\n' "${files[@]}" | xargs -P "$(nproc 2>/dev/null || echo 2)" -n 2 "$tidy" -p "$build" --quiet >"$log" 2>/dev/null || true
+# clang-tidy exits non-zero on a compiler error or a crash: both fail the lint (a file it could not
+# read is a file not checked). Findings alone leave it at 0 (WarningsAsErrors is empty).
+tidy_status=0
+printf '%s\n' "${files[@]}" | xargs -P "$(nproc 2>/dev/null || echo 2)" -n 2 "$tidy" -p "$build" --quiet >"$log" \
+  2>"$build/clang-tidy.stderr" || tidy_status=$?
 
-# "path|check" of each finding, path relative to the repository.
-mapfile -t found < <(sed -n 's#^'"$root"'/\([^:]*\):[0-9]*:[0-9]*: \(warning\|error\): .* \[\([^]]*\)\]$#\1|\3#p' "$log" | sort -u)
-new=()
-for finding in "${found[@]}"; do
-  grep -q "^${finding//./\\.}|" "$known" 2>/dev/null || new+=("$finding")
-done
-while IFS='|' read -r path check reason; do
+# "path|check" of each finding (one line per instance: file, line, column), path relative to the
+# repository; then "path|check|count".
+mapfile -t found < <(sed -n 's#^'"$root"'/\([^:]*\):\([0-9]*\):\([0-9]*\): \(warning\|error\): .* \[\([^]]*\)\]$#\1|\5|\2:\3#p' "$log" |
+  sort -u | cut -d'|' -f1,2 | sort | uniq -c | awk '{ print $2 "|" $1 }')
+# known-findings.txt: path|check|count|why. The count is exact: one more instance is a new
+# finding (fails), one fewer means the list must shrink (fails too, so the list stays true).
+declare -A known_count=()
+while IFS='|' read -r path check count reason; do
   [[ -z "$path" || "$path" == \#* ]] && continue
-  printf '%s\n' "${found[@]}" | grep -qxF "$path|$check" || echo "lint: no longer found, remove from known-findings.txt: $path|$check"
+  known_count["$path|$check"]=$count
 done <"$known"
-echo "lint: ${#found[@]} file/check pair(s) found, $(( ${#found[@]} - ${#new[@]} )) listed as known"
-if ((${#new[@]})); then
-  echo "lint: new findings:"
-  for finding in "${new[@]}"; do
-    grep -E "^$root/${finding%%|*}:[0-9]+:[0-9]+: (warning|error): .*\[${finding##*|}\]$" "$log" | sed "s#^$root/##" | sort -u
-  done
+problems=()
+declare -A seen=()
+for finding in "${found[@]}"; do
+  key=${finding%|*} count=${finding##*|}
+  seen[$key]=1
+  listed=${known_count[$key]:-0}
+  if (( count > listed )); then
+    problems+=("new: $key: $count instance(s), $listed listed")
+    grep -E "^$root/${key%%|*}:[0-9]+:[0-9]+: (warning|error): .*\[${key##*|}\]$" "$log" | sed "s#^$root/##" | sort -u
+  elif (( count < listed )); then
+    problems+=("fewer than listed: $key: $count instance(s), $listed listed: lower the count in known-findings.txt")
+  fi
+done
+for key in "${!known_count[@]}"; do
+  [[ -n ${seen[$key]:-} ]] || problems+=("no longer found: $key: remove it from known-findings.txt")
+done
+echo "lint: ${#found[@]} file/check pair(s) found, ${#known_count[@]} listed in known-findings.txt"
+if (( tidy_status != 0 )); then
+  problems+=("clang-tidy exited with status $tidy_status (a compiler error or a crash); its stderr:")
+  grep -vE '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Suppressed [0-9]+ warnings|^Use -header-filter|^$' \
+    "$build/clang-tidy.stderr" | head -40
+fi
+if ((${#problems[@]})); then
+  printf 'lint: %s\n' "${problems[@]}"
   exit 1
 fi
 echo "lint: clean"

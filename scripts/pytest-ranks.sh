@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/pytest-ranks.sh — pytest in every rank of one job: `aperture launch -n N -- python -m pytest`.
 #
-#   scripts/pytest-ranks.sh N [--mpi] [PYTEST ARGS...]
+#   scripts/pytest-ranks.sh N [--mpi] [--nodes K] [PYTEST ARGS...]
 #     N        ranks (1, 2, 4, ...)
 #     --mpi    ranks started through mpirun (`aperture launch --mpi`): what mpi-window and openshmem need
+#     --nodes K  the ranks split over K simulated nodes of this machine (`aperture launch --nodes K`)
 #     ARGS     test files or options for pytest (default: python/tests, every Python test)
 #   scripts/pytest-ranks.sh 2 python/tests/test_memory.py -k view
 #
@@ -25,6 +26,10 @@ mode=()
 if [[ ${1:-} == --mpi ]]; then
   mode=(--mpi)
   shift
+fi
+if [[ ${1:-} == --nodes ]]; then
+  mode+=(--nodes "$2")
+  shift 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -16,7 +16,8 @@
 # 2. `pip install --no-build-isolation .`: the C++ core and the extension, built in build/python
 #    (kept between runs; ccache where installed).
 # 3. pytest (scripts/pytest-ranks.sh) at 1, 2 and 4 ranks on shm, and under --mpi at 2 and 4 ranks
-#    on mpi-window and openshmem, where they are available.
+#    on mpi-window and openshmem, where they are available; test_triton_proxy.py under --mpi at 4
+#    ranks over 2 nodes (the ranks of the other node reached through the GPU proxy).
 # Prints the seconds each step took and the total; exits non-zero when any step failed.
 set -uo pipefail
 
@@ -104,6 +105,10 @@ if [[ ${#failed[@]} == 0 ]]; then
     for n in ${APERTURE_PYTHON_MPI_RANKS:-2 4}; do
       step "pytest np$n --mpi ($mpi)" env APERTURE_TEST_PROVIDERS="$mpi" bash scripts/pytest-ranks.sh "$n" --mpi python/tests "$@"
     done
+    # Triton kernels reaching ranks of another node through the GPU proxy: 2 nodes of 2 ranks (a
+    # split of this machine), shm memory, mpirun (the engine needs it); interpreted on CPUs.
+    step "pytest 2x2 nodes --mpi (shm): Triton through the proxy" env APERTURE_TEST_PROVIDERS=shm \
+      bash scripts/pytest-ranks.sh 4 --mpi --nodes 2 python/tests/test_triton_proxy.py "$@"
   else
     echo "python-test: no MPI provider built here: the --mpi runs are skipped"
   fi

@@ -60,7 +60,7 @@ run_one() {
   # kind: 1-5 and 8 under ASan (odd counts cut uneven chunks, where an overrun would be), 1-4 and 8
   # under TSan (races do not depend on the count); 6 and 7 (and 5 under TSan) were a minute of
   # each stage and run in the plain build's suite.
-  local skip='install|soak\..*|multinode\..*|hip\..*|collectives\.tuning\.np[67]'
+  local skip='install|soak\..*|churn\.host|faults\.repeated|multinode\..*|hip\..*|collectives\.tuning\.np[67]'
   [[ "$preset" == tsan ]] && skip+='|collectives\.tuning\.np5'
   ctest --test-dir "$dir" --output-on-failure --parallel "${CTEST_JOBS:-2}" --timeout 600 \
         -E "^($skip)\$" "$@"

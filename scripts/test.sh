@@ -19,8 +19,9 @@ BUILD_DIR="$build_dir" "$root/scripts/build.sh" -DBUILD_TESTING=ON
 echo
 echo "test: running ctest in $build_dir"
 status=0
-# The multi-node tests (label multinode: simulated nodes, namespaces) are CI's stage of their own.
-ctest --test-dir "$build_dir" --output-on-failure --label-exclude multinode \
+# The multi-node tests (label multinode: simulated nodes, namespaces) and the long churn, soak
+# and repeated dead-rank runs (labels churn, soak, faults) are CI stages of their own.
+ctest --test-dir "$build_dir" --output-on-failure --label-exclude '^(multinode|churn|soak|faults)$' \
       --parallel "${CTEST_JOBS:-2}" --timeout "${CTEST_TIMEOUT:-300}" \
       --output-junit ctest-results.xml "$@" || status=$?
 # ctest prints its summary ("N% tests passed, M tests failed out of K" and the failed tests)

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "aperture/error.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture {
 

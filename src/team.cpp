@@ -14,7 +14,7 @@
 #include "bootstrap/hub_client.h"
 #include "bootstrap/launched_by.h"
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 #if APERTURE_WITH_MPI
 #  include "bootstrap/mpi.h"
 #endif

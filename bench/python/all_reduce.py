@@ -8,6 +8,10 @@ checks the results, and prints the timings, which then measure only the call ove
 figure is the mean time of one eager call (launch included) over --iters calls queued on torch's
 current stream, measured with CUDA events after a warm-up; every rank reports, rank 0 prints.
 The target (issue 11): aperture <= 0.3x torch NCCL's eager time.
+
+With --graph, every path is also captured in a CUDA graph of --iters calls (torch.cuda.graph) and
+timed by replaying it: the figure is then one call's time with the launch overhead gone, the
+form a training step that replays graphs sees. --csv FILE writes one row per size and mode.
 """
 
 import argparse
@@ -33,12 +37,39 @@ def timed(fn, iters):
     return start.elapsed_time(end) * 1000.0 / iters  # microseconds per call
 
 
+def timed_graph(fn, iters, replays=5):
+    """Mean time of one call, replayed from a CUDA graph that holds `iters` captured calls."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture: lazy initialisation happens here
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(iters):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1000.0 / (iters * replays)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--provider", default="cuda-ipc")
     parser.add_argument("--iters", type=int, default=200)
     parser.add_argument("--sizes", default="4K,16K,64K,256K", help="bytes per rank, K = 1024")
+    parser.add_argument("--graph", action="store_true", help="also time every path replayed from a CUDA graph")
+    parser.add_argument("--csv", default="", help="write the figures here (rank 0)")
     args = parser.parse_args()
+    rows = []
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 
@@ -79,13 +110,16 @@ def main():
             if not torch.equal(t, expected):
                 raise SystemExit(f"rank {team.rank}: {name} all_reduce of {nbytes} bytes is wrong")
         # timings: the values grow, which does not matter for the time (bf16 saturates, never traps)
-        a_sym = timed(lambda: comm.all_reduce(sym), args.iters)
-        a_ord = timed(lambda: comm.all_reduce(ordinary), args.iters)
-        t_nccl = timed(lambda: dist.all_reduce(nccl), args.iters)
-        t_symm = timed(lambda: torch.ops.symm_mem.one_shot_all_reduce(symm, "sum", group), args.iters)
-        if team.rank == 0:
-            print(f"{nbytes:>8} {a_sym:>10.2f} us {a_ord:>10.2f} us {t_nccl:>8.2f} us {t_symm:>11.2f} us "
-                  f"{a_sym / t_nccl:>13.2f}x")
+        paths = (lambda: comm.all_reduce(sym), lambda: comm.all_reduce(ordinary), lambda: dist.all_reduce(nccl),
+                 lambda: torch.ops.symm_mem.one_shot_all_reduce(symm, "sum", group))
+        for mode, timer in (("eager", timed), ("graph", timed_graph)):
+            if mode == "graph" and not args.graph:
+                continue
+            a_sym, a_ord, t_nccl, t_symm = (timer(fn, args.iters) for fn in paths)
+            rows.append((mode, nbytes, a_sym, a_ord, t_nccl, t_symm))
+            if team.rank == 0:
+                print(f"{nbytes:>8} {a_sym:>10.2f} us {a_ord:>10.2f} us {t_nccl:>8.2f} us {t_symm:>11.2f} us "
+                      f"{a_sym / t_nccl:>13.2f}x  {mode}")
         comm.barrier()
         torch.cuda.synchronize()
         team.barrier()
@@ -93,6 +127,12 @@ def main():
     comm.close()
     dist.destroy_process_group()
     if team.rank == 0:
+        if args.csv:
+            with open(args.csv, "w") as out:
+                out.write("mode,ranks,bytes,aperture_symmetric_us,aperture_ordinary_us,torch_nccl_us,"
+                          "torch_symm_mem_one_shot_us\n")
+                for mode, nbytes, *times in rows:
+                    out.write(f"{mode},{team.size},{nbytes}," + ",".join(f"{t:.3f}" for t in times) + "\n")
         print("all_reduce bench: done (every path's result checked once per size)")
 
 

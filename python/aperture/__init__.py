@@ -9,10 +9,17 @@
     comm.all_reduce(t)
     tp = aperture.OverlappedGemm(team, prov)    # GPU providers: c = tp.ag_gemm(a_shard, b), tp.gemm_rs(a, b)
 
+The package by level, each name below also importable from aperture itself:
+
+    aperture.memory        teams, providers, address maps, from_table, dtypes
+    aperture.allocators    memory other libraries allocate: ForeignAllocator, torch symmetric memory
+    aperture.collectives   Communicator
+    aperture.ops           OverlappedGemm (and the fused operations to come)
+    aperture.triton        the Triton device library (import aperture.triton as apt; not imported here)
+    aperture.iris          Iris's API on aperture (not imported here)
+
 Every failure is an aperture.Error carrying the C++ message and an ErrorCode. The C++ library
-does the work; this package hands its memory out as tensors. The Triton device library is
-aperture.triton (import aperture.triton as apt); it is not imported here. docs/PYTHON.md is
-the whole API.
+does the work; this package hands its memory out as tensors. docs/PYTHON.md is the whole API.
 """
 
 try:  # torch first, where it is installed: its CUDA libraries are then the process's (one runtime)
@@ -20,17 +27,20 @@ try:  # torch first, where it is installed: its CUDA libraries are then the proc
 except ImportError:
     pass
 
-from . import _core
-from ._address_map import AddressMap, address_map, from_table, from_torch_symmetric
-from ._communicator import Communicator
-from ._overlapped_gemm import OverlappedGemm
-from ._core import ErrorCode, Team, available_providers, default_provider_name, provider_statuses
+from . import _core, allocators, collectives, memory, ops
+from ._core import ErrorCode
 from ._error import Error
+from ._gpu_proxy import GpuProxy
 from ._program import PROGRAM as program
-from ._provider import Provider, make_provider, torch_symmetric_provider
+from .allocators import ForeignAllocator, from_torch_symmetric, torch_symmetric_provider
+from .collectives import Communicator
+from .memory import (AddressMap, Provider, Team, address_map, available_providers, default_provider_name, dtypes,
+                     from_table, make_provider, provider_statuses)
+from .ops import OverlappedGemm
 
 __all__ = [
-    "AddressMap", "Communicator", "Error", "ErrorCode", "OverlappedGemm", "Provider", "Team", "address_map",
-    "available_providers", "default_provider_name", "from_table", "from_torch_symmetric", "make_provider", "program",
-    "provider_statuses", "torch_symmetric_provider",
+    "AddressMap", "Communicator", "Error", "ErrorCode", "ForeignAllocator", "GpuProxy", "OverlappedGemm", "Provider",
+    "Team", "address_map", "allocators", "available_providers", "collectives", "default_provider_name", "dtypes",
+    "from_table", "from_torch_symmetric", "make_provider", "memory", "ops", "program", "provider_statuses",
+    "torch_symmetric_provider",
 ]

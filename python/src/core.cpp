@@ -68,21 +68,6 @@ struct AllocationBox {
 
 std::string kind_name(aperture::MemoryKind kind) { return kind == aperture::MemoryKind::host ? "host" : "device"; }
 
-aperture::DataType data_type(std::string_view name) {
-  // torch's names (float8_e4m3fn is NCCL's e4m3: finite, NaN but no infinity), and numpy's.
-  for (aperture::DataType t : aperture::kAllDataTypes)
-    if (name == aperture::name_of(t)) return t;
-  if (name == "float8_e4m3fn") return aperture::DataType::float8_e4m3;
-  refuse("collectives take int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, "
-         "float8_e4m3fn or float8_e5m2 (NCCL's element types), not " + std::string(name));
-}
-
-aperture::ReduceOp reduce_op(std::string_view name) {
-  for (aperture::ReduceOp op : aperture::kAllReduceOps)
-    if (name == aperture::name_of(op)) return op;
-  refuse("op = \"" + std::string(name) + "\" is not a reduction; use \"sum\", \"prod\", \"min\", \"max\" or \"avg\"");
-}
-
 void* as_pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }  // NOLINT(performance-no-int-to-ptr)
 aperture::Stream as_stream(std::uintptr_t stream) { return reinterpret_cast<aperture::Stream>(stream); }  // NOLINT
 
@@ -113,12 +98,13 @@ int device_of(std::uintptr_t address) {
 #endif
 }
 
-// A map from any allocator's table: the table's device copy (when given) stays alive with `owner`.
+// A map from any allocator's table: `owner` (the memory, the table's device copy when given)
+// stays alive while any copy of the map does.
 aperture::SymmetricAddressMap map_from_table(int local_rank, std::vector<std::int64_t> peer_bases, std::size_t bytes,
                                              std::uintptr_t device_table, nb::object owner) {
   aperture::TablePlacement placement;
-  if (device_table != 0) {
-    placement.device_table = reinterpret_cast<const std::int64_t*>(device_table);  // NOLINT(performance-no-int-to-ptr)
+  placement.device_table = reinterpret_cast<const std::int64_t*>(device_table);  // NOLINT(performance-no-int-to-ptr)
+  if (!owner.is_none()) {
     // The Python owner is released with the GIL held, whichever thread drops the last copy.
     auto* held = new nb::object(std::move(owner));
     placement.owner = std::shared_ptr<const void>(held, [](const void* p) {
@@ -157,8 +143,8 @@ struct OverlappedGemmBox {
 //       a view, where the provider's kernels read it (an int64 tensor; its data_ptr is the table);
 //   allocator.free(address)                                  optional, collective: for allocators
 //       whose memory is released by a call rather than by dropping the last reference.
-// torch symmetric memory comes in this way (aperture.torch_symmetric_provider). The checks
-// (double free, ranges it does not own) are made here, as the C++ providers make them.
+// aperture.allocators.ForeignAllocator is the Python side (torch symmetric memory the first one).
+// The checks (double free, ranges it does not own) are made here, as the C++ providers make them.
 class ForeignProvider final : public aperture::Provider {
  public:
   ForeignProvider(std::string name, aperture::MemoryKind kind, nb::object allocator)
@@ -229,6 +215,9 @@ class ForeignProvider final : public aperture::Provider {
 
 }  // namespace
 
+// The GPU proxy for Triton kernels: python/src/proxy.cpp.
+void aperture_python_bind_proxy(nb::module_& m);
+
 NB_MODULE(_core, m) {
   m.doc() = "aperture's C++ core (teams, providers, address maps, collectives); use the aperture package";
   nb::register_exception_translator(translate_error);
@@ -250,6 +239,14 @@ NB_MODULE(_core, m) {
       .value("internal", ErrorCode::internal);
 
   m.attr("with_cuda") = bool(APERTURE_PY_WITH_CUDA);
+
+  // The collectives' element types and reductions, by the C++ names (aperture/collectives/types.h):
+  // Python's dtype list comes from here, and a dtype crosses into C++ as this enum. The lists
+  // are the C++ ones, so an element type added there appears here with no edit.
+  auto data_types = nb::enum_<aperture::DataType>(m, "DataType", "an element type collectives take (aperture::DataType)");
+  for (aperture::DataType t : aperture::kAllDataTypes) data_types.value(aperture::name_of(t), t);
+  auto reduce_ops = nb::enum_<aperture::ReduceOp>(m, "ReduceOp", "a reduction collectives apply (aperture::ReduceOp)");
+  for (aperture::ReduceOp op : aperture::kAllReduceOps) reduce_ops.value(aperture::name_of(op), op);
 
   nb::class_<aperture::Team>(m, "Team", "Who we are, and how ranks talk before any symmetric memory exists")
       .def_static("from_env", &aperture::Team::from_env, nb::call_guard<nb::gil_scoped_release>(),
@@ -370,47 +367,47 @@ NB_MODULE(_core, m) {
       .def("barrier", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().barrier(as_stream(stream)); },
            "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
       .def("broadcast", [](CommunicatorBox& b, std::uintptr_t in, std::uintptr_t out, std::size_t count,
-                           std::string_view type, int root, std::uintptr_t stream) {
-        b.get().broadcast(as_pointer(in), as_pointer(out), count, data_type(type), root, as_stream(stream));
+                           aperture::DataType type, int root, std::uintptr_t stream) {
+        b.get().broadcast(as_pointer(in), as_pointer(out), count, type, root, as_stream(stream));
       }, "inp"_a, "out"_a, "count"_a, "dtype"_a, "root"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
       .def("all_gather", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out, std::size_t count,
-                            std::string_view type, std::uintptr_t stream) {
+                            aperture::DataType type, std::uintptr_t stream) {
         if (const auto* map = in_map)
-          b.get().all_gather(as_pointer(in), *map, as_pointer(out), count, data_type(type), as_stream(stream));
+          b.get().all_gather(as_pointer(in), *map, as_pointer(out), count, type, as_stream(stream));
         else
-          b.get().all_gather(as_pointer(in), as_pointer(out), count, data_type(type), as_stream(stream));
+          b.get().all_gather(as_pointer(in), as_pointer(out), count, type, as_stream(stream));
       }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "stream"_a = 0,
          nb::call_guard<nb::gil_scoped_release>())
       .def("reduce_scatter", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out,
-                                std::size_t count, std::string_view type, std::string_view op, std::uintptr_t stream) {
+                                std::size_t count, aperture::DataType type, aperture::ReduceOp op, std::uintptr_t stream) {
         if (const auto* map = in_map)
-          b.get().reduce_scatter(as_pointer(in), *map, as_pointer(out), count, data_type(type), reduce_op(op),
+          b.get().reduce_scatter(as_pointer(in), *map, as_pointer(out), count, type, op,
                                  as_stream(stream));
         else
-          b.get().reduce_scatter(as_pointer(in), as_pointer(out), count, data_type(type), reduce_op(op),
+          b.get().reduce_scatter(as_pointer(in), as_pointer(out), count, type, op,
                                  as_stream(stream));
       }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "op"_a, "stream"_a = 0,
          nb::call_guard<nb::gil_scoped_release>())
       .def("all_reduce", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out, std::size_t count,
-                            std::string_view type, std::string_view op, std::uintptr_t stream) {
+                            aperture::DataType type, aperture::ReduceOp op, std::uintptr_t stream) {
         const auto algorithm = aperture::AllReduceAlgorithm::automatic;
         if (const auto* map = in_map)
-          b.get().all_reduce(as_pointer(in), *map, as_pointer(out), count, data_type(type), reduce_op(op), algorithm,
+          b.get().all_reduce(as_pointer(in), *map, as_pointer(out), count, type, op, algorithm,
                              as_stream(stream));
         else
-          b.get().all_reduce(as_pointer(in), as_pointer(out), count, data_type(type), reduce_op(op), algorithm,
+          b.get().all_reduce(as_pointer(in), as_pointer(out), count, type, op, algorithm,
                              as_stream(stream));
       }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "op"_a, "stream"_a = 0,
          nb::call_guard<nb::gil_scoped_release>())
       .def("all_to_all", [](CommunicatorBox& b, std::uintptr_t in, std::uintptr_t out, std::size_t count,
-                            std::string_view type, std::uintptr_t stream) {
-        b.get().all_to_all(as_pointer(in), as_pointer(out), count, data_type(type), as_stream(stream));
+                            aperture::DataType type, std::uintptr_t stream) {
+        b.get().all_to_all(as_pointer(in), as_pointer(out), count, type, as_stream(stream));
       }, "inp"_a, "out"_a, "count"_a, "dtype"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
       .def("check", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
            "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>());
 
-  // Every matrix is a bf16 address of this rank's GPU; the Python layer (aperture/_overlapped_gemm.py)
-  // checks the tensors, the C++ class the shapes and the alignment.
+  // Every matrix is a bf16 address of this rank's GPU; the Python layer
+  // (aperture/ops/_overlapped_gemm.py) checks the tensors, the C++ class the shapes and the alignment.
   nb::class_<OverlappedGemmBox>(m, "OverlappedGemm", "all-gather + GEMM and GEMM + reduce-scatter (aperture::OverlappedGemm)")
       .def("__init__", [](OverlappedGemmBox* self, aperture::Provider& provider, aperture::Team& team) {
         auto* box = new (self) OverlappedGemmBox();
@@ -433,4 +430,6 @@ NB_MODULE(_core, m) {
       }, "a"_a, "b"_a, "c_shard"_a, "m"_a, "n"_a, "k"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
       .def("check", [](OverlappedGemmBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
            "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>());
+
+  aperture_python_bind_proxy(m);
 }

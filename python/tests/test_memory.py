@@ -74,12 +74,19 @@ def test_peer_bases_table_is_an_int64_cpu_tensor(team, host_provider):
     assert bases[team.rank].item() == t.data_ptr()
     assert m.all_direct and m.indirect_peers == []
     assert all(m.is_direct(r) for r in range(team.size))
-    # every rank's table names every rank's base: gathered, they agree
+    # Every peer's table, gathered: peer p's own entry is the address p's tensor has in p, and
+    # no entry is 0 (every copy direct). The other entries are p's mappings of its peers' copies,
+    # which differ between processes; peer_array() reads through them in the tests below.
     all_bases = torch.zeros(team.size * team.size, dtype=torch.int64)
+    own = torch.zeros(team.size, dtype=torch.int64)
     with aperture.Communicator(team, host_provider) as comm:
         comm.all_gather(all_bases, bases.clone())
-    mine = all_bases.view(team.size, team.size)[team.rank]
-    assert mine.tolist() == bases.tolist()
+        comm.all_gather(own, torch.tensor([t.data_ptr()], dtype=torch.int64))
+    tables = all_bases.view(team.size, team.size)
+    for peer in range(team.size):
+        assert tables[peer, peer].item() == own[peer].item(), f"peer {peer}'s table misplaces its own copy"
+        assert bool((tables[peer] != 0).all()), f"peer {peer}'s table has an entry 0: {tables[peer].tolist()}"
+    assert tables[team.rank].tolist() == bases.tolist()
     host_provider.free(t)
 
 
@@ -129,7 +136,7 @@ def test_tensor_outlives_the_provider_reference(team):
     gc.collect()
     t.fill_(team.rank + 5)
     assert int(t.sum()) == 32 * (team.rank + 5)
-    owner = aperture._registry.find("test", t).provider
+    owner = aperture.memory._registry.find("test", t).provider
     owner.free(t)
 
 

@@ -2,8 +2,9 @@
 against torch's unfused reference (torch.matmul of the gathered inputs, the reduce-scatter summed
 from every rank's inputs, which each rank computes itself), on torch's current stream and in a
 CUDA graph, on memory from the GPU providers and from torch symmetric memory; and the refusals.
-The GPU tests skip without a GPU; the refusal of a host provider runs everywhere (in CI: a build
-without CUDA, where the class says so)."""
+The GPU tests skip without a GPU; the refusal of a host provider, and the test of the check
+itself (a rank's contribution missing fails it), run everywhere (in CI: a build without CUDA,
+where the class says so)."""
 
 import os
 
@@ -15,7 +16,12 @@ from aperture import _core
 from conftest import GPU_PROVIDERS
 
 ON_GPU = _core.with_cuda and torch.cuda.is_available() and bool(GPU_PROVIDERS)
-gpu_only = pytest.mark.skipif(not ON_GPU, reason="no GPU or GPU provider (or a build without CUDA)")
+
+
+def gpu_only(test):
+    """A GPU test (marker gpu): skipped without a GPU, a GPU provider, or CUDA in the build; where
+    APERTURE_TEST_REQUIRE=gpu, that skip fails."""
+    return pytest.mark.gpu(pytest.mark.skipif(not ON_GPU, reason="no GPU or GPU provider (or a build without CUDA)")(test))
 
 # (m, n, k): m a multiple of 1, 2 and 4 ranks; the second needs larger buffers (they grow).
 SHAPES = [(256, 192, 128), (512, 128, 320)]
@@ -30,45 +36,92 @@ def matrix(rows, cols, seed, device="cuda"):
     return (v.to(torch.float32) / 16).to(torch.bfloat16)
 
 
-def assert_close_bf16(got, reference, magnitude, what):
-    """got (bf16) against an fp32 reference: within bf16's rounding of the result and of the
-    partial products, 2**-7 of the sum of |terms| (magnitude), elementwise."""
-    error = (got.float() - reference).abs()
-    bound = magnitude * 2.0 ** -7 + 1e-3
-    bad = error > bound
+# The bound of gpu_gemm_test.cu: one bf16 rounding (at most an ulp, 2^-7 relative) of the
+# magnitude the result is made of (the result for ag_gemm; each rank's partial product for
+# gemm_rs, which travels as bf16 and is summed in fp32), plus 2^-15 of the sum of |a b| for the
+# fp32 accumulation. A rank's contribution missing is far outside it (test_the_check_catches_a_missing_rank).
+def off_elements(got, reference, magnitude):
+    """The elements of got (bf16) farther from reference (float64) than one bf16 rounding."""
+    return (got.double() - reference).abs() > magnitude * 2.0 ** -7 + 1e-6
+
+
+def assert_within_bf16(got, reference, magnitude, what):
+    bad = off_elements(got, reference, magnitude)
     assert not bool(bad.any()), (f"{what}: {int(bad.sum())} of {bad.numel()} elements off, the first at "
-                                 f"{tuple(int(x) for x in bad.nonzero()[0])}: got {got.float()[bad][0].item()}, "
-                                 f"expected {reference[bad][0].item()}")
+                                 f"{tuple(int(x) for x in bad.nonzero()[0])}: got {got.double()[bad][0].item()}, "
+                                 f"expected {reference[bad][0].item()} within {magnitude[bad][0].item() * 2.0 ** -7:.3g}")
 
 
-def ag_inputs(rank, m, n, k, world, step=0):
+def ag_inputs(rank, m, n, k, world, step=0, device="cuda"):
     rows = m // world
-    return matrix(rows, k, 10 * rank + step), matrix(k, n, 1000 + step)  # b is the same on every rank
+    return matrix(rows, k, 10 * rank + step, device), matrix(k, n, 1000 + step, device)  # b is the same on every rank
+
+
+def ag_reference(m, n, k, world, step=0, device="cuda", ranks=None):
+    """What ag_gemm must give (float64), and its magnitude, from the shards of `ranks` (default:
+    every rank; a missing one's rows are zero)."""
+    ranks = range(world) if ranks is None else ranks
+    shards = [ag_inputs(r, m, n, k, world, step, device)[0] if r in ranks else
+              torch.zeros(m // world, k, dtype=torch.bfloat16, device=device) for r in range(world)]
+    a = torch.cat(shards).double()
+    b = ag_inputs(0, m, n, k, world, step, device)[1].double()
+    reference = a @ b
+    return reference, reference.abs() + (a.abs() @ b.abs()) * 2.0 ** -8
 
 
 def check_ag_gemm(c, m, n, k, world, step=0):
-    shards = [ag_inputs(r, m, n, k, world, step)[0] for r in range(world)]  # every rank's, computed here
-    a = torch.cat(shards).float()
-    b = ag_inputs(0, m, n, k, world, step)[1].float()
     assert c.shape == (m, n) and c.dtype == torch.bfloat16
-    assert_close_bf16(c, a @ b, a.abs() @ b.abs(), f"ag_gemm m={m} n={n} k={k} step {step}")
+    assert_within_bf16(c, *ag_reference(m, n, k, world, step, c.device), f"ag_gemm m={m} n={n} k={k} step {step}")
 
 
-def rs_inputs(rank, m, n, k, step=0):
-    return matrix(m, k, 7 * rank + 3 + step), matrix(k, n, 500 + 13 * rank + step)  # both differ per rank
+def rs_inputs(rank, m, n, k, step=0, device="cuda"):
+    return matrix(m, k, 7 * rank + 3 + step, device), matrix(k, n, 500 + 13 * rank + step, device)  # both differ per rank
+
+
+def rs_reference(rank, m, n, k, world, step=0, device="cuda", ranks=None):
+    """What gemm_rs must give rank `rank` (float64): the bf16-rounded partial products of `ranks`
+    (default: every rank) summed in rank order; and its magnitude."""
+    rows = m // world
+    mine = slice(rank * rows, (rank + 1) * rows)
+    reference = torch.zeros(rows, n, dtype=torch.float64, device=device)
+    magnitude = torch.zeros(rows, n, dtype=torch.float64, device=device)
+    for r in range(world) if ranks is None else ranks:
+        a, b = (x.double() for x in rs_inputs(r, m, n, k, step, device))
+        partial = a[mine] @ b
+        reference += partial.to(torch.bfloat16).double()
+        magnitude += partial.abs() + (a[mine].abs() @ b.abs()) * 2.0 ** -8
+    return reference, magnitude
 
 
 def check_gemm_rs(c_shard, rank, m, n, k, world, step=0):
-    rows = m // world
-    reference = torch.zeros(m, n, device=c_shard.device)
-    magnitude = torch.zeros(m, n, device=c_shard.device)
-    for r in range(world):
-        a, b = (x.float() for x in rs_inputs(r, m, n, k, step))
-        reference += a @ b
-        magnitude += a.abs() @ b.abs()
-    mine = slice(rank * rows, (rank + 1) * rows)
-    assert c_shard.shape == (rows, n) and c_shard.dtype == torch.bfloat16
-    assert_close_bf16(c_shard, reference[mine], magnitude[mine] * 2, f"gemm_rs m={m} n={n} k={k} step {step}")
+    assert c_shard.shape == (m // world, n) and c_shard.dtype == torch.bfloat16
+    assert_within_bf16(c_shard, *rs_reference(rank, m, n, k, world, step, c_shard.device),
+                       f"gemm_rs m={m} n={n} k={k} step {step}")
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_check_catches_a_missing_rank(world):
+    """The checks above, on the CPU: results made as the device makes them (fp32 products rounded
+    once to bf16; gemm_rs's bf16 partials summed in fp32, in rank order, rounded once) pass, and
+    the same results with one rank's contribution missing fail, in nearly every element."""
+    for m, n, k in SHAPES:
+        exact, _ = ag_reference(m, n, k, world, device="cpu")
+        c = exact.float().to(torch.bfloat16)
+        assert not off_elements(c, *ag_reference(m, n, k, world, device="cpu")).any()
+        for rank in range(world):
+            partials = [rs_reference(rank, m, n, k, world, device="cpu", ranks=[r])[0].float() for r in range(world)]
+            c_shard = sum(partials[1:], partials[0]).to(torch.bfloat16)
+            assert not off_elements(c_shard, *rs_reference(rank, m, n, k, world, device="cpu")).any()
+            for lost in range(world):
+                others = [r for r in range(world) if r != lost]
+                missing_rows = exact.clone()
+                missing_rows[lost * (m // world):(lost + 1) * (m // world)] = 0
+                caught = off_elements(missing_rows.float().to(torch.bfloat16), *ag_reference(m, n, k, world, device="cpu"))
+                rows = caught[lost * (m // world):(lost + 1) * (m // world)]
+                assert rows.float().mean() >= 0.9, f"ag_gemm without rank {lost}: {rows.float().mean():.1%} caught"
+                without = sum(partials[r] for r in others).to(torch.bfloat16)
+                caught = off_elements(without, *rs_reference(rank, m, n, k, world, device="cpu"))
+                assert caught.float().mean() >= 0.9, f"gemm_rs without rank {lost}: {caught.float().mean():.1%} caught"
 
 
 def run_both(team, tp):
@@ -171,14 +224,14 @@ def test_a_host_provider_or_a_build_without_cuda_is_refused(team, host_provider)
             "without cuBLASLt" in str(e.value)
 
 
+# Torch symmetric memory refuses ranks that share a GPU (rendezvous: "detected allocations from
+# overlapping devices from different ranks"): there the test is not defined (conftest deselects it).
 @gpu_only
+@pytest.mark.one_gpu_per_rank
 @pytest.mark.skipif("MASTER_PORT" not in os.environ, reason="needs a launcher's MASTER_ADDR/MASTER_PORT")
 def test_on_torch_symmetric_memory(team):
     import torch.distributed as dist
 
-    if torch.cuda.device_count() < team.local_size:
-        pytest.skip("torch symmetric memory refuses ranks that share a GPU (rendezvous: "
-                    "\"detected allocations from overlapping devices from different ranks\")")
     # A store of its own (another port than test_gpu.py's env:// one), for rendezvous.
     port = int(os.environ["MASTER_PORT"]) + 11
     dist.init_process_group("gloo", init_method=f"tcp://{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{port}",

@@ -25,7 +25,8 @@ import pytest
 if __name__ == "__main__":
     os.environ.pop("TRITON_INTERPRET", None)
 else:
-    import triton_world  # noqa: F401 - decides interpretation for this process before aperture.triton loads
+    # Decides interpretation for this process before aperture.triton loads.
+    from triton_world import only_in_one_rank_jobs
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -498,3 +499,7 @@ def test_iris_atomics_default_to_system_scope_and_keep_an_asked_scope(ptx):
 
 if __name__ == "__main__":
     json.dump(compile_all(), sys.stdout)
+else:
+    # The PTX does not depend on the rank: compiled in every rank of a job at once it would only
+    # repeat itself (at 4 ranks on 2 busy cores, past the launcher's timeout).
+    only_in_one_rank_jobs(globals())

@@ -369,7 +369,9 @@ def test_atomic_applies_at_the_target_and_returns_the_old_values(op, dtype):
                 assert torch.equal(copies[r], before[r])
 
 
-def test_atomic_defaults_are_acq_rel_at_system_scope_and_work():
+def test_atomics_without_order_or_scope_apply_at_the_target():
+    # Values only: that the defaults are acq_rel at system scope is read from the PTX in
+    # test_triton_codegen.py (test_atomics_default_to_acq_rel_at_system_scope_and_honour_what_is_asked).
     copies = simulated_copies(torch.int64, salt=40)
     before = [c.clone() for c in copies]
     values = pattern(3, N, torch.int64, salt=41)

@@ -23,7 +23,7 @@
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "bootstrap/wire_status.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

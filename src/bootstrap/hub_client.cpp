@@ -13,7 +13,7 @@
 #include "bootstrap/job_proof.h"
 #include "bootstrap/wire.h"
 #include "bootstrap/wire_status.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -2,7 +2,7 @@
 
 #include "aperture/error.h"
 #include "bootstrap/wire.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -19,7 +19,7 @@
 
 #include "aperture/error.h"
 #include "common/mpi_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -16,7 +16,7 @@
 
 #include "aperture/error.h"
 #include "bootstrap/retry.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -1,6 +1,6 @@
 #include "bootstrap/wire.h"
 
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail::wire {
 

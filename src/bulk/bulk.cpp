@@ -10,7 +10,7 @@
 #include "aperture/error.h"
 #include "aperture/translate.h"
 #include "bulk/bulk_device.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture {
 namespace {

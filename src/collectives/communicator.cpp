@@ -3,17 +3,19 @@
 #include "aperture/collectives/communicator.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <thread>
+#include <iterator>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "aperture/collectives/detail/tuning.h"
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
+#include "common/env.h"
 #include "dispatch.h"
+#include "hierarchical.h"
 
 namespace aperture {
 
@@ -26,9 +28,6 @@ namespace tuning = collectives::tuning;
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-bool known_type(DataType t) {
-  return static_cast<unsigned>(t) <= static_cast<unsigned>(DataType::float8_e5m2);
-}
 void check_op(const char* call, ReduceOp op) {
   if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::avg))
     throw Error(ErrorCode::invalid_argument, std::string("Communicator::") + call + ": ReduceOp " +
@@ -88,14 +87,13 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                 std::to_string(broadcast_ll_max_bytes_) + " on GPU memory: the push broadcast runs on host memory only; "
                 "leave it unset or give 0");
   options_.broadcast_ll_max_bytes = broadcast_ll_max_bytes_;
-
-  // APERTURE_COLLECTIVES_INTERLEAVE=1: blocks take interleaved pieces instead of one contiguous
-  // slice each (detail/partition.h's for_each_piece). Not the default: it was not faster
-  // (bench/results/2026-11-30-h200-x2/NOTES.md, "Large sizes").
-  if (const char* v = std::getenv("APERTURE_COLLECTIVES_INTERLEAVE"); v != nullptr && std::string(v) == "1")
-    handle_.interleave = true;
+  // Ranks that share cores: a waiter yields almost at once, so the rank it waits for runs.
+  host_spins_ = env::collectives_spins().value_or(ranks_share_cores ? tuning::kHostSharedCoreSpins : tuning::kHostSpins);
 
   // A rank with other options would split the data differently: refuse before any memory.
+  // Across nodes each node takes its own default for the push broadcast (its ranks may or may not
+  // share cores): only a value the caller gave must agree.
+  const bool each_node_decides = team.node_count() > 1 && !options.broadcast_ll_max_bytes.has_value();
   team.check_same("Communicator", {{"half_bytes", options_.half_bytes},
                                    {"max_parts", static_cast<std::uint64_t>(options_.max_parts)},
                                    {"one_shot_max_bytes", options_.one_shot_max_bytes},
@@ -103,9 +101,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"ll_max_bytes", ll_max_bytes_},
                                    {"ll_part_bytes", options_.ll_part_bytes},
                                    {"all_to_all_direct_min_bytes", all_to_all_direct_min_bytes_},
-                                   {"APERTURE_COLLECTIVES_INTERLEAVE", std::uint64_t{handle_.interleave ? 1u : 0u}}});
-  // (Team::check_same compares up to 8 at once.)
-  team.check_same("Communicator", {{"broadcast_ll_max_bytes", broadcast_ll_max_bytes_}});
+                                   {"broadcast_ll_max_bytes", each_node_decides ? 0 : broadcast_ll_max_bytes_}});
 
   // The push broadcast's slots only where it can run (host memory).
   const std::uint64_t broadcast_depth = device ? 0 : tuning::kHostBroadcastLLDepth;
@@ -113,7 +109,10 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                                        broadcast_depth, tuning::kHostBroadcastLLSlotBytes);
   scratch_ = provider.allocate(layout.total_bytes, 256);
   try {
-    if (!scratch_.map.all_direct()) {
+    // A team over several nodes runs the hierarchical algorithms (hierarchical.h); on one node
+    // every rank must be direct.
+    const bool spans_nodes = team.node_count() > 1;
+    if (!scratch_.map.all_direct() && !spans_nodes) {
       std::string peers;
       for (int p : scratch_.map.indirect_peers()) peers += (peers.empty() ? "" : ", ") + std::to_string(p);
       throw Error(ErrorCode::unavailable, "Communicator: provider " + std::string(provider.name()) + " cannot reach rank(s) " + peers +
@@ -146,12 +145,23 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
     } else {
       std::memset(base, 0, layout.control_bytes());
     }
-    // Ranks that share cores: a waiter yields almost at once, so the rank it waits for runs.
-    host_spins_ = ranks_share_cores ? tuning::kHostSharedCoreSpins : tuning::kHostSpins;
-    if (const char* spins = std::getenv("APERTURE_COLLECTIVES_SPINS"); spins != nullptr && *spins != '\0')
-      host_spins_ = static_cast<unsigned>(std::strtoul(spins, nullptr, 10));
     call_handle_ = handle_;
     call_handle_.ll_ends_kernel = true;  // one collective per kernel (or host call): the boundary orders it
+    if (spans_nodes) {
+      // The node's phases take the one-node choices of the tuning table for the node's rank count.
+      const int local = team.local_size();
+      collectives::detail::LocalChoices local_choices;
+      local_choices.one_shot_max_bytes = tuning::one_shot_max_bytes(device, local);
+      local_choices.ll_max_bytes = device ? std::min(tuning::ll_max_bytes(device, local), ll_one_piece) : 0;
+      local_choices.broadcast_ll_max_bytes = tuning::broadcast_ll_max_bytes(device, local, ranks_share_cores);
+      local_choices.ll_parts = ll_parts_;
+      local_choices.ll_part_bytes = options_.ll_part_bytes;
+      local_choices.max_parts = options_.max_parts;
+      local_choices.block_threads = options_.block_threads;
+      local_choices.host_spins = host_spins_;
+      const auto table = scratch_.map.host_peer_bases();
+      hierarchy_ = std::make_unique<collectives::detail::Hierarchy>(team, kind_, call_handle_, table.data(), local_choices);
+    }
     team.barrier();  // every rank's flags are zero before anyone signals
   } catch (...) {
     provider.free(scratch_);
@@ -161,6 +171,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
 
 Communicator::~Communicator() {
   try {
+    hierarchy_.reset();
     if (kind_ == MemoryKind::device) collectives::detail::device_synchronize();
     team_.barrier();  // peers may still read this rank's staging of the last call
     provider_.free(scratch_);
@@ -183,9 +194,10 @@ void Communicator::check_call(const char* call, std::size_t count, DataType type
                               const void* out) const {
   // Messages are built only on the way out: this runs on every call.
   const auto who = [call] { return std::string("Communicator::") + call; };
-  if (!known_type(type))
+  if (aperture::detail::find_element_type(type) == nullptr)
     throw Error(ErrorCode::invalid_argument, who() + ": DataType " + std::to_string(static_cast<int>(type)) +
-                " is not one of aperture::DataType's values (int8 .. float8_e5m2)");
+                " is not one of aperture::DataType's values (" + name_of(kAllDataTypes[0]) + " .. " +
+                name_of(std::end(kAllDataTypes)[-1]) + ")");
   if (kind_ == MemoryKind::host) {
     if (stream != nullptr)
       throw Error(ErrorCode::invalid_argument, who() + ": a stream was given, but provider " + std::string(provider_.name()) +
@@ -218,8 +230,6 @@ int ll_parts_for(std::size_t bytes, int max_parts, std::size_t per_part) {
   return static_cast<int>(want < 1 ? 1 : want > static_cast<std::size_t>(max_parts) ? max_parts : want);
 }
 
-bool is_ll(Kind k) { return k == Kind::all_gather_ll || k == Kind::reduce_scatter_ll || k == Kind::all_reduce_ll; }
-
 // One rank: every collective is out = in (a fold over one rank is its input, bit for bit: avg's
 // scale is exactly 1), so it is one copy, or nothing in place, with no kernel and no barrier.
 // Ranges that overlap without being equal keep the kernel, which the copy engine does not allow.
@@ -251,7 +261,7 @@ void run_alone(MemoryKind kind, const Call& c, Stream stream) {
       collectives::detail::run_on_host(call_handle_, call_struct, host_spins_);                                          \
     } else {                                                                                                        \
       collectives::detail::device_launch(call_handle_, call_struct,                                                      \
-                                         is_ll((call_struct).kind) ? ll_parts_for(input_bytes, ll_parts_, options_.ll_part_bytes)  \
+                                         collectives::detail::is_ll((call_struct).kind) ? ll_parts_for(input_bytes, ll_parts_, options_.ll_part_bytes)  \
                                                                    : parts_for(payload_bytes, options_.max_parts),  \
                                          options_.block_threads, stream);                                           \
     }                                                                                                               \
@@ -259,6 +269,7 @@ void run_alone(MemoryKind kind, const Call& c, Stream stream) {
 
 void Communicator::barrier(Stream stream) {
   check_call("barrier", 0, DataType::float32, false, stream, 0, 0, nullptr, nullptr);
+  if (hierarchy_) return hierarchy_->barrier(stream);
   Call c;
   c.kind = Kind::barrier;
   if (kind_ == MemoryKind::host) {
@@ -273,6 +284,7 @@ void Communicator::broadcast(const void* in, void* out, std::size_t count, DataT
     throw Error(ErrorCode::invalid_argument, "Communicator::broadcast: root " + std::to_string(root) + " is not a rank of this team of " +
                 std::to_string(size()));
   check_call("broadcast", count, type, false, stream, rank() == root ? count : 0, count, in, out);
+  if (hierarchy_) return hierarchy_->broadcast(in, out, count, type, root, stream);
   Call c{broadcast_uses_ll(count * size_of(type)) ? Kind::broadcast_ll : Kind::broadcast, in, out, count, type,
          ReduceOp::sum, root};
   APERTURE_COLLECTIVE_RUN(c, count * size_of(type), count * size_of(type));
@@ -280,6 +292,7 @@ void Communicator::broadcast(const void* in, void* out, std::size_t count, DataT
 
 void Communicator::all_gather(const void* in, void* out, std::size_t count, DataType type, Stream stream) {
   check_call("all_gather", count, type, false, stream, count, count * size(), in, out);
+  if (hierarchy_) return hierarchy_->all_gather(in, out, count, type, stream);
   const std::size_t bytes = count * size_of(type);
   Call c{uses_ll(bytes) ? Kind::all_gather_ll : Kind::all_gather, in, out, count, type, ReduceOp::sum, 0};
   APERTURE_COLLECTIVE_RUN(c, bytes * size(), bytes);
@@ -289,6 +302,7 @@ void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, 
                                   Stream stream) {
   check_op("reduce_scatter", op);
   check_call("reduce_scatter", count, type, true, stream, count * size(), count, in, out);
+  if (hierarchy_) return hierarchy_->reduce_scatter(in, out, count, type, op, stream);
   const std::size_t bytes = count * size_of(type) * size();
   Call c{uses_ll(bytes) ? Kind::reduce_scatter_ll : Kind::reduce_scatter, in, out, count, type, op, 0};
   APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
@@ -298,6 +312,7 @@ void Communicator::all_reduce(const void* in, void* out, std::size_t count, Data
                               AllReduceAlgorithm algorithm, Stream stream) {
   check_op("all_reduce", op);
   check_call("all_reduce", count, type, true, stream, count, count, in, out);
+  if (hierarchy_) return hierarchy_->all_reduce(in, out, count, type, op, stream);  // its own split (MULTINODE.md)
   const std::size_t bytes = count * size_of(type);
   if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
   const Kind kind = algorithm == AllReduceAlgorithm::two_shot ? Kind::all_reduce_two_shot
@@ -354,6 +369,7 @@ void Communicator::check_layouts(const char* call) {
 
 void Communicator::all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                               DataType type, Stream stream) {
+  if (hierarchy_) return all_gather(in, out, count, type, stream);  // across nodes: the staged form
   const std::size_t bytes = count * size_of(type);
   if (uses_ll(bytes)) return all_gather(in, out, count, type, stream);
   check_call("all_gather", count, type, false, stream, count, count * size(), in, out);
@@ -365,6 +381,7 @@ void Communicator::all_gather(const void* in, const SymmetricAddressMap& in_map,
 
 void Communicator::reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                                   DataType type, ReduceOp op, Stream stream) {
+  if (hierarchy_) return reduce_scatter(in, out, count, type, op, stream);
   const std::size_t bytes = count * size_of(type) * size();
   if (uses_ll(bytes)) return reduce_scatter(in, out, count, type, op, stream);
   check_op("reduce_scatter", op);
@@ -377,6 +394,7 @@ void Communicator::reduce_scatter(const void* in, const SymmetricAddressMap& in_
 
 void Communicator::all_reduce(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                               DataType type, ReduceOp op, AllReduceAlgorithm algorithm, Stream stream) {
+  if (hierarchy_) return all_reduce(in, out, count, type, op, algorithm, stream);
   const std::size_t bytes = count * size_of(type);
   if (algorithm == AllReduceAlgorithm::automatic) algorithm = choose_all_reduce(bytes);
   if (algorithm == AllReduceAlgorithm::ll) return all_reduce(in, out, count, type, op, algorithm, stream);
@@ -391,6 +409,7 @@ void Communicator::all_reduce(const void* in, const SymmetricAddressMap& in_map,
 
 void Communicator::all_to_all(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                               DataType type, Stream stream) {
+  if (hierarchy_) return all_to_all(in, out, count, type, stream);
   const std::size_t bytes = count * size_of(type) * size();
   if (bytes < all_to_all_direct_min_bytes_) return all_to_all(in, out, count, type, stream);
   check_call("all_to_all", count, type, false, stream, count * size(), count * size(), in, out);
@@ -402,6 +421,7 @@ void Communicator::all_to_all(const void* in, const SymmetricAddressMap& in_map,
 
 void Communicator::all_to_all(const void* in, void* out, std::size_t count, DataType type, Stream stream) {
   check_call("all_to_all", count, type, false, stream, count * size(), count * size(), in, out);
+  if (hierarchy_) return hierarchy_->all_to_all(in, out, count, type, stream);
   Call c{Kind::all_to_all, in, out, count, type, ReduceOp::sum, 0};
   APERTURE_COLLECTIVE_RUN(c, count * size_of(type) * size(), count * size_of(type) * size());
 }

@@ -1,32 +1,19 @@
 // src/collectives/dispatch.h — one collective call, as the host class hands it to the CPU code
-// (host.cpp) or to the GPU launchers (device.cu; device_none.cpp without CUDA).
+// (host.cpp) or to the GPU launchers (device.cu; device_none.cpp without CUDA), and the one way
+// both turn it into compiled code (dispatch_call, dispatch_reduction): by its kind's row
+// (collective_kinds.h) and its element type's (element_types.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "aperture/collectives/handle.h"
 #include "aperture/collectives/types.h"
+#include "aperture/error.h"
+#include "collective_kinds.h"
+#include "element_types.h"
 
 namespace aperture::collectives::detail {
-
-enum class Kind {
-  barrier,
-  broadcast,
-  broadcast_ll,       // host memory only (aperture/collectives/broadcast.h)
-  all_gather,
-  reduce_scatter,
-  all_reduce_one_shot,
-  all_reduce_two_shot,
-  all_to_all,
-  all_gather_ll,      // the push paths (aperture/collectives/detail/ll.h)
-  reduce_scatter_ll,
-  all_reduce_ll,
-  all_gather_direct,  // zero-copy on a symmetric input (aperture/collectives/detail/staged.h)
-  reduce_scatter_direct,
-  all_reduce_direct,
-  all_reduce_two_shot_direct,
-  all_to_all_direct,
-};
 
 struct Call {
   Kind kind = Kind::barrier;
@@ -38,6 +25,38 @@ struct Call {
   int root = 0;
   const std::int64_t* in_bases = nullptr;  // the *_direct kinds: the input's own peer table
 };
+
+// The barrier and the data movements: moves.template operator()<K, W>() with K = c.kind and W
+// the unsigned word of the element's size (std::byte for the barrier, which moves none). The
+// reductions: reduces.template operator()<D>() with D = c.type, which runs
+// dispatch_reduction<T> in the file compiled for that type (the reductions of all types do not
+// share one file: src/collectives/CMakeLists.txt).
+template <class Moves, class Reduces>
+void dispatch_call(const Call& c, Moves&& moves, Reduces&& reduces) {
+  visit_kind(c.kind, [&]<Kind K>() {
+    if constexpr (row_of(K).shape == Shape::barrier) {
+      moves.template operator()<K, std::byte>();
+    } else if constexpr (moves_data(K)) {
+      visit_word(size_of(c.type), [&]<class W>() { moves.template operator()<K, W>(); });
+    } else {
+      visit_element_type(c.type, [&]<DataType D>() { reduces.template operator()<D>(); });
+    }
+  });
+}
+
+// A reduction of one element type: f.template operator()<K, Op>() with K = c.kind, Op = c.op.
+template <class F>
+void dispatch_reduction(const Call& c, F&& f) {
+  visit_reduce_op(c.op, [&]<ReduceOp Op>() {
+    visit_kind(c.kind, [&]<Kind K>() {
+      if constexpr (reduces(K)) {
+        f.template operator()<K, Op>();
+      } else {
+        throw Error(ErrorCode::internal, "collectives: internal: not a reduction");
+      }
+    });
+  });
+}
 
 // Runs the call on this thread (aperture::CoopHost); returns when this rank's part is done.
 // `spins`: CoopHost::spins, the polls a wait makes before it yields.

@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "aperture/collectives/handle.h"  // kFlagStride
 #include "aperture/detail/host_wait.h"
@@ -21,6 +24,8 @@
 #include "aperture/signal.h"
 #include "aperture/team.h"
 #include "aperture/translate.h"
+#include "common/call_failure.h"
+#include "common/cuda_check.h"
 
 namespace aperture {
 
@@ -29,19 +34,13 @@ namespace {
 constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::size_t kPointerAlignment = 16;  // cuBLASLt's bf16 kernels and the 16-byte sums
 
-void check_cuda(cudaError_t status, const std::string& call) {
-  if (status != cudaSuccess)
-    throw Error(status == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::system,
-                "OverlappedGemm: " + call + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")",
-                call);
-}
-
-void check_cublas(cublasStatus_t status, const std::string& call) {
+// cuBLASLt's status in the shape of every failed call's message (common/call_failure.h).
+void check_cublas(cublasStatus_t status, std::string_view call) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw Error(status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorCode::out_of_memory : ErrorCode::system,
-                "OverlappedGemm: " + call + " failed: " + cublasLtGetStatusName(status) + " (" +
-                    cublasLtGetStatusString(status) + ")",
-                call);
+    detail::throw_call_failure(status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorCode::out_of_memory : ErrorCode::system, call,
+                               detail::call_failure_text(call, std::string(cublasLtGetStatusName(status)) + " (" +
+                                                                   cublasLtGetStatusString(status) + ")"),
+                               "OverlappedGemm");
 }
 
 // The flags, one 64-byte line each, in one symmetric allocation: [set][sender]. On rank r,
@@ -114,7 +113,9 @@ __global__ void sum_partials(const __nv_bfloat16* slots, __nv_bfloat16* out, std
   }
 }
 
-void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), std::string("launching ") + kernel); }
+void check_launch(const char* kernel) {
+  APERTURE_CUDA_CHECK(cudaGetLastError(), std::string("OverlappedGemm: launching ") + kernel);
+}
 
 // One cuBLASLt matmul shape: D[rows x n] = A[rows x k] @ B[k x n], all row-major. Row-major is
 // column-major transposed, so cuBLASLt computes D^T = B^T A^T: its "A" is our B (n x k,
@@ -201,12 +202,12 @@ struct OverlappedGemm::State {
   void ensure(Allocation& buffer, std::size_t bytes, const char* what, cudaStream_t stream) {
     if (buffer.ptr != nullptr && buffer.bytes >= bytes) return;
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+    APERTURE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "OverlappedGemm");
     if (capture != cudaStreamCaptureStatusNone)
       throw Error(ErrorCode::invalid_argument, std::string("OverlappedGemm: the ") + what + " buffer must grow to " +
                   std::to_string(bytes) + " bytes while the stream is being captured into a CUDA graph; call reserve(m, n, k) "
                   "with the largest shapes before capturing");
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    APERTURE_CUDA_CHECK(cudaDeviceSynchronize(), "OverlappedGemm");
     team.barrier();  // no peer still writes into the old buffer
     if (buffer.ptr != nullptr) provider.free(buffer);
     buffer = provider.allocate(bytes);
@@ -242,6 +243,15 @@ void check_pointer(const char* call, const char* what, const void* p) {
                 "on 16 bytes (cudaMalloc gives 256)");
 }
 
+// The checks of an ag_gemm or gemm_rs call (its shape, its three matrices); returns the rows
+// each rank holds.
+std::size_t check_call(const char* call, std::size_t m, std::size_t n, std::size_t k, int world,
+                       std::initializer_list<std::pair<const char*, const void*>> matrices) {
+  check_shape(call, m, n, k, world);
+  for (const auto& [what, p] : matrices) check_pointer(call, what, p);
+  return m / static_cast<std::size_t>(world);
+}
+
 }  // namespace
 
 OverlappedGemm::OverlappedGemm(Provider& provider, Team& team) : state_(std::make_unique<State>(provider, team)) {
@@ -256,21 +266,21 @@ OverlappedGemm::OverlappedGemm(Provider& provider, Team& team) : state_(std::mak
                                  collectives::kFlagStride * sizeof(std::uint64_t);
   s.flags = provider.allocate(flag_bytes);
   cudaPointerAttributes attributes{};
-  check_cuda(cudaPointerGetAttributes(&attributes, s.flags.ptr), "cudaPointerGetAttributes(flags)");
-  check_cuda(cudaSetDevice(attributes.device), "cudaSetDevice");
-  check_cuda(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, attributes.device), "cudaDeviceGetAttribute");
+  APERTURE_CUDA_CHECK(cudaPointerGetAttributes(&attributes, s.flags.ptr), "OverlappedGemm: flags");
+  APERTURE_CUDA_CHECK(cudaSetDevice(attributes.device), "OverlappedGemm");
+  APERTURE_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, attributes.device), "OverlappedGemm");
   if (!s.flags.map.all_direct())
     throw Error(ErrorCode::unavailable, "OverlappedGemm: provider " + std::string(provider.name()) +
                 " cannot address every peer's memory directly; ag_gemm and gemm_rs need all ranks on one NVLink/PCIe domain");
-  check_cuda(cudaMemset(s.flags.ptr, 0, flag_bytes), "cudaMemset(flags)");
-  check_cuda(cudaMalloc(&s.local, kLocalWords * sizeof(std::uint64_t)), "cudaMalloc(epochs)");
-  check_cuda(cudaMemset(s.local, 0, kLocalWords * sizeof(std::uint64_t)), "cudaMemset(epochs)");
-  check_cuda(cudaMalloc(&s.workspace, kWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)");
+  APERTURE_CUDA_CHECK(cudaMemset(s.flags.ptr, 0, flag_bytes), "OverlappedGemm: flags");
+  APERTURE_CUDA_CHECK(cudaMalloc(&s.local, kLocalWords * sizeof(std::uint64_t)), "OverlappedGemm: epochs");
+  APERTURE_CUDA_CHECK(cudaMemset(s.local, 0, kLocalWords * sizeof(std::uint64_t)), "OverlappedGemm: epochs");
+  APERTURE_CUDA_CHECK(cudaMalloc(&s.workspace, kWorkspaceBytes), "OverlappedGemm: cuBLASLt workspace");
   check_cublas(cublasLtCreate(&s.lt), "cublasLtCreate");
-  check_cuda(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking), "cudaStreamCreate(side)");
-  check_cuda(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming), "cudaEventCreate");
-  check_cuda(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming), "cudaEventCreate");
-  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  APERTURE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking), "OverlappedGemm: the side stream");
+  APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming), "OverlappedGemm");
+  APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming), "OverlappedGemm");
+  APERTURE_CUDA_CHECK(cudaDeviceSynchronize(), "OverlappedGemm");
   team.barrier();  // every rank's flags are zero before any peer raises one
 }
 
@@ -313,12 +323,8 @@ void OverlappedGemm::reserve(std::size_t m, std::size_t n, std::size_t k) {
 void OverlappedGemm::ag_gemm(const void* a_shard, const void* b, void* c, std::size_t m, std::size_t n, std::size_t k,
                              Stream stream_handle) {
   State& s = *state_;
-  check_shape("ag_gemm", m, n, k, s.world);
-  check_pointer("ag_gemm", "a_shard", a_shard);
-  check_pointer("ag_gemm", "b", b);
-  check_pointer("ag_gemm", "c", c);
+  const std::size_t rows = check_call("ag_gemm", m, n, k, s.world, {{"a_shard", a_shard}, {"b", b}, {"c", c}});
   auto stream = static_cast<cudaStream_t>(stream_handle);
-  const std::size_t rows = m / static_cast<std::size_t>(s.world);
   const auto* own = static_cast<const __nv_bfloat16*>(a_shard);
   auto* out = static_cast<__nv_bfloat16*>(c);
   if (s.world == 1) {
@@ -334,13 +340,14 @@ void OverlappedGemm::ag_gemm(const void* a_shard, const void* b, void* c, std::s
   check_launch("begin_call");
   // The side stream: push this shard to every peer, nearest (rank + 1) first, each after that
   // peer has finished reading the previous call's rows.
-  check_cuda(cudaEventRecord(s.fork, stream), "cudaEventRecord(fork)");
-  check_cuda(cudaStreamWaitEvent(s.side, s.fork, 0), "cudaStreamWaitEvent(fork)");
+  APERTURE_CUDA_CHECK(cudaEventRecord(s.fork, stream), "OverlappedGemm: fork");
+  APERTURE_CUDA_CHECK(cudaStreamWaitEvent(s.side, s.fork, 0), "OverlappedGemm: fork");
   for (int j = 1; j < s.world; ++j) {
     const int peer = (s.rank + j) % s.world;
     s.wait(kGatherFree, peer, 1, s.side, kGatherEpoch);
     __nv_bfloat16* there = translate(gathered + static_cast<std::size_t>(s.rank) * rows * k, s.rank, peer, bases);
-    check_cuda(cudaMemcpyAsync(there, own, shard_bytes, cudaMemcpyDeviceToDevice, s.side), "cudaMemcpyAsync(shard to peer)");
+    APERTURE_CUDA_CHECK(cudaMemcpyAsync(there, own, shard_bytes, cudaMemcpyDeviceToDevice, s.side),
+                        "OverlappedGemm: shard to peer");
     s.raise(kGatherArrived, peer, s.side, kGatherEpoch);
   }
   // The caller's stream: the local rows at once, then each peer's as it lands, in the order they
@@ -353,19 +360,15 @@ void OverlappedGemm::ag_gemm(const void* a_shard, const void* b, void* c, std::s
            n, k, stream);
   }
   s.raise(kGatherFree, -1, stream, kGatherEpoch);  // our gather buffer may be written for the next call
-  check_cuda(cudaEventRecord(s.join, s.side), "cudaEventRecord(join)");
-  check_cuda(cudaStreamWaitEvent(stream, s.join, 0), "cudaStreamWaitEvent(join)");  // a_shard is read by then
+  APERTURE_CUDA_CHECK(cudaEventRecord(s.join, s.side), "OverlappedGemm: join");
+  APERTURE_CUDA_CHECK(cudaStreamWaitEvent(stream, s.join, 0), "OverlappedGemm: join");  // a_shard is read by then
 }
 
 void OverlappedGemm::gemm_rs(const void* a, const void* b, void* c_shard, std::size_t m, std::size_t n, std::size_t k,
                              Stream stream_handle) {
   State& s = *state_;
-  check_shape("gemm_rs", m, n, k, s.world);
-  check_pointer("gemm_rs", "a", a);
-  check_pointer("gemm_rs", "b", b);
-  check_pointer("gemm_rs", "c_shard", c_shard);
+  const std::size_t rows = check_call("gemm_rs", m, n, k, s.world, {{"a", a}, {"b", b}, {"c_shard", c_shard}});
   auto stream = static_cast<cudaStream_t>(stream_handle);
-  const std::size_t rows = m / static_cast<std::size_t>(s.world);
   const auto* in = static_cast<const __nv_bfloat16*>(a);
   if (s.world == 1) {
     s.gemm(in, b, c_shard, rows, n, k, stream);
@@ -398,10 +401,10 @@ void OverlappedGemm::gemm_rs(const void* a, const void* b, void* c_shard, std::s
 
 void OverlappedGemm::check(Stream stream_handle) {
   State& s = *state_;
-  check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_handle)), "cudaStreamSynchronize");
-  check_cuda(cudaStreamSynchronize(s.side), "cudaStreamSynchronize(side)");
+  APERTURE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_handle)), "OverlappedGemm");
+  APERTURE_CUDA_CHECK(cudaStreamSynchronize(s.side), "OverlappedGemm: the side stream");
   std::uint64_t status = 0;
-  check_cuda(cudaMemcpy(&status, s.local + kStatus, sizeof status, cudaMemcpyDeviceToHost), "cudaMemcpy(status)");
+  APERTURE_CUDA_CHECK(cudaMemcpy(&status, s.local + kStatus, sizeof status, cudaMemcpyDeviceToHost), "OverlappedGemm: status");
   if (status != 0)
     throw Error(ErrorCode::timeout, "OverlappedGemm: a device wait gave up after " +
                 std::to_string(static_cast<double>(s.timeout_ns) / 1e9) + " s (APERTURE_TIMEOUT): a peer did not make "

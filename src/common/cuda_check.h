@@ -63,8 +63,13 @@ inline void check_cuda(cudaError_t status, std::string_view call, const char* fi
 }  // namespace aperture::detail
 
 // Throws aperture::Error naming the call, the status and file:line. The optional second argument
-// says what the call was for ("cuda-ipc allocate"), prefixed to the message.
-#define APERTURE_CUDA_CHECK(call, ...) \
-  ::aperture::detail::check_cuda((call), #call, __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__)
+// says what the call was for ("cuda-ipc allocate"), prefixed to the message; it is evaluated only
+// when the call failed, so a context built from strings costs nothing on a hot path (a launch).
+#define APERTURE_CUDA_CHECK(call, ...)                                                       \
+  do {                                                                                       \
+    if (const cudaError_t aperture_cuda_status_ = (call); aperture_cuda_status_ != cudaSuccess) \
+      ::aperture::detail::check_cuda(aperture_cuda_status_, #call, __FILE__,                 \
+                                     __LINE__ __VA_OPT__(, ) __VA_ARGS__);                   \
+  } while (0)
 // Evaluates to "" on success and to the failure's description otherwise; never throws.
 #define APERTURE_CUDA_TRY(call) ::aperture::detail::cuda_failure((call), #call, __FILE__, __LINE__)

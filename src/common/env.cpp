@@ -5,7 +5,7 @@
 
 #include "aperture/detail/env_timeout.h"
 #include "aperture/error.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::env {
 
@@ -46,8 +46,6 @@ constexpr Variable kVariables[] = {
      "thread); GPU memory always takes messages."},
     {"APERTURE_MASTER_PORT", "integer", "MASTER_PORT+1", "1 .. 65535",
      "torchrun jobs: the port of aperture's rendezvous (MASTER_PORT is torch's own store)."},
-    {"APERTURE_COLLECTIVES_INTERLEAVE", "flag", "0", "0 or 1",
-     "Collectives: 1 gives each block interleaved pieces instead of one contiguous slice."},
     {"APERTURE_COLLECTIVES_SPINS", "integer", "256 (16 when ranks outnumber cores)", "0 .. 4294967295",
      "Collectives: how often a host waiter polls before it yields."},
     {"APERTURE_COLLECTIVES_PDL", "flag", "1", "0 or 1",
@@ -197,11 +195,6 @@ bool engine_messages() {
               detail::format("APERTURE_ENGINE='{}' is not an engine; set it to rma (MPI one-sided communication, the "
                              "default) or messages (MPI send/receive to each rank's service thread), or unset it",
                              text));
-}
-
-bool collectives_interleave() {
-  const char* text = process_value("APERTURE_COLLECTIVES_INTERLEAVE");
-  return text != nullptr && parse_flag("APERTURE_COLLECTIVES_INTERLEAVE", text);
 }
 
 std::optional<unsigned> collectives_spins() {

@@ -4,7 +4,9 @@
 // variable aperture reads (or its launcher sets for the ranks). README.md's table of variables
 // is this table, checked by the unit test Env.ReadmeTableMatchesRegistry. The readers below
 // validate their variable and throw aperture::Error (invalid_argument) naming the variable, its
-// value and the fix; nothing else in the library calls getenv on an APERTURE_* name.
+// value and the fix. Nothing else in src/ calls getenv on an APERTURE_* name (the other getenv
+// calls there read other programs' variables: NVSHMEM_*, OMPI_*, PATH). Every library links
+// these readers through one target, aperture_common (src/CMakeLists.txt).
 //
 // APERTURE_TIMEOUT is read through aperture/detail/env_timeout.h, which the header-only host
 // waits share with the library.
@@ -63,7 +65,6 @@ std::string node_exec();  // APERTURE_NODE_EXEC, empty when unset
 // LOCAL_WORLD_SIZE, else Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE); 0 when none says it.
 int local_size(const Lookup& env);
 bool engine_messages();                       // APERTURE_ENGINE: messages (true) or rma (false, the default)
-bool collectives_interleave();                // APERTURE_COLLECTIVES_INTERLEAVE
 std::optional<unsigned> collectives_spins();  // APERTURE_COLLECTIVES_SPINS
 bool collectives_pdl();                       // APERTURE_COLLECTIVES_PDL
 

@@ -18,7 +18,7 @@
 
 #include "aperture/error.h"
 #include "common/cuda_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/apply_request.h"
 #include "engines/target_memory.h"
 

@@ -9,7 +9,7 @@
 #include "bootstrap/launched_by.h"
 #include "bootstrap/mpi.h"
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine.h"
 #include "engines/mpi_engines.h"
 

@@ -11,7 +11,7 @@
 #include "aperture/detail/backoff.h"
 #include "aperture/detail/env_timeout.h"
 #include "aperture/error.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 #if APERTURE_WITH_CUDA
 #  include <cuda_runtime.h>

@@ -51,7 +51,7 @@
 #include "bootstrap/mpi.h"
 #include "bootstrap/mpi_comm.h"
 #include "common/mpi_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/apply_request.h"
 #include "engines/idle_loop.h"
 #include "engines/mpi_engines.h"

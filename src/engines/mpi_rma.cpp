@@ -38,7 +38,7 @@
 #include "aperture/team.h"
 #include "bootstrap/mpi.h"
 #include "common/mpi_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine.h"
 #include "engines/idle_loop.h"
 #include "engines/mpi_engines.h"

@@ -19,7 +19,7 @@
 #include "aperture/engine_channel.h"
 #include "aperture/error.h"
 #include "common/cuda_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/apply_request.h"
 #include "engines/nvshmem_engine.h"
 

@@ -18,7 +18,7 @@
 namespace aperture::launcher {
 
 const char* const kLaunchUsage =
-    "usage: aperture launch -n N [--nodes K] [--timeout S] [--mpi [--hostfile F]] -- PROGRAM [ARGS...]\n"
+    "usage: aperture launch -n N [--nodes K] [--timeout S] [--mpi [--hostfile F]] [--iris] -- PROGRAM [ARGS...]\n"
     "\n"
     "Starts N ranks of PROGRAM on this machine, each with what aperture::Team::from_env() needs,\n"
     "and prints their output line by line as \"[rank R] ...\" (stderr lines on stderr).\n"
@@ -34,6 +34,9 @@ const char* const kLaunchUsage =
     "                   APERTURE_HUB_HOST (default 127.0.0.1) and each rank's command is put\n"
     "                   behind APERTURE_NODE_EXEC ({node}: its node), as scripts/simnodes.sh run\n"
     "                   sets them; unset, the nodes are a split of this machine\n"
+    "  --iris           run a Python program written for Iris unmodified: `python prog.py` runs as\n"
+    "                   `python -m aperture.iris prog.py`, so `import iris` is aperture.iris (refused\n"
+    "                   where a real Iris is importable, unless APERTURE_IRIS_OVERRIDE=1)\n"
     "  --hostfile F     with --mpi: mpirun starts the ranks on F's hosts, N/K per node (Open MPI\n"
     "                   reaches them through its rsh agent, OMPI_MCA_plm_rsh_agent)\n"
     "\n"
@@ -83,6 +86,9 @@ LaunchOptions parse_launch_args(int argc, char** argv) {
     } else if (arg == "--mpi") {
       options.use_mpi = true;
       ++i;
+    } else if (arg == "--iris") {
+      options.iris = true;
+      ++i;
     } else if (!arg.empty() && arg.front() == '-') {
       throw UsageError("unknown option '" + std::string(arg) + "'; see `aperture launch --help`");
     } else {
@@ -103,6 +109,16 @@ LaunchOptions parse_launch_args(int argc, char** argv) {
                      std::to_string(options.ranks) + " is not a multiple of --nodes " + std::to_string(options.nodes));
   options.program = argv[i];
   options.program_path = resolve_program(options.program);
+  if (options.iris) {
+    // `python prog.py` becomes `python -m aperture.iris prog.py`: the program's `import iris` is then
+    // aperture.iris (python/aperture/iris/__main__.py), in each rank and in the processes it starts.
+    const std::string_view base = std::string_view(options.program).substr(options.program.rfind('/') + 1);
+    if (base.rfind("python", 0) != 0)
+      throw UsageError("--iris runs a Python program on aperture.iris, so the command must start with the Python "
+                       "interpreter (e.g. aperture launch --iris -n 2 -- python prog.py, or -- python -m pytest ...); "
+                       "got '" + options.program + "'");
+    options.args = {"-m", "aperture.iris"};
+  }
   for (++i; i < argc; ++i) options.args.emplace_back(argv[i]);
   return options;
 }

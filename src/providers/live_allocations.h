@@ -20,7 +20,7 @@
 #include "aperture/address_map.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine_attachment.h"
 
 namespace aperture::detail {

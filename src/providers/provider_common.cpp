@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "aperture/error.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -3,7 +3,7 @@
 #include <bit>
 
 #include "aperture/error.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture {
 

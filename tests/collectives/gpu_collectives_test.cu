@@ -4,9 +4,8 @@
 // the default staging and a tiny one (many pieces, many blocks), and with the push (LL) path
 // always and never; LL calls of changing sizes launched back to back (the epoch halves reused
 // many times without the host in between) and replayed from a CUDA graph; a CUDA graph
-// replaying a captured all-reduce; the zero-copy forms on symmetric inputs; blocks taking
-// contiguous slices (the default) and interleaved pieces; aperture::put by a CoopBlock and by CoopWarps
-// at odd offsets; every element type NCCL has with every reduction (sum, prod, min, max, avg),
+// replaying a captured all-reduce; the zero-copy forms on symmetric inputs; aperture::put by a
+// CoopBlock and by CoopWarps at odd offsets; every element type NCCL has with every reduction (sum, prod, min, max, avg),
 // against element_reference.h. Every element is checked on the host against values computed
 // there from one seed drawn by rank 0. Ranks may share one GPU (gpu-check runs 1, 2 and 3).
 //
@@ -783,9 +782,6 @@ int main() {
       Communicator::Options small_ll = small;
       small_ll.ll_max_bytes = std::numeric_limits<std::size_t>::max();
       Communicator tiny_ll(*provider, team, small_ll);
-      setenv("APERTURE_COLLECTIVES_INTERLEAVE", "1", 1);  // blocks take interleaved pieces
-      Communicator interleaved(*provider, team, small);
-      unsetenv("APERTURE_COLLECTIVES_INTERLEAVE");
       cudaStream_t stream = nullptr;
       CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       const std::vector<std::uint64_t> counts = {0, 1, 3, 17, 1000, 70001, (1u << 20) + 5};
@@ -808,14 +804,13 @@ int main() {
         run_type<__nv_bfloat16>(staged, stream, small_counts);
         run_type<float>(tiny_ll, stream, small_counts);
         run_type<__half>(tiny_ll, stream, small_counts);
-        run_type<float>(interleaved, stream, small_counts);
         every_type_cases(*provider, comm, stream, {1, 3, 17, 1000, 70001});
         every_type_cases(*provider, ll, stream, {1, 17, 4099});
         every_type_cases(*provider, tiny, stream, {5, 20000});
         symmetric_cases<float>(*provider, comm, stream, counts);
         symmetric_cases<__nv_bfloat16>(*provider, comm, stream, counts);
         symmetric_cases<float>(*provider, tiny, stream, small_counts);
-        symmetric_cases<__half>(*provider, interleaved, stream, small_counts);
+        symmetric_cases<__half>(*provider, tiny, stream, small_counts);
         ll_back_to_back(comm, stream);
         two_ll_in_one_kernel(comm, stream);
         ll_back_to_back(tiny_ll, stream);

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "../common/plain_check.h"
+#include "../common/counted_check.h"
 
 namespace {
 
@@ -117,14 +117,7 @@ __global__ void producers(aperture::PeerView peers, Copy* mine, Out* out) {
   out->loaded[t] = peers.load(&mine->region[t][0], 1);
 }
 
-}  // namespace
-
-int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no GPU\n");
-    return 77;
-  }
+TEST(GpuProxyQueue, GpuThreadsAsProducersEveryRequestCarriedOut) {
   CUDA_OK(cudaSetDevice(0));
   Engine engine;
   aperture::EngineChannel channel;
@@ -141,7 +134,7 @@ int main() {
   CUDA_OK(cudaMalloc(&table, sizeof table_host));
   CUDA_OK(cudaMemcpy(table, table_host, sizeof table_host, cudaMemcpyHostToDevice));
   aperture::PeerView view{0, kPeers, table, sizeof(Copy), channel};
-  view = proxy.view(view);
+  view = proxy.peer_view(view);
   Out* out = nullptr;
   CUDA_OK(cudaMalloc(&out, sizeof(Out)));
 
@@ -152,45 +145,56 @@ int main() {
 
   auto host = std::make_unique<Out>();
   CUDA_OK(cudaMemcpy(host.get(), out, sizeof(Out), cudaMemcpyDeviceToHost));
-  EXPECT(engine.signals == kBlocks * kRounds, "%d signals carried out, not %d", engine.signals, kBlocks * kRounds);
-  EXPECT(engine.signals_before_data == 0, "%d signals landed before their block's data", engine.signals_before_data);
+  EXPECT_TRUE(test::counted(engine.signals == kBlocks * kRounds)) << test::text("%d signals carried out, not %d", engine.signals, kBlocks * kRounds);
+  EXPECT_TRUE(test::counted(engine.signals_before_data == 0)) << test::text("%d signals landed before their block's data", engine.signals_before_data);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> adds;
   for (int t = 0; t < kAll; ++t) {
     const int block = t / kThreads;
     for (std::size_t i = 0; i < kPer; ++i) {
-      EXPECT(host->got[t][i] == value(t, kRounds, i), "got[%d][%zu] = %lld", t, i, (long long)host->got[t][i]);
+      EXPECT_TRUE(test::counted(host->got[t][i] == value(t, kRounds, i))) << test::text("got[%d][%zu] = %lld", t, i, (long long)host->got[t][i]);
       // Each peer holds the last round that went to it; region[t][0] of peer 1 was then stored over.
       for (int p = 1; p < kPeers; ++p) {
         const int last = peer_of(block, kRounds) == p ? kRounds : kRounds - 1;
         const std::int64_t expect = (p == 1 && i == 0) ? value(t, 99, 0) : value(t, last, i);
-        EXPECT(engine.copies[p]->region[t][i] == expect, "peer %d region[%d][%zu] = %lld, not %lld", p, t, i,
+        EXPECT_TRUE(test::counted(engine.copies[p]->region[t][i] == expect)) << test::text("peer %d region[%d][%zu] = %lld, not %lld", p, t, i,
                (long long)engine.copies[p]->region[t][i], (long long)expect);
       }
     }
-    EXPECT(host->loaded[t] == value(t, 99, 0), "loaded[%d] = %lld", t, (long long)host->loaded[t]);
-    EXPECT(host->cas_olds[t] == 0, "cas old[%d] = %llu", t, (unsigned long long)host->cas_olds[t]);
-    EXPECT(engine.copies[2]->word[t] == std::uint64_t(value(t, 0, 0)), "peer 2 word[%d]", t);
+    EXPECT_TRUE(test::counted(host->loaded[t] == value(t, 99, 0))) << test::text("loaded[%d] = %lld", t, (long long)host->loaded[t]);
+    EXPECT_TRUE(test::counted(host->cas_olds[t] == 0)) << test::text("cas old[%d] = %llu", t, (unsigned long long)host->cas_olds[t]);
+    EXPECT_TRUE(test::counted(engine.copies[2]->word[t] == std::uint64_t(value(t, 0, 0)))) << test::text("peer 2 word[%d]", t);
     adds.emplace_back(host->olds[t], t + 1);
   }
   std::sort(adds.begin(), adds.end());
   std::uint64_t expect = 0;
   for (auto [old, add] : adds) {
-    EXPECT(old == expect, "atomic_add old values do not chain: %llu, expected %llu", (unsigned long long)old,
+    EXPECT_TRUE(test::counted(old == expect)) << test::text("atomic_add old values do not chain: %llu, expected %llu", (unsigned long long)old,
            (unsigned long long)expect);
     expect = old + add;
   }
-  EXPECT(engine.copies[1]->counter == expect, "peer 1 counter %llu, not %llu",
+  EXPECT_TRUE(test::counted(engine.copies[1]->counter == expect)) << test::text("peer 1 counter %llu, not %llu",
          (unsigned long long)engine.copies[1]->counter, (unsigned long long)expect);
   // per thread: kRounds x 2 put payloads, 2 get payloads, add, compare-swap, store, load; per block kRounds signals
   const std::uint64_t requests = std::uint64_t{kAll} * (kRounds * 2 + 2 + 4) + kBlocks * kRounds;
-  EXPECT(proxy.completed() == requests, "the proxy carried out %llu requests, not %llu",
+  EXPECT_TRUE(test::counted(proxy.completed() == requests)) << test::text("the proxy carried out %llu requests, not %llu",
          (unsigned long long)proxy.completed(), (unsigned long long)requests);
-  EXPECT(proxy.failures() == 0, "engine failures: %s", proxy.last_error().c_str());
+  EXPECT_TRUE(test::counted(proxy.failures() == 0)) << test::text("engine failures: %s", proxy.last_error().c_str());
   CUDA_OK(cudaFree(out));
   CUDA_OK(cudaFree(table));
   CUDA_OK(cudaFree(mine));
-  if (test::failures != 0) return 1;
-  std::printf("PASS gpu_proxy_queue_test (%d GPU threads on 16 slots, %d rounds, %llu requests): %llu checks\n", kAll,
-              kRounds, (unsigned long long)requests, test::checks);
-  return 0;
+  if (!::testing::Test::HasFailure())
+    std::printf("PASS gpu_proxy_queue_test (%d GPU threads on 16 slots, %d rounds, %llu requests): %llu checks\n", kAll,
+                kRounds, (unsigned long long)requests, test::checks.load());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no GPU\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
 }

@@ -114,12 +114,21 @@ out=$("$aperture" launch -n 2 -- sh -c '[ $APERTURE_RANK = 0 ] && exit 6; sleep 
 
 # 5. misuse: exit status 2 and a message naming the problem
 not_executable=$(mktemp); chmod 600 "$not_executable"
-for args in "-n 0 -- true" "-n abc -- true" "-n 2" "-n 2 --" "-n 2 -- /nonexistent/program" "-n 2 -- $not_executable"; do
+for args in "-n 0 -- true" "-n abc -- true" "-n 2" "-n 2 --" "-n 2 -- /nonexistent/program" "-n 2 -- $not_executable" \
+    "--iris -n 2 -- true"; do
   out=$("$aperture" launch $args 2>&1); rc=$?
   [ $rc -eq 2 ] && [ -n "$out" ]; check "misuse 'launch $args': exit 2 with a message" $? "exit $rc, output: $out"
 done
 
 rm -f "$not_executable"
+
+# 6. --iris: `python prog.py` runs as `python -m aperture.iris prog.py` (a stand-in interpreter shows its argv)
+fake_bin=$(mktemp -d); printf '#!/bin/sh\necho "argv: $*"\n' > "$fake_bin/python3"; chmod +x "$fake_bin/python3"
+out=$("$aperture" launch --iris -n 2 -- "$fake_bin/python3" prog.py --x 1 2>&1); rc=$?
+[ $rc -eq 0 ]; check "--iris: exit 0" $rc "exit $rc, output: $out"
+[ "$(echo "$out" | grep -c 'argv: -m aperture.iris prog.py --x 1$')" -eq 2 ]
+check "--iris: every rank runs python -m aperture.iris with the program's arguments" $? "$out"
+rm -rf "$fake_bin"
 
 if [ $failures -ne 0 ]; then echo "$failures launcher check(s) failed"; exit 1; fi
 echo "all launcher checks passed"

@@ -5,7 +5,7 @@
 //
 // Run under mpirun over simulated nodes (tests/multinode/run_engine.sh), or split by
 // APERTURE_NODES on one machine. Every rank writes values that differ per rank and per element
-// and checks every element it receives; prints "PASS ..." on rank 0 and exits 0, or names the
+// and checks every element it receives (GoogleTest); prints "PASS ..." on rank 0 and exits 0, or names the
 // first wrong element and exits 1.
 #include <aperture/aperture.h>
 
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../common/plain_check.h"
+#include "../common/counted_check.h"
 
 namespace {
 
@@ -30,10 +30,9 @@ constexpr std::size_t kCount = 4096;  // elements of each rank's slot (32 KiB)
 void check_layout(aperture::Team& team, const aperture::SymmetricAddressMap& map, const char* who) {
   const bool may_be_indirect_within_node = std::string(who) == "openshmem";
   for (int p = 0; p < team.size(); ++p)
-    EXPECT(map.is_direct(p) == team.same_node(p) || (may_be_indirect_within_node && !map.is_direct(p)),
-           "%s: rank %d direct=%d but same_node=%d", who, p, int(map.is_direct(p)), int(team.same_node(p)));
-  if (team.node_count() > 1)
-    EXPECT(map.engine().attached(), "%s: %d nodes but no engine attached to the map", who, team.node_count());
+    EXPECT_TRUE(test::counted(map.is_direct(p) == team.same_node(p) || (may_be_indirect_within_node && !map.is_direct(p)))) << test::text("%s: rank %d direct=%d but same_node=%d", who, p, int(map.is_direct(p)), int(team.same_node(p)));
+  // The test runs split over nodes (main refuses one node): the peers of other nodes need the engine.
+  EXPECT_TRUE(test::counted(map.engine().attached())) << test::text("%s: %d nodes but no engine attached to the map", who, team.node_count());
 }
 
 // put, get, store, load and copy with every peer; `inbox` has one slot per rank.
@@ -50,17 +49,20 @@ void data_operations(aperture::Team& team, aperture::PeerView peers, std::int64_
   team.barrier();
   for (int from = 0; from < n; ++from)
     for (std::size_t i = 0; i < kCount; ++i)
-      EXPECT(inbox[from * kCount + i] == value(from, i, salt), "put/store: slot of rank %d element %zu: %lld, not %lld",
+      EXPECT_TRUE(test::counted(inbox[from * kCount + i] == value(from, i, salt))) << test::text("put/store: slot of rank %d element %zu: %lld, not %lld",
              from, i, (long long)inbox[from * kCount + i], (long long)value(from, i, salt));
   // get and load what every peer has in its `mine`
   std::vector<std::int64_t> got(kCount);
   for (int p = 0; p < n; ++p) {
     peers.get(got.data(), mine, kCount, p);
     for (std::size_t i = 0; i < kCount; ++i)
-      EXPECT(got[i] == value(p, i, salt), "get from rank %d element %zu: %lld", p, i, (long long)got[i]);
+      EXPECT_TRUE(test::counted(got[i] == value(p, i, salt))) << test::text("get from rank %d element %zu: %lld", p, i, (long long)got[i]);
     for (std::size_t i = 0; i < kCount; i += 97)
-      EXPECT(peers.load(&mine[i], p) == value(p, i, salt), "load from rank %d element %zu", p, i);
+      EXPECT_TRUE(test::counted(peers.load(&mine[i], p) == value(p, i, salt))) << test::text("load from rank %d element %zu", p, i);
   }
+  // The copy lands where put/store wrote the same values for slot 0 (p == from there): clear the
+  // inbox first, so that only the copy can make the check below pass.
+  for (std::size_t i = 0; i < std::size_t(n) * kCount; ++i) inbox[i] = -1;
   team.barrier();
   // copy between two other ranks: rank p's `mine` into rank q's slot `me` (q = p + 1)
   for (int p = 0; p < n; ++p) {
@@ -74,7 +76,7 @@ void data_operations(aperture::Team& team, aperture::PeerView peers, std::int64_
     const int p = (n - from) % n;
     if ((p + 1) % n != me) continue;
     for (std::size_t i = 0; i < kCount; ++i)
-      EXPECT(inbox[from * kCount + i] == value(p, i, salt), "copy by rank %d from rank %d element %zu: %lld", from, p,
+      EXPECT_TRUE(test::counted(inbox[from * kCount + i] == value(p, i, salt))) << test::text("copy by rank %d from rank %d element %zu: %lld", from, p,
              i, (long long)inbox[from * kCount + i]);
   }
   team.barrier();
@@ -91,32 +93,32 @@ void atomics(aperture::Team& team, aperture::PeerView peers, std::int64_t* words
   for (int p = 0; p < n; ++p) {
     auto* w = words + kOps * me;  // this rank's nine words in every peer
     const std::int64_t base = 1000 + kOps * me;
-    EXPECT(peers.atomic_add(&w[0], std::int64_t(me + 5), p) == base + 0, "atomic_add old on rank %d", p);
-    EXPECT(peers.atomic_sub(&w[1], std::int64_t(me + 3), p) == base + 1, "atomic_sub old on rank %d", p);
-    EXPECT(peers.atomic_and(&w[2], std::int64_t(0xff0), p) == base + 2, "atomic_and old on rank %d", p);
-    EXPECT(peers.atomic_or(&w[3], std::int64_t(1) << (20 + me), p) == base + 3, "atomic_or old on rank %d", p);
-    EXPECT(peers.atomic_xor(&w[4], std::int64_t(0x5555), p) == base + 4, "atomic_xor old on rank %d", p);
-    EXPECT(peers.atomic_min(&w[5], std::int64_t(-me), p) == base + 5, "atomic_min old on rank %d", p);
-    EXPECT(peers.atomic_max(&w[6], std::int64_t(1 << 30) + me, p) == base + 6, "atomic_max old on rank %d", p);
-    EXPECT(peers.atomic_xchg(&w[7], std::int64_t(77 * (me + 1)), p) == base + 7, "atomic_xchg old on rank %d", p);
-    EXPECT(peers.atomic_cas(&w[8], base + 8, std::int64_t(-5 - me), p) == base + 8, "atomic_cas old on rank %d", p);
-    EXPECT(peers.atomic_cas(&w[8], base + 8, std::int64_t(999), p) == -5 - me, "failed atomic_cas on rank %d", p);
-    EXPECT(peers.atomic_add(&reals[me], 0.25 * (me + 1), p) == 0.5 * me, "double atomic_add old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_add(&w[0], std::int64_t(me + 5), p) == base + 0)) << test::text("atomic_add old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_sub(&w[1], std::int64_t(me + 3), p) == base + 1)) << test::text("atomic_sub old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_and(&w[2], std::int64_t(0xff0), p) == base + 2)) << test::text("atomic_and old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_or(&w[3], std::int64_t(1) << (20 + me), p) == base + 3)) << test::text("atomic_or old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_xor(&w[4], std::int64_t(0x5555), p) == base + 4)) << test::text("atomic_xor old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_min(&w[5], std::int64_t(-me), p) == base + 5)) << test::text("atomic_min old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_max(&w[6], std::int64_t(1 << 30) + me, p) == base + 6)) << test::text("atomic_max old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_xchg(&w[7], std::int64_t(77 * (me + 1)), p) == base + 7)) << test::text("atomic_xchg old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_cas(&w[8], base + 8, std::int64_t(-5 - me), p) == base + 8)) << test::text("atomic_cas old on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_cas(&w[8], base + 8, std::int64_t(999), p) == -5 - me)) << test::text("failed atomic_cas on rank %d", p);
+    EXPECT_TRUE(test::counted(peers.atomic_add(&reals[me], 0.25 * (me + 1), p) == 0.5 * me)) << test::text("double atomic_add old on rank %d", p);
   }
   team.barrier();
   for (int r = 0; r < n; ++r) {
     const std::int64_t* w = words + kOps * r;
     const std::int64_t base = 1000 + kOps * r;
-    EXPECT(w[0] == base + 0 + r + 5, "add from rank %d", r);
-    EXPECT(w[1] == base + 1 - (r + 3), "sub from rank %d", r);
-    EXPECT(w[2] == ((base + 2) & 0xff0), "and from rank %d", r);
-    EXPECT(w[3] == ((base + 3) | (std::int64_t(1) << (20 + r))), "or from rank %d", r);
-    EXPECT(w[4] == ((base + 4) ^ 0x5555), "xor from rank %d", r);
-    EXPECT(w[5] == -r, "min from rank %d", r);
-    EXPECT(w[6] == (std::int64_t(1) << 30) + r, "max from rank %d", r);
-    EXPECT(w[7] == 77 * (r + 1), "xchg from rank %d", r);
-    EXPECT(w[8] == -5 - r, "cas from rank %d", r);
-    EXPECT(reals[r] == 0.5 * r + 0.25 * (r + 1), "double add from rank %d", r);
+    EXPECT_TRUE(test::counted(w[0] == base + 0 + r + 5)) << test::text("add from rank %d", r);
+    EXPECT_TRUE(test::counted(w[1] == base + 1 - (r + 3))) << test::text("sub from rank %d", r);
+    EXPECT_TRUE(test::counted(w[2] == ((base + 2) & 0xff0))) << test::text("and from rank %d", r);
+    EXPECT_TRUE(test::counted(w[3] == ((base + 3) | (std::int64_t(1) << (20 + r))))) << test::text("or from rank %d", r);
+    EXPECT_TRUE(test::counted(w[4] == ((base + 4) ^ 0x5555))) << test::text("xor from rank %d", r);
+    EXPECT_TRUE(test::counted(w[5] == -r)) << test::text("min from rank %d", r);
+    EXPECT_TRUE(test::counted(w[6] == (std::int64_t(1) << 30) + r)) << test::text("max from rank %d", r);
+    EXPECT_TRUE(test::counted(w[7] == 77 * (r + 1))) << test::text("xchg from rank %d", r);
+    EXPECT_TRUE(test::counted(w[8] == -5 - r)) << test::text("cas from rank %d", r);
+    EXPECT_TRUE(test::counted(reals[r] == 0.5 * r + 0.25 * (r + 1))) << test::text("double add from rank %d", r);
   }
   // Contention: every rank adds to word 0 of rank 0 through its own path many times.
   team.barrier();
@@ -136,7 +138,7 @@ void atomics(aperture::Team& team, aperture::PeerView peers, std::int64_t* words
     std::int64_t expected = 0;
     for (int r = 0; r < n; ++r)
       if (adds(r)) expected += std::int64_t(kAdds) * (r + 1);
-    EXPECT(words[0] == expected, "contended atomic_add: %lld, not %lld", (long long)words[0], (long long)expected);
+    EXPECT_TRUE(test::counted(words[0] == expected)) << test::text("contended atomic_add: %lld, not %lld", (long long)words[0], (long long)expected);
   }
   team.barrier();
 }
@@ -158,7 +160,7 @@ void ordering(aperture::Team& team, aperture::PeerView peers, std::int64_t* box,
     aperture::wait_until_ge(&flags[0], std::uint64_t(round));
     for (std::size_t i = 0; i < kCount; ++i)
       if (box[i] != value(from, i, round)) {
-        EXPECT(false, "round %d: element %zu from rank %d is %lld, not %lld: the signal overtook its data", round, i,
+        EXPECT_TRUE(test::counted(false)) << test::text("round %d: element %zu from rank %d is %lld, not %lld: the signal overtook its data", round, i,
                from, (long long)box[i], (long long)value(from, i, round));
         break;
       }
@@ -168,15 +170,16 @@ void ordering(aperture::Team& team, aperture::PeerView peers, std::int64_t* box,
   team.barrier();
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  int rounds = argc > 1 ? std::atoi(argv[1]) : 300;
-  std::vector<std::string> names;
-  for (int i = 2; i < argc; ++i) names.emplace_back(argv[i]);
-  if (names.empty()) names = {"shm", "mpi-window"};
-  try {
+int rounds = 300;                // argv[1]
+std::vector<std::string> names;  // argv[2...]; default shm and mpi-window
+
+TEST(MultinodeEngine, EveryOperationReachesEveryRankOverNodes) {
+  {
     aperture::Team team = aperture::Team::from_env();
+    // Run on one node, every peer is direct and the engine is never used: that is not this test.
+    ASSERT_GE(team.node_count(), 2) << "engine_test runs split over nodes (aperture launch --mpi --nodes N, or "
+                                       "run_engine.sh)";
     std::vector<std::unique_ptr<aperture::Provider>> providers;
     std::vector<aperture::Allocation> allocations;
     for (const auto& name : names) {
@@ -209,7 +212,7 @@ int main(int argc, char** argv) {
         team.barrier();
         const int from = (team.rank() + team.size() - 1) % team.size();
         for (std::size_t i = 0; i < kCount; ++i)
-          EXPECT(box[i] == value(from, i, 99), "%s view put from rank %d element %zu", names[k].c_str(), from, i);
+          EXPECT_TRUE(test::counted(box[i] == value(from, i, 99))) << test::text("%s view put from rank %d element %zu", names[k].c_str(), from, i);
         team.barrier();
       }
     }
@@ -227,20 +230,26 @@ int main(int argc, char** argv) {
       team.barrier();
       for (int r = 0; r < team.size(); ++r)
         for (std::size_t i = 0; i < kCount; ++i) {
-          EXPECT(a[r * kCount + i] == value(r, i, 500), "two providers: %s slot %d element %zu", names[0].c_str(), r, i);
-          EXPECT(b[r * kCount + i] == value(r, i, 600), "two providers: %s slot %d element %zu", names[1].c_str(), r, i);
+          EXPECT_TRUE(test::counted(a[r * kCount + i] == value(r, i, 500))) << test::text("two providers: %s slot %d element %zu", names[0].c_str(), r, i);
+          EXPECT_TRUE(test::counted(b[r * kCount + i] == value(r, i, 600))) << test::text("two providers: %s slot %d element %zu", names[1].c_str(), r, i);
         }
       team.barrier();
     }
     for (std::size_t k = 0; k < providers.size(); ++k) providers[k]->free(allocations[k]);
     providers.clear();
-    if (test::failures == 0 && team.rank() == 0)
-      std::printf("PASS: %d ranks on %d nodes, providers %zu, %d ordering rounds\n", team.size(), team.node_count(),
-                  names.size(), rounds);
+    if (!::testing::Test::HasFailure() && team.rank() == 0)
+      std::printf("PASS: %d ranks on %d nodes, providers %zu, %d ordering rounds, %llu checks\n", team.size(),
+                  team.node_count(), names.size(), rounds, test::checks.load());
     team.barrier();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "FAIL: %s\n", e.what());
-    return 1;
   }
-  return test::failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc > 1) rounds = std::atoi(argv[1]);
+  for (int i = 2; i < argc; ++i) names.emplace_back(argv[i]);
+  if (names.empty()) names = {"shm", "mpi-window"};
+  return RUN_ALL_TESTS();
 }

@@ -8,7 +8,10 @@
 set -uo pipefail
 launcher="$1" program="$2"
 tool="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/simnodes.sh"
-if ! reason="$(bash "$tool" check)"; then echo "SKIP: $reason"; exit 77; fi
+if ! reason="$(bash "$tool" check)"; then  # APERTURE_SIMNODES_REQUIRE=1 (CI): cannot is a failure
+  [[ ${APERTURE_SIMNODES_REQUIRE:-0} == 1 ]] && { echo "FAIL: APERTURE_SIMNODES_REQUIRE=1 and $reason"; exit 1; }
+  echo "SKIP: $reason"; exit 77
+fi
 fail() { echo "FAIL: $*"; echo "--- job output"; cat "$log"; exit 1; }
 export APERTURE_TIMEOUT=20 APERTURE_HEAP_SIZE=64M
 log="$(mktemp)"

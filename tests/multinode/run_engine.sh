@@ -9,7 +9,10 @@ set -euo pipefail
 launcher="$1" program="$2" nodes="$3" ranks="$4"
 shift 4
 tool="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/simnodes.sh"
-if ! reason="$(bash "$tool" check)"; then echo "SKIP: $reason"; exit 77; fi
+if ! reason="$(bash "$tool" check)"; then  # APERTURE_SIMNODES_REQUIRE=1 (CI): cannot is a failure
+  [[ ${APERTURE_SIMNODES_REQUIRE:-0} == 1 ]] && { echo "FAIL: APERTURE_SIMNODES_REQUIRE=1 and $reason"; exit 1; }
+  echo "SKIP: $reason"; exit 77
+fi
 before_ns="$(ip netns list | sort)"
 before_shm="$(ls /dev/shm | { grep -E 'ap[0-9a-f]+-node' || true; } | sort)"  # names of the simulated nodes: others' tests may add their own files
 status=0

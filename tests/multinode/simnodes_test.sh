@@ -5,7 +5,10 @@
 # cannot be made.
 set -euo pipefail
 tool="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/simnodes.sh"
-if ! reason="$(bash "$tool" check)"; then echo "SKIP: $reason"; exit 77; fi
+if ! reason="$(bash "$tool" check)"; then  # APERTURE_SIMNODES_REQUIRE=1 (CI): cannot is a failure
+  [[ ${APERTURE_SIMNODES_REQUIRE:-0} == 1 ]] && { echo "FAIL: APERTURE_SIMNODES_REQUIRE=1 and $reason"; exit 1; }
+  echo "SKIP: $reason"; exit 77
+fi
 
 fail() { echo "FAIL: $*"; exit 1; }
 name="$(bash "$tool" up 3)"

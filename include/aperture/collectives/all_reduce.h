@@ -102,8 +102,7 @@ APERTURE_HD bool all_reduce_two_shot_direct(const Coop& g, const CollectiveHandl
   detail::Session<Coop> s(g, h);
   const detail::Layout layout = detail::agree_on_layout(s, overlapping ? detail::kNeedsStaged : detail::kDisjoint);
   if (layout == detail::Layout::zero_copy) {
-    detail::for_each_piece<T>(g, count, detail::piece_capacity<T>(h, 1), h.interleave,
-                              [&](std::uint64_t at, std::uint64_t n, bool) {
+    detail::for_each_piece<T>(g, count, detail::piece_capacity<T>(h, 1), [&](std::uint64_t at, std::uint64_t n, bool) {
       // Reduce-scatter from every rank's input where it lies: my chunk of the piece, folded into
       // my staging, where it is the data of the next barrier (session.h's rule).
       const detail::Range chunk = detail::split<T>(n, h.world_size, h.rank);

@@ -61,8 +61,7 @@ APERTURE_HD bool broadcast_ll(const Coop& g, const CollectiveHandle& h, const T*
   bool ok = true;
   constexpr std::uint64_t V = detail::kVectorElements<T>;
   const std::uint64_t capacity = h.broadcast_slot_bytes / detail::kLLLineBytes * E / V * V;
-  detail::for_each_piece<T>(g, count, capacity > 0 ? capacity : V, h.interleave, [&](std::uint64_t at, std::uint64_t n,
-                                                                                     bool) {
+  detail::for_each_piece<T>(g, count, capacity > 0 ? capacity : V, [&](std::uint64_t at, std::uint64_t n, bool) {
     const std::uint64_t b = ++piece;
     const std::uint32_t flag = detail::ll_flag(b);
     const std::uint64_t lines = detail::ll_lines<T>(n);

@@ -38,6 +38,9 @@
 namespace aperture {
 
 class Team;
+namespace collectives::detail {
+class Hierarchy;  // a team over several nodes (src/collectives/hierarchical.h)
+}
 
 // one_shot, two_shot: the staged algorithms (copy into staging, barrier, pull); ll: the push
 // path (aperture/collectives/detail/ll.h: data and epoch flag stored straight into the peers, no barrier).
@@ -208,6 +211,8 @@ class APERTURE_API Communicator {
   std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved
   std::size_t all_to_all_direct_min_bytes_ = 0;  // tuning::all_to_all_direct_min_bytes for this team
   std::size_t broadcast_ll_max_bytes_ = 0;  // options_.broadcast_ll_max_bytes resolved
+  // Set when the team spans nodes: every call then runs the hierarchical algorithms.
+  std::unique_ptr<collectives::detail::Hierarchy> hierarchy_;
 };
 
 }  // namespace aperture

@@ -74,7 +74,6 @@ struct CollectiveHandle {
   std::uint64_t broadcast_depth = 0;         // slots in the ring; 0: no push broadcast
   std::uint64_t broadcast_slot_bytes = 0;    // a multiple of 256
   std::uint64_t timeout_ns = 0;              // device waits give up after this long
-  bool interleave = false;                   // how parts share the pieces (detail/partition.h's for_each_piece)
   // True only in the copy the Communicator's own kernels get, which run one collective each (the
   // kernel boundary then orders an LL call's clears before the next call's lines). False in
   // Communicator::handle(): a kernel of yours may run LL collectives back to back, and each

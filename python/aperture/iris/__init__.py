@@ -1,24 +1,15 @@
-"""aperture.iris: run Iris programs on aperture, with only the import changed.
+"""aperture.iris: Iris programs on aperture, unmodified (``python -m aperture.iris prog.py``) or with
+``import aperture.iris as iris``.
 
-    import aperture.iris as iris          # instead of: import iris
-
-    shmem = iris.iris(1 << 30)            # one symmetric heap of 1 GiB on every rank (collective)
-    buf = shmem.zeros(4096, dtype=torch.float32)
-    heap_bases = shmem.get_heap_bases()
-
-    @triton.jit
-    def kernel(buf, heap_bases, cur_rank, peer, BLOCK: tl.constexpr):
-        offs = tl.arange(0, BLOCK)
-        iris.store(buf + offs, offs.to(tl.float32), cur_rank, peer, heap_bases)
-
-The host object follows Iris's public API (iris.iris, the torch-style factories, get_heap_bases,
-get_rank, get_num_ranks, barrier, broadcast, get_device, get_cu_count); the heap is one
-aperture allocation from APERTURE_PROVIDER or the default provider. The device functions
-(translate, load, store, get, put, copy, atomic_*) have Iris's names, argument order and
-arithmetic and are built on aperture.triton. docs/IRIS.md lists every difference from Iris.
+Mirrors Iris's public module tree: ``iris.iris(heap_size, allocator_type=...)`` and class
+``Iris`` (iris.iris), the device functions, ``DeviceContext``, ``iris.ccl`` (Config, every
+collective, p2p, the fused ops), ``iris.tensor_creation``, the logging names, ``iris.do_bench``
+and ``iris.experimental``. AMD-only names (gluon, SDMA, rocSHMEM, dmabuf, XCC, hip) raise one
+aperture.Error each naming the NVIDIA equivalent. docs/IRIS.md lists every name.
 """
 
-from . import _launch_options
+from . import _launch_options, ccl, experimental, tensor_creation
+from ._amd import AmdOnlyModule
 from ._device import (
     atomic_add,
     atomic_and,
@@ -36,11 +27,28 @@ from ._device import (
     store,
     translate,
 )
-from ._host import Iris, iris
+from .iris import Iris, iris
+from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level
+from .util import do_bench
+
+hip = AmdOnlyModule("hip", "iris.hip")
+gluon = AmdOnlyModule("gluon", "iris.gluon")
 
 _launch_options.install()
 
+
+def __getattr__(name):
+    # The device side's names (aperture.iris._device_context), imported when first asked for.
+    if name in ("DeviceContext", "Context"):
+        from ._device_context import DeviceContext
+
+        return DeviceContext
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "Iris", "iris", "translate", "load", "store", "get", "put", "copy", "atomic_add", "atomic_sub", "atomic_and",
-    "atomic_or", "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas",
+    "Iris", "iris", "DeviceContext", "Context", "translate", "load", "store", "get", "put", "copy", "atomic_add",
+    "atomic_sub", "atomic_and", "atomic_or", "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas",
+    "do_bench", "tensor_creation", "ccl", "experimental", "hip", "set_logger_level", "logger", "DEBUG", "INFO",
+    "WARNING", "ERROR",
 ]

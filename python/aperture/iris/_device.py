@@ -16,6 +16,32 @@ import triton.language as tl
 
 import aperture.triton as apt
 
+# Iris leaves cache_modifier, sem and scope None for Triton's defaults; these give aperture.triton
+# the value each None stands for here (docs/IRIS.md: scope None is system scope on NVIDIA).
+
+
+@triton.constexpr_function
+def _cache(cache_modifier):
+    return "" if cache_modifier is None else cache_modifier
+
+
+@triton.constexpr_function
+def _sem(sem):
+    return "acq_rel" if sem is None else sem
+
+
+@triton.constexpr_function
+def _scope(scope):
+    return "sys" if scope is None else scope
+
+
+# Iris's put, atomic_add and atomic_cas can hand the transfer to an AMD SDMA copy engine
+# (USE_COPY_ENGINE=True with a copy_engine_ctx); NVIDIA GPUs have no queue a kernel can feed.
+_COPY_ENGINE_REFUSED = tl.constexpr(
+    "aperture.iris: USE_COPY_ENGINE=True asks for AMD's SDMA copy engine, which is AMD-only; on NVIDIA "
+    "the SMs move the data: leave USE_COPY_ENGINE False (the same call then runs as loads and stores "
+    "through the heap table), or use aperture.Communicator's collectives for bulk copies")
+
 
 @triton.jit
 def _hinted(ptr, hint: tl.constexpr):
@@ -30,21 +56,11 @@ def translate(ptr, from_rank, to_rank, heap_bases, hint: tl.constexpr = None):
     return _hinted(apt.translate(ptr, from_rank, to_rank, heap_bases), hint)
 
 
-# load/store/get/put/copy accept Iris's ``hint`` and do not need it: aperture.triton's load and
-# store prove the translated block as aligned as the local one whenever the peers are 16-byte
-# congruent (one scalar test), which vectorises the access; a hint applied after translation
-# does not (checked in the PTX: tests/test_triton_codegen.py).
-
-@triton.jit
-def _load(ptr, from_rank, to_rank, heap_bases, mask, other, cache_modifier: tl.constexpr, volatile: tl.constexpr):
-    return apt.load(ptr, from_rank, to_rank, heap_bases, mask=mask, other=other,
-                    cache_modifier="" if cache_modifier is None else cache_modifier, volatile=volatile)
-
-
-@triton.jit
-def _store(ptr, value, from_rank, to_rank, heap_bases, mask, cache_modifier: tl.constexpr):
-    apt.store(ptr, value, from_rank, to_rank, heap_bases, mask=mask,
-              cache_modifier="" if cache_modifier is None else cache_modifier)
+# load/store/get/put/copy and the atomics accept Iris's ``hint`` and do not need it:
+# aperture.triton's load and store prove the translated block as aligned as the local one
+# whenever the peers are 16-byte congruent (one scalar test), which vectorises the access; a hint
+# applied after translation does not (checked in the PTX: tests/test_triton_codegen.py). An
+# atomic is one instruction per element whatever its alignment.
 
 
 @triton.jit
@@ -52,7 +68,8 @@ def load(pointer, to_rank, from_rank, heap_bases, mask=None, other=None, cache_m
          volatile: tl.constexpr = False, hint: tl.constexpr = None):
     """Iris ``load``: reads from_rank's copy of ``pointer``, which is valid on to_rank (the
     caller): ``iris.load(ptr, cur_rank, remote_rank, heap_bases)``."""
-    return _load(pointer, to_rank, from_rank, heap_bases, mask, other, cache_modifier, volatile)
+    return apt.load(pointer, to_rank, from_rank, heap_bases, mask=mask, other=other,
+                    cache_modifier=_cache(cache_modifier), volatile=volatile)
 
 
 @triton.jit
@@ -60,7 +77,7 @@ def store(pointer, value, from_rank, to_rank, heap_bases, mask=None, hint: tl.co
           cache_modifier: tl.constexpr = None):
     """Iris ``store``: writes ``value`` into to_rank's copy of ``pointer`` (valid on from_rank,
     the caller): ``iris.store(ptr, value, cur_rank, remote_rank, heap_bases)``."""
-    _store(pointer, value, from_rank, to_rank, heap_bases, mask, cache_modifier)
+    apt.store(pointer, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(cache_modifier))
 
 
 @triton.jit
@@ -70,19 +87,23 @@ def get(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
     """Iris ``get``: loads ``from_ptr`` translated from from_rank's address space to to_rank's,
     and stores it into the local ``to_ptr``. Iris's own tests call it as
     ``iris.get(src, dst, cur_rank, remote_rank, heap_bases)`` to read the remote rank."""
-    value = _load(from_ptr, from_rank, to_rank, heap_bases, mask, other, load_cache_modifier, False)
-    tl.store(to_ptr, value, mask=mask, cache_modifier="" if store_cache_modifier is None else store_cache_modifier)
+    value = apt.load(from_ptr, from_rank, to_rank, heap_bases, mask=mask, other=other,
+                     cache_modifier=_cache(load_cache_modifier))
+    tl.store(to_ptr, value, mask=mask, cache_modifier=_cache(store_cache_modifier))
 
 
 @triton.jit
 def put(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
         load_cache_modifier: tl.constexpr = None, store_cache_modifier: tl.constexpr = None,
-        hint: tl.constexpr = None):
+        hint: tl.constexpr = None, copy_engine_ctx=None, src_row_stride: tl.constexpr = 0,
+        dst_row_stride: tl.constexpr = 0, USE_COPY_ENGINE: tl.constexpr = False,
+        CONTIGUOUS_COPY: tl.constexpr = False, from_base_ptr=None, to_base_ptr=None):
     """Iris ``put``: loads the local ``from_ptr`` and stores it into to_rank's copy of
-    ``to_ptr`` (valid on from_rank, the caller)."""
-    value = tl.load(from_ptr, mask=mask, other=other,
-                    cache_modifier="" if load_cache_modifier is None else load_cache_modifier)
-    _store(to_ptr, value, from_rank, to_rank, heap_bases, mask, store_cache_modifier)
+    ``to_ptr`` (valid on from_rank, the caller). The copy-engine arguments are accepted;
+    ``USE_COPY_ENGINE=True`` (AMD's SDMA) is refused when the kernel compiles."""
+    tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
+    value = tl.load(from_ptr, mask=mask, other=other, cache_modifier=_cache(load_cache_modifier))
+    apt.store(to_ptr, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier))
 
 
 @triton.jit
@@ -91,8 +112,9 @@ def copy(src_ptr, dst_ptr, from_rank, to_rank, cur_rank, heap_bases, mask=None, 
          hint: tl.constexpr = None):
     """Iris ``copy``: from_rank's copy of ``src_ptr`` into to_rank's copy of ``dst_ptr``, both
     given in cur_rank's (the caller's) address space (aperture.triton.copy)."""
-    value = _load(src_ptr, cur_rank, from_rank, heap_bases, mask, other, load_cache_modifier, False)
-    _store(dst_ptr, value, cur_rank, to_rank, heap_bases, mask, store_cache_modifier)
+    value = apt.load(src_ptr, cur_rank, from_rank, heap_bases, mask=mask, other=other,
+                     cache_modifier=_cache(load_cache_modifier))
+    apt.store(dst_ptr, value, cur_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier))
 
 
 # Atomics: Iris leaves sem and scope to Triton when they are None (acq_rel, "gpu"); here None is
@@ -100,62 +122,84 @@ def copy(src_ptr, dst_ptr, from_rank, to_rank, cur_rank, heap_bases, mask=None, 
 
 @triton.jit
 def atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None):
-    return apt.atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=mask,
-                          sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+               scope: tl.constexpr = None, hint: tl.constexpr = None, copy_engine_ctx=None,
+               USE_COPY_ENGINE: tl.constexpr = False):
+    tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
+    return apt.atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
 
 
 @triton.jit
 def atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None):
-    return apt.atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=mask,
-                          sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+               scope: tl.constexpr = None, hint: tl.constexpr = None):
+    return apt.atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
 
 
 @triton.jit
 def atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None):
-    return apt.atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=mask,
-                          sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+               scope: tl.constexpr = None, hint: tl.constexpr = None):
+    return apt.atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
 
 
 @triton.jit
 def atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-              scope: tl.constexpr = None):
-    return apt.atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=mask,
-                         sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+              scope: tl.constexpr = None, hint: tl.constexpr = None):
+    return apt.atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
 
 
 @triton.jit
 def atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None):
-    return apt.atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=mask,
-                          sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+               scope: tl.constexpr = None, hint: tl.constexpr = None):
+    return apt.atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
 
 
 @triton.jit
 def atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None):
-    return apt.atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=mask,
-                          sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+               scope: tl.constexpr = None, hint: tl.constexpr = None):
+    return apt.atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
 
 
 @triton.jit
 def atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None):
-    return apt.atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=mask,
-                          sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+               scope: tl.constexpr = None, hint: tl.constexpr = None):
+    return apt.atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
 
 
 @triton.jit
 def atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-                scope: tl.constexpr = None):
-    return apt.atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=mask,
-                           sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+                scope: tl.constexpr = None, hint: tl.constexpr = None):
+    return apt.atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem),
+                           scope=_scope(scope))
 
 
 @triton.jit
 def atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem: tl.constexpr = None,
-               scope: tl.constexpr = None):
-    return apt.atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases,
-                          sem="acq_rel" if sem is None else sem, scope="sys" if scope is None else scope)
+               scope: tl.constexpr = None, hint: tl.constexpr = None, copy_engine_ctx=None,
+               USE_COPY_ENGINE: tl.constexpr = False):
+    tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
+    return apt.atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem=_sem(sem), scope=_scope(scope))
+
+
+# ---- Iris's device utilities (iris.device.utils) ------------------------------------------------
+
+@triton.jit
+def get_cu_id():
+    """The compute unit this program runs on: on NVIDIA the SM (PTX %smid). Compiled kernels
+    only (the interpreter has no SMs)."""
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def read_realtime():
+    """A clock that runs at a constant rate whatever the GPU's frequency: on NVIDIA the global
+    timer in nanoseconds (PTX %globaltimer; Iris's AMD counter ticks at 100 MHz). Compiled
+    kernels only."""
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def get_xcc_id():
+    """AMD-only: refused when the kernel compiles (the host-side names: aperture.iris._amd)."""
+    tl.static_assert(False, "aperture.iris: get_xcc_id reads the XCC (accelerator complex die) of AMD's MI300 "
+                            "series, which is AMD-only; NVIDIA GPUs have no XCDs: use get_cu_id() (the SM, "
+                            "%smid) or tl.program_id for placement")
+    return 0

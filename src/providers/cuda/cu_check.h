@@ -24,7 +24,7 @@
 
 #include "aperture/error.h"
 #include "common/cuda_check.h"  // call_failure_text, throw_call_failure, cuda_error_text
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -19,7 +19,7 @@
 #include "aperture/error.h"
 #include "aperture/team.h"
 #include "common/cuda_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "providers/cuda/current_device.h"
 #include "providers/cuda/gpu_selection.h"
 #include "providers/provider_common.h"

@@ -17,7 +17,7 @@
 #include "aperture/team.h"
 #include "common/cuda_check.h"
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -1,7 +1,7 @@
 #include "providers/foreign_heap/linear_heap_layout.h"
 
 #include "aperture/error.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "providers/provider_common.h"
 
 namespace aperture::detail {

@@ -58,7 +58,7 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "common/cuda_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine_attachment.h"
 #include "engines/nvshmem_engine.h"
 #include "providers/cuda/foreign_gpu.h"

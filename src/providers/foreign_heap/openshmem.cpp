@@ -35,7 +35,7 @@
 #include "aperture/team.h"
 #include "bootstrap/launched_by.h"
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine_attachment.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
 #include "providers/live_allocations.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -41,7 +41,7 @@
 #include "bootstrap/mpi_comm.h"
 #include "common/env.h"
 #include "common/mpi_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine_attachment.h"
 #include "providers/foreign_window/backing_space.h"
 #include "providers/live_allocations.h"

@@ -45,7 +45,7 @@
 #include "aperture/team.h"
 #include "common/cuda_check.h"
 #include "common/nccl_check.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine_attachment.h"
 #include "providers/cuda/foreign_gpu.h"
 #include "providers/foreign_window/nccl_peer_table.h"

@@ -35,7 +35,7 @@
 #include "aperture/team.h"
 #include "common/cuda_check.h"
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine_attachment.h"
 #include "providers/cuda/current_device.h"
 #include "providers/cuda/foreign_gpu.h"

@@ -54,7 +54,7 @@
 #include "bootstrap/fd_passing.h"
 #include "common/cuda_check.h"
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine_attachment.h"
 #include "providers/cuda/cu_check.h"
 #include "providers/cuda/current_device.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "aperture/error.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "providers/registry.h"
 
 namespace aperture::detail {

@@ -19,7 +19,7 @@
 #include "aperture/provider.h"
 #include "aperture/team.h"
 #include "common/env.h"
-#include "detail/format.h"
+#include "common/format.h"
 #include "engines/engine_attachment.h"
 #include "providers/own_heap/linear_heap_provider.h"
 #include "providers/provider_common.h"

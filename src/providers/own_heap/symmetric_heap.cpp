@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "detail/format.h"
+#include "common/format.h"
 
 namespace aperture::detail {
 

@@ -263,7 +263,7 @@ struct LLPiece {
 template <class T, class Coop, class Source, class Take>
 APERTURE_HD bool ll_pieces(const Coop& g, const CollectiveHandle& h, std::uint64_t count, Source source, Take take) {
   Session<Coop> s(g, h);
-  for_each_piece<T>(g, count, ll_capacity<T>(h), h.interleave, [&](std::uint64_t at, std::uint64_t n, bool more) {
+  for_each_piece<T>(g, count, ll_capacity<T>(h), [&](std::uint64_t at, std::uint64_t n, bool more) {
     LLPiece<Coop> piece(s);
     for (int d = 1; d < h.world_size; ++d) {
       const int to = (h.rank + d) % h.world_size;

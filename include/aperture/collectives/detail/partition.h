@@ -49,27 +49,13 @@ APERTURE_HD std::uint64_t piece_capacity(const CollectiveHandle& h, std::uint64_
 
 // The piece loop of every collective: body(at, n, more) for each piece of this part (at most
 // `capacity` elements; `more`: another piece of this part may follow), in order, until body
-// returns false. `interleave`: the data is cut into rounds of parts x capacity and part p takes
-// piece p of every round, so at any time the parts work on neighbouring pieces; otherwise each
-// part takes one contiguous slice, split(count, parts, part), in pieces. Below one round both
-// are the same split.
+// returns false. Each part takes one contiguous slice, split(count, parts, part), in pieces.
 template <class T, class Coop, class Body>
-APERTURE_HD void for_each_piece(const Coop& g, std::uint64_t count, std::uint64_t capacity, bool interleave,
-                                Body&& body) {
-  const int parts = static_cast<int>(g.meta_group_size());
-  const int part = static_cast<int>(g.meta_group_rank());
-  if (!interleave) {
-    const Range mine = split<T>(count, parts, part);
-    for (std::uint64_t at = mine.begin; at < mine.end; at += capacity) {
-      const std::uint64_t n = mine.end - at < capacity ? mine.end - at : capacity;
-      if (!body(at, n, at + n < mine.end)) return;
-    }
-    return;
-  }
-  const std::uint64_t round = capacity * static_cast<std::uint64_t>(parts);
-  for (std::uint64_t base = 0; base < count; base += round) {
-    const Range mine = split<T>(count - base < round ? count - base : round, parts, part);
-    if (mine.size() != 0 && !body(base + mine.begin, mine.size(), round < count - base)) return;
+APERTURE_HD void for_each_piece(const Coop& g, std::uint64_t count, std::uint64_t capacity, Body&& body) {
+  const Range mine = split<T>(count, static_cast<int>(g.meta_group_size()), static_cast<int>(g.meta_group_rank()));
+  for (std::uint64_t at = mine.begin; at < mine.end; at += capacity) {
+    const std::uint64_t n = mine.end - at < capacity ? mine.end - at : capacity;
+    if (!body(at, n, at + n < mine.end)) return;
   }
 }
 

@@ -42,8 +42,9 @@ template <class T, class Coop, class Body>
 APERTURE_HD bool staged_pieces(const Coop& g, const CollectiveHandle& h, std::uint64_t count, std::uint64_t slots,
                                Body&& body) {
   Session<Coop> s(g, h);
-  for_each_piece<T>(g, count, piece_capacity<T>(h, slots), h.interleave,
-                    [&](std::uint64_t at, std::uint64_t n, bool) { return body(s, at, n); });
+  for_each_piece<T>(g, count, piece_capacity<T>(h, slots), [&](std::uint64_t at, std::uint64_t n, bool) {
+    return body(s, at, n);
+  });
   return s.finish();
 }
 
@@ -105,7 +106,7 @@ APERTURE_HD bool direct_pieces(const Coop& g, const CollectiveHandle& h, std::ui
   Session<Coop> s(g, h);
   const Layout layout = agree_on_layout(s, layout_word);
   if (layout == Layout::zero_copy) {
-    for_each_piece<T>(g, count, piece_capacity<T>(h, 1), h.interleave, [&](std::uint64_t at, std::uint64_t n, bool) {
+    for_each_piece<T>(g, count, piece_capacity<T>(h, 1), [&](std::uint64_t at, std::uint64_t n, bool) {
       body(at, n);
       return true;
     });

@@ -174,4 +174,10 @@ constexpr std::size_t all_to_all_direct_min_bytes(bool device, int world) {
   return device ? 4 * kDeviceBarrierBytes : std::size_t{32} * 1024;
 }
 
+// Teams over several nodes (src/collectives/hierarchical.h): all_reduce reduces the whole vector
+// within the node and every rank exchanges it with its column (one MPI exchange, two phases) up to
+// this many bytes; above, the node reduce-scatters, each rank exchanges its shard (1 / node's
+// ranks of the bytes), the node all-gathers (docs/MULTINODE.md) [nodes].
+inline constexpr std::size_t kNodesWholeVectorMaxBytes = std::size_t{32} * 1024;
+
 }  // namespace aperture::collectives::tuning

@@ -48,6 +48,7 @@ struct LaunchOptions {
   std::string program;                    // as given: the ranks' argv[0]
   std::string program_path;               // what is exec'd (resolve_program() finds it)
   std::vector<std::string> args;          // the program's arguments
+  bool iris = false;                      // --iris: `python ...` runs as `python -m aperture.iris ...`
   bool prefix_stdout = true;              // "[rank R] " before stdout lines (the demo's report goes bare)
 };
 

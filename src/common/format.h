@@ -1,4 +1,4 @@
-// src/detail/format.h — a small "{}"-placeholder formatter for error messages.
+// src/common/format.h — a small "{}"-placeholder formatter for error messages.
 //
 // g++ 12 (the CI compiler) has no <format>. Supported: "{}" (operator<<) and "{:#x}" (hex with
 // 0x). Extra or missing arguments show as "{?}" rather than throwing: a message is never lost.

@@ -1,7 +1,8 @@
 """Address maps from Python: the table of peer bases of one allocation, whoever allocated it."""
 
-from . import _arrays, _core, _registry
-from ._error import ErrorCode, fail
+from .. import _core
+from .._error import ErrorCode, fail
+from . import _registry, _tensors, dtypes
 
 
 class AddressMap:
@@ -33,9 +34,9 @@ class AddressMap:
             device = self._device if on_device else -1
             if on_device and device < 0:
                 device = _core.device_of(self._map.table_address)
-            dtype = _arrays.resolve_dtype("int64")
+            dtype = dtypes.resolve("int64")
             # The table itself, not a copy: it lives as long as the map object it is viewed through.
-            self._peer_bases = _arrays.wrap(self._map.table_address, 8 * self.world_size, self._map, device,
+            self._peer_bases = _tensors.wrap(self._map.table_address, 8 * self.world_size, self._map, device,
                                             (self.world_size,), dtype)
         return self._peer_bases
 
@@ -61,16 +62,16 @@ class AddressMap:
 
     def owns(self, tensor):
         """True when every element of `tensor` (a tensor or array) lies in this rank's copy."""
-        _arrays.check_array("AddressMap.owns", tensor)
-        start, nbytes = _arrays.extent(tensor)
+        _tensors.check_array("AddressMap.owns", tensor)
+        start, nbytes = _tensors.extent(tensor)
         return self._map.owns_range(start, max(nbytes, 1))
 
     def translate(self, tensor, to_rank):
         """The address (an int) of `tensor`'s first element in `to_rank`'s copy, through the checked
         path: aperture.Error when to_rank is out of range or not direct, or `tensor` not in the map."""
-        _arrays.check_array("AddressMap.translate", tensor)
-        start, nbytes = _arrays.extent(tensor)
-        return self._map.translate(_arrays.address(tensor), to_rank, max(nbytes, 1))
+        _tensors.check_array("AddressMap.translate", tensor)
+        start, nbytes = _tensors.extent(tensor)
+        return self._map.translate(_tensors.address(tensor), to_rank, max(nbytes, 1))
 
     def __repr__(self):
         return (f"AddressMap(local_rank={self.local_rank}, world_size={self.world_size}, "
@@ -81,13 +82,13 @@ def address_map(tensor):
     """The map of the allocation `tensor` (from a provider's empty()/zeros(), or a view of it) lies
     in, described from the tensor's first element: its own table (entries shifted to the view)
     and its own length. Not collective."""
-    _arrays.check_array("address_map", tensor)
+    _tensors.check_array("address_map", tensor)
     record = _registry.find("address_map", tensor)
-    start, nbytes = _arrays.extent(tensor)
+    start, nbytes = _tensors.extent(tensor)
     if start == 0 and nbytes == 0:  # torch gives tensors without elements no address
         start = record.allocation.address
     core_map = record.provider._core.symmetric_address_map(start, nbytes)
-    return AddressMap(core_map, _arrays.device_index(tensor))
+    return AddressMap(core_map, _tensors.device_index(tensor))
 
 
 def _device_of(device):
@@ -96,7 +97,7 @@ def _device_of(device):
         return -1
     if isinstance(device, int):
         return device
-    torch = _arrays.torch
+    torch = _tensors.torch
     if torch is None:
         if str(device) == "cpu":
             return -1
@@ -115,49 +116,14 @@ def from_table(local_rank, peer_bases, allocation_bytes, device=None):
     entry local_rank is this rank's. The table is kept where kernels will read it: on `device`
     (a CUDA device), else where a tensor `peer_bases` already is, else on the host. The C++
     checks apply (world size, this rank's entry, the length)."""
-    tensor = peer_bases if _arrays.is_tensor(peer_bases) else None
+    tensor = peer_bases if _tensors.is_tensor(peer_bases) else None
     entries = [int(v) for v in (peer_bases.tolist() if hasattr(peer_bases, "tolist") else peer_bases)]
-    index = _device_of(device) if device is not None else (_arrays.device_index(tensor) if tensor is not None else -1)
+    index = _device_of(device) if device is not None else (_tensors.device_index(tensor) if tensor is not None else -1)
     if index < 0:
         return AddressMap(_core.map_from_table(local_rank, entries, int(allocation_bytes)), -1)
-    torch = _arrays.torch
+    torch = _tensors.torch
     if not (tensor is not None and tensor.dtype == torch.int64 and tensor.is_contiguous() and
-            _arrays.device_index(tensor) == index):
+            _tensors.device_index(tensor) == index):
         tensor = torch.tensor(entries, dtype=torch.int64, device=f"cuda:{index}")
     core_map = _core.map_from_table(local_rank, entries, int(allocation_bytes), tensor.data_ptr(), tensor)
     return AddressMap(core_map, index, tensor)
-
-
-def from_torch_symmetric(tensor, group=None):
-    """The map of `tensor` from torch.distributed._symmetric_memory.empty: its table is the
-    rendezvous handle's buffer_ptrs (on the device, buffer_ptrs_dev itself where the tensor starts
-    its buffer). Collective over `group` (default: the world group), as rendezvous is."""
-    torch = _arrays.torch
-    if torch is None:
-        fail(ErrorCode.unavailable, "from_torch_symmetric needs torch, which is not installed")
-    if not _arrays.is_tensor(tensor) or tensor.device.type != "cuda":
-        fail(ErrorCode.invalid_argument,
-             f"from_torch_symmetric: expected a CUDA tensor from torch.distributed._symmetric_memory.empty, got "
-             f"{_arrays.describe(tensor) if _arrays.is_tensor(tensor) else type(tensor).__name__}")
-    import torch.distributed as dist
-    from torch.distributed import _symmetric_memory as symm_mem
-
-    if group is None:
-        group = dist.group.WORLD
-    handle = symm_mem.rendezvous(tensor, group)
-    bases = [int(p) for p in handle.buffer_ptrs]
-    start, nbytes = _arrays.extent(tensor)
-    offset = start - bases[handle.rank]
-    if not 0 <= offset <= handle.buffer_size - nbytes:
-        fail(ErrorCode.invalid_argument,
-             f"from_torch_symmetric: the {_arrays.describe(tensor)} at {start:#x} is not inside its symmetric "
-             f"buffer ({bases[handle.rank]:#x}, {handle.buffer_size} bytes)")
-    index = _arrays.device_index(tensor)
-    if offset == 0:
-        # The handle's own device table; the map keeps the handle (and with it the table) alive.
-        core_map = _core.map_from_table(handle.rank, bases, nbytes, int(handle.buffer_ptrs_dev), handle)
-        return AddressMap(core_map, index)
-    shifted = [p + offset if p else 0 for p in bases]
-    table = torch.tensor(shifted, dtype=torch.int64, device=tensor.device)
-    core_map = _core.map_from_table(handle.rank, shifted, nbytes, table.data_ptr(), (table, handle))
-    return AddressMap(core_map, index, table)

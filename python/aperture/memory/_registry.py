@@ -9,17 +9,21 @@ name instead of reaching memory that a later allocation may reuse."""
 
 import weakref
 
-from . import _arrays
-from ._error import ErrorCode, fail
+from .._error import ErrorCode, fail
+from . import _tensors
 
 
 class Record:
-    __slots__ = ("provider", "allocation", "map", "root", "__weakref__")
+    __slots__ = ("provider", "allocation", "map", "zero_copy", "root", "__weakref__")
 
     def __init__(self, provider, allocation, root):
         self.provider = provider  # the Python Provider
         self.allocation = allocation  # its _core.Allocation (which keeps the C++ provider alive)
         self.map = allocation.map  # the allocation's C++ map, for the zero-copy collectives
+        m = self.map
+        # (local_rank, world_size) when every peer's copy is direct (the zero-copy collectives
+        # may read it where it lies), else None; a map's table never changes, so asked once here.
+        self.zero_copy = (m.local_rank, m.world_size) if m.all_direct else None
         self.root = weakref.ref(root, lambda _ref, key=id(root): _forget(key))
 
 
@@ -50,14 +54,14 @@ def mark_freed(record):
 def lookup(x):
     """("live", Record) when x lies in a live allocation (by its root, else by its address range),
     ("freed", Record) when it lies in one that was freed, (None, None) when it is not aperture's."""
-    root = _arrays.root_of(x)
+    root = _tensors.root_of(x)
     record = _live.get(id(root))
     if _same(record, root):
         return "live", record
     record = _freed.get(id(root))
     if _same(record, root):
         return "freed", record
-    start, nbytes = _arrays.extent(x)
+    start, nbytes = _tensors.extent(x)
     for record in list(_live.values()):
         base, size = record.allocation.address, record.allocation.bytes
         if base <= start and start + nbytes <= base + size and record.root() is not None:
@@ -72,10 +76,10 @@ def find(call, x):
         return record
     if state == "freed":
         fail(ErrorCode.invalid_argument,
-             f"{call}: the {_arrays.describe(x)} lies in an allocation of provider "
+             f"{call}: the {_tensors.describe(x)} lies in an allocation of provider "
              f"{record.allocation.provider_name} that was freed; allocate a new one")
-    start, nbytes = _arrays.extent(x)
+    start, nbytes = _tensors.extent(x)
     fail(ErrorCode.invalid_argument,
-         f"{call}: the {_arrays.describe(x)} at {start:#x} ({nbytes} bytes) is not in memory of any live aperture "
+         f"{call}: the {_tensors.describe(x)} at {start:#x} ({nbytes} bytes) is not in memory of any live aperture "
          "allocation; pass a tensor from a provider's empty()/zeros() (or a view of one), or describe other "
          "memory with aperture.from_table")

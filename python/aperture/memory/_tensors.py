@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from . import _core
-from ._error import ErrorCode, fail
+from .. import _core
+from .._error import ErrorCode, fail
 
 try:
     import torch
@@ -80,28 +80,6 @@ def describe(x):
     where = str(x.device) if is_tensor(x) else "cpu"
     kind = "torch.Tensor" if is_tensor(x) else "numpy.ndarray"
     return f"{kind} {dtype_name(x)} {tuple(x.shape)} on {where}"
-
-
-def resolve_dtype(dtype):
-    """A torch dtype where torch is here (from a torch dtype, a numpy dtype or a name), else numpy's."""
-    if torch is not None:
-        if isinstance(dtype, torch.dtype):
-            return dtype
-        name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-        found = getattr(torch, name, None)
-        if isinstance(found, torch.dtype):
-            return found
-        fail(ErrorCode.invalid_argument, f"dtype {dtype!r} is not a torch dtype")
-    try:
-        return np.dtype(dtype)
-    except TypeError:
-        fail(ErrorCode.invalid_argument, f"dtype {dtype!r} is not a numpy dtype (and torch is not installed)")
-
-
-def dtype_itemsize(dtype):
-    if torch is not None and isinstance(dtype, torch.dtype):
-        return torch.empty((), dtype=dtype).element_size()
-    return np.dtype(dtype).itemsize
 
 
 def shape_tuple(shape):

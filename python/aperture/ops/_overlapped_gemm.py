@@ -12,9 +12,10 @@ the 16-byte alignment; this layer checks what the C++ API cannot see (dtypes, de
 dimensions). Calls are collective and may be captured in a CUDA graph once reserve() has sized
 the buffers for the largest shapes."""
 
-from . import _arrays, _core, _registry
-from ._collective_object import CollectiveObject
-from ._error import ErrorCode, fail
+from .. import _core
+from .._error import ErrorCode, fail
+from ..collectives._collective_object import CollectiveObject
+from ..memory import _registry, _tensors
 
 
 class OverlappedGemm(CollectiveObject):
@@ -34,19 +35,19 @@ class OverlappedGemm(CollectiveObject):
     def _matrix(self, call, x, role, rows=None, cols=None):
         """x as a bf16 CUDA matrix on this rank's GPU: its (rows, cols), checked against the given ones."""
         who = f"OverlappedGemm.{call}"
-        _arrays.check_array(who, x, role)
-        if not (_arrays.is_tensor(x) and x.is_cuda):
+        _tensors.check_array(who, x, role)
+        if not (_tensors.is_tensor(x) and x.is_cuda):
             fail(ErrorCode.invalid_argument,
-                 f"{who}: {role} is a {_arrays.describe(x)}; ag_gemm and gemm_rs take CUDA tensors on this rank's GPU")
-        if _arrays.dtype_name(x) != "bfloat16":
+                 f"{who}: {role} is a {_tensors.describe(x)}; ag_gemm and gemm_rs take CUDA tensors on this rank's GPU")
+        if x.dtype != _tensors.torch.bfloat16:
             fail(ErrorCode.invalid_argument,
-                 f"{who}: {role} is a {_arrays.describe(x)}; ag_gemm and gemm_rs take bfloat16 matrices "
+                 f"{who}: {role} is a {_tensors.describe(x)}; ag_gemm and gemm_rs take bfloat16 matrices "
                  "(fp32 accumulation inside): pass x.to(torch.bfloat16)")
         if x.dim() != 2:
-            fail(ErrorCode.invalid_argument, f"{who}: {role} is a {_arrays.describe(x)}, not a 2-D matrix")
-        if not _arrays.is_contiguous(x):
+            fail(ErrorCode.invalid_argument, f"{who}: {role} is a {_tensors.describe(x)}, not a 2-D matrix")
+        if not _tensors.is_contiguous(x):
             fail(ErrorCode.invalid_argument,
-                 f"{who}: {role} ({_arrays.describe(x)}) is not contiguous (row-major, dense); pass x.contiguous()")
+                 f"{who}: {role} ({_tensors.describe(x)}) is not contiguous (row-major, dense); pass x.contiguous()")
         if _registry.lookup(x)[0] == "freed":
             _registry.find(who, x)  # raises: a freed allocation is no one's memory now
         got = tuple(x.shape)
@@ -58,7 +59,7 @@ class OverlappedGemm(CollectiveObject):
         return got
 
     def _same_device(self, call, *tensors):
-        devices = {_arrays.device_index(t) for t in tensors}
+        devices = {_tensors.device_index(t) for t in tensors}
         if len(devices) != 1:
             fail(ErrorCode.invalid_argument,
                  f"OverlappedGemm.{call}: the matrices lie on CUDA devices {sorted(devices)}; give them all on this "
@@ -73,11 +74,11 @@ class OverlappedGemm(CollectiveObject):
         _, n = self._matrix("ag_gemm", b, "b", rows=k)
         m = rows * self.size
         if out is None:
-            out = _arrays.torch.empty((m, n), dtype=b.dtype, device=b.device)
+            out = _tensors.torch.empty((m, n), dtype=b.dtype, device=b.device)
         else:
             self._matrix("ag_gemm", out, "out", rows=m, cols=n)
         self._same_device("ag_gemm", a_shard, b, out)
-        stream = _arrays.torch.cuda.current_stream(b.device).cuda_stream
+        stream = _tensors.torch.cuda.current_stream(b.device).cuda_stream
         self._core.ag_gemm(a_shard.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, stream)
         return out
 
@@ -91,15 +92,15 @@ class OverlappedGemm(CollectiveObject):
         rows = m // self.size if m % self.size == 0 else None
         if out is None:
             # A row count that does not divide reaches the C++ check, which says so.
-            out = _arrays.torch.empty((max(m // self.size, 1), n), dtype=b.dtype, device=b.device)
+            out = _tensors.torch.empty((max(m // self.size, 1), n), dtype=b.dtype, device=b.device)
         elif rows is not None:
             self._matrix("gemm_rs", out, "out", rows=rows, cols=n)
         self._same_device("gemm_rs", a, b, out)
-        stream = _arrays.torch.cuda.current_stream(b.device).cuda_stream
+        stream = _tensors.torch.cuda.current_stream(b.device).cuda_stream
         self._core.gemm_rs(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, stream)
         return out
 
     def check(self):
         """Waits for torch's current stream, then raises aperture.Error (code timeout) if a device
         wait of any call so far gave up (APERTURE_TIMEOUT)."""
-        self._core.check(_arrays.torch.cuda.current_stream().cuda_stream)
+        self._core.check(_tensors.torch.cuda.current_stream().cuda_stream)

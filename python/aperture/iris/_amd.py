@@ -1,0 +1,35 @@
+"""Iris names that exist only for AMD GPUs: each raises one aperture.Error saying so and what to use on NVIDIA."""
+
+import aperture
+
+# name -> (what it is on AMD, what an NVIDIA program uses instead)
+AMD_ONLY = {
+    "gluon": ("Gluon kernels (iris.experimental.iris_gluon, iris.gluon, ccl Config(use_gluon=True)) are written "
+              "against AMD's Gluon layouts", "Triton kernels with iris's device functions or DeviceContext"),
+    "sdma": ("SDMA copy engines (iris's copy-engine transfers)", "ctx.ccl collectives or the device copy/put/get"),
+    "triggered_copy": ("triggered SDMA copies", "ctx.ccl collectives or the device copy/put/get"),
+    "rocshmem": ("rocSHMEM (iris.experimental.rocshmem_provider)",
+                 "allocator_type='nvshmem' (aperture's NVSHMEM provider)"),
+    "dmabuf": ("the dmabuf allocator (HIP dmabuf export)", "allocator_type='cuda-vmm' (fabric/POSIX-fd handles)"),
+    "xcc": ("XCC (accelerator complex die) topology, iris.hip.get_num_xcc", "nothing: NVIDIA GPUs have one die; "
+            "Config.num_xcds is 1 here"),
+    "hip": ("the HIP runtime bindings (iris.hip)", "torch.cuda (device count, properties, streams)"),
+}
+
+
+def refuse(name, what=None):
+    kind, instead = AMD_ONLY[name]
+    raise aperture.Error(f"aperture: iris: {what or name} is AMD-only: {kind}. On NVIDIA GPUs use {instead}.",
+                         code=aperture.ErrorCode.unavailable)
+
+
+class AmdOnlyModule:
+    """Stands for an AMD-only Iris module: any attribute raises the module's one error."""
+
+    def __init__(self, name, what):
+        self._name, self._what = name, what
+
+    def __getattr__(self, attribute):
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        refuse(self._name, f"{self._what}.{attribute}")

@@ -1,0 +1,201 @@
+"""Iris's object-style device API: ``DeviceContext``, on aperture.triton.
+
+On the host, ``device_context(ctx)`` (what the host object's ``get_device_context()`` returns)
+is one int64 tensor on the heap's device, laid out as Iris lays it out:
+
+    [cur_rank, num_ranks, heap_base_0, ..., heap_base_{num_ranks-1}, tracing_enabled (0)]
+
+A kernel takes that tensor and its rank and world size as compile-time constants, and builds
+the context in the kernel:
+
+    @triton.jit
+    def kernel(context_tensor, buf, rank: tl.constexpr, world_size: tl.constexpr):
+        ctx = DeviceContext.initialize(context_tensor, rank, world_size)
+        x = ctx.load(buf + offs, from_rank=peer)          # peer's copy of buf
+        ctx.store(buf + offs, x, to_rank=peer)
+        ctx.atomic_add(counter, 1, to_rank=peer)
+
+Every method translates the pointer from this rank's address space (``ctx.rank``) to the rank it
+names, through aperture.triton (the table is the context tensor's, from index 2): ``load`` and
+``get`` read ``from_rank``'s copy, ``store``, ``put`` and the atomics reach ``to_rank``'s, ``copy``
+reads ``from_rank``'s and writes ``to_rank``'s. Defaults are Iris's but for the atomics' scope:
+``sem=None`` is acq_rel and ``scope=None`` is system scope (Triton's default, "gpu", does not
+order another GPU's accesses on NVIDIA; docs/IRIS.md). ``hint=`` is accepted: aperture.triton
+vectorises the translated access by itself where the heap's copies are 16-byte congruent.
+
+Tracing (``initialize(..., tracing=True)``, ``ctx.tracing``) is Iris's AMD event recorder
+(XCC and CU ids, s_memrealtime); it is refused at compile time with a message that says so.
+"""
+
+import torch
+import triton
+import triton.language as tl
+from triton.language.core import _aggregate as aggregate
+
+import aperture.triton as apt
+
+from ._device import _cache, _sem, _scope
+
+# Words of the context tensor before the table: cur_rank, num_ranks.
+_TABLE_OFFSET = tl.constexpr(2)
+
+
+class _DeviceContext:
+    """This rank, the world size (both compile-time constants) and the heap's table."""
+
+    rank: tl.constexpr
+    world_size: tl.constexpr
+    heap_bases: tl.tensor
+
+    @triton.constexpr_function
+    def __init__(self, rank, world_size, heap_bases):
+        self.rank = tl.constexpr(rank)
+        self.world_size = tl.constexpr(world_size)
+        self.heap_bases = heap_bases
+
+    @staticmethod
+    @triton.jit
+    def initialize(context_tensor, rank, world_size, tracing: tl.constexpr = False):
+        """The context from ``ctx.get_device_context()``'s tensor; ``rank`` and ``world_size``
+        must be the kernel's ``tl.constexpr`` parameters (as in Iris)."""
+        tl.static_assert(not tracing, "aperture.iris: DeviceContext tracing is Iris's AMD event recorder (XCC/CU "
+                                      "ids, s_memrealtime) and is not provided on NVIDIA; use Nsight Systems / "
+                                      "Nsight Compute (or torch.profiler) to trace kernels, and pass tracing=False")
+        return DeviceContext(rank, world_size, context_tensor + _TABLE_OFFSET)
+
+    @triton.jit
+    def _translate(self, ptr, from_rank, to_rank, hint: tl.constexpr = None):
+        return apt.translate(ptr, from_rank, to_rank, self.heap_bases)
+
+    @triton.jit
+    def load(self, pointer, from_rank, mask=None, other=None, cache_modifier: tl.constexpr = None,
+             volatile: tl.constexpr = False, hint: tl.constexpr = None):
+        """from_rank's copy of ``pointer`` (valid here)."""
+        return apt.load(pointer, self.rank, from_rank, self.heap_bases, mask=mask, other=other,
+                        cache_modifier=_cache(cache_modifier), volatile=volatile)
+
+    @triton.jit
+    def store(self, pointer, value, to_rank, mask=None, cache_modifier: tl.constexpr = None,
+              hint: tl.constexpr = None):
+        """Writes ``value`` into to_rank's copy of ``pointer``."""
+        apt.store(pointer, value, self.rank, to_rank, self.heap_bases, mask=mask,
+                  cache_modifier=_cache(cache_modifier))
+
+    @triton.jit
+    def get(self, from_ptr, to_ptr, from_rank, mask=None, other=None, load_cache_modifier: tl.constexpr = None,
+            store_cache_modifier: tl.constexpr = None, hint: tl.constexpr = None):
+        """from_rank's copy of ``from_ptr`` into this rank's ``to_ptr``."""
+        value = apt.load(from_ptr, self.rank, from_rank, self.heap_bases, mask=mask, other=other,
+                         cache_modifier=_cache(load_cache_modifier))
+        tl.store(to_ptr, value, mask=mask, cache_modifier=_cache(store_cache_modifier))
+
+    @triton.jit
+    def put(self, from_ptr, to_ptr, to_rank, mask=None, other=None, load_cache_modifier: tl.constexpr = None,
+            store_cache_modifier: tl.constexpr = None, hint: tl.constexpr = None):
+        """This rank's ``from_ptr`` into to_rank's copy of ``to_ptr``."""
+        value = tl.load(from_ptr, mask=mask, other=other, cache_modifier=_cache(load_cache_modifier))
+        apt.store(to_ptr, value, self.rank, to_rank, self.heap_bases, mask=mask,
+                  cache_modifier=_cache(store_cache_modifier))
+
+    @triton.jit
+    def copy(self, src_ptr, dst_ptr, from_rank, to_rank, mask=None, other=None,
+             load_cache_modifier: tl.constexpr = None, store_cache_modifier: tl.constexpr = None,
+             hint: tl.constexpr = None):
+        """from_rank's copy of ``src_ptr`` into to_rank's copy of ``dst_ptr`` (both pointers
+        valid here; Iris leaves it undefined unless this rank is one of the two)."""
+        value = apt.load(src_ptr, self.rank, from_rank, self.heap_bases, mask=mask, other=other,
+                         cache_modifier=_cache(load_cache_modifier))
+        apt.store(dst_ptr, value, self.rank, to_rank, self.heap_bases, mask=mask,
+                  cache_modifier=_cache(store_cache_modifier))
+
+    @triton.jit
+    def atomic_add(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                   hint: tl.constexpr = None):
+        return apt.atomic_add(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
+                              scope=_scope(scope))
+
+    @triton.jit
+    def atomic_sub(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                   hint: tl.constexpr = None):
+        return apt.atomic_sub(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
+                              scope=_scope(scope))
+
+    @triton.jit
+    def atomic_cas(self, pointer, cmp, val, to_rank, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                   hint: tl.constexpr = None):
+        return apt.atomic_cas(pointer, cmp, val, self.rank, to_rank, self.heap_bases, sem=_sem(sem),
+                              scope=_scope(scope))
+
+    @triton.jit
+    def atomic_xchg(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                    hint: tl.constexpr = None):
+        return apt.atomic_xchg(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
+                               scope=_scope(scope))
+
+    @triton.jit
+    def atomic_xor(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                   hint: tl.constexpr = None):
+        return apt.atomic_xor(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
+                              scope=_scope(scope))
+
+    @triton.jit
+    def atomic_and(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                   hint: tl.constexpr = None):
+        return apt.atomic_and(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
+                              scope=_scope(scope))
+
+    @triton.jit
+    def atomic_or(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                  hint: tl.constexpr = None):
+        return apt.atomic_or(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
+                             scope=_scope(scope))
+
+    @triton.jit
+    def atomic_min(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                   hint: tl.constexpr = None):
+        return apt.atomic_min(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
+                              scope=_scope(scope))
+
+    @triton.jit
+    def atomic_max(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
+                   hint: tl.constexpr = None):
+        return apt.atomic_max(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
+                              scope=_scope(scope))
+
+
+DeviceContext = aggregate(_DeviceContext)
+DeviceContext.__name__ = DeviceContext.__qualname__ = "DeviceContext"
+
+
+def _interpreted_methods():
+    # Triton 3.6's aggregate copies only JITCallable members onto the class, and under the
+    # interpreter (TRITON_INTERPRET=1) @triton.jit makes InterpretedFunctions, which are not: the
+    # methods would be missing. Bind them here, as the compiler binds them.
+    from triton.runtime.interpreter import InterpretedFunction
+
+    def bound(function):
+        return lambda self, *args, **kwargs: function(self, *args, **kwargs)
+
+    for name, member in vars(_DeviceContext).items():
+        if isinstance(member, staticmethod) and isinstance(member.__func__, InterpretedFunction):
+            setattr(DeviceContext, name, member)
+        elif isinstance(member, InterpretedFunction):
+            setattr(DeviceContext, name, bound(member))
+
+
+_interpreted_methods()
+
+
+def device_context(ctx):
+    """The tensor Iris's ``ctx.get_device_context()`` returns, for the host object ``ctx``: int64,
+    on the heap's device, ``[rank, num_ranks, heap_bases..., 0]`` (the last word: tracing off).
+    The table is a copy of ``ctx.get_heap_bases()`` (the heap's; a tensor from
+    allocate_symmetric with a table of its own goes through that table instead)."""
+    bases = ctx.get_heap_bases()
+    rank, world = int(ctx.get_rank()), int(ctx.get_num_ranks())
+    first = _TABLE_OFFSET.value
+    words = torch.empty(first + world + 1, dtype=torch.int64, device=bases.device)
+    words[0], words[1] = rank, world
+    words[first:first + world] = bases.view(torch.int64)
+    words[-1] = 0
+    return words

@@ -1,0 +1,103 @@
+"""The symmetric heap behind ``ctx.heap``: one aperture allocation of ``heap_size`` bytes.
+
+Tensors are slices of it at 256-byte-aligned offsets, the same on every rank, so the heap's one
+table (``get_heap_bases()``) serves every tensor, as Iris's does. Nothing is freed one tensor at
+a time (Iris frees nothing either): allocation is collective in that every rank must ask for the
+same tensors in the same order.
+"""
+
+import math
+
+import torch
+
+import aperture
+
+# Enough for 16-byte vector accesses and any dtype; what aperture's own allocations promise.
+ALIGNMENT = 256
+
+
+class SymmetricHeap:
+    def __init__(self, provider, heap_size):
+        if heap_size <= 0:
+            raise aperture.Error(f"aperture: iris: heap_size must be positive, got {heap_size}",
+                                 code=aperture.ErrorCode.invalid_argument)
+        self.provider = provider
+        self.heap_size = int(heap_size)
+        self.offset = 0
+        self.alignment = ALIGNMENT
+        self.memory_pool = provider.zeros((self.heap_size,), torch.int8)
+        self.address_map = aperture.address_map(self.memory_pool)
+        # Iris hands kernels a uint64 table; this is aperture's int64 one viewed as uint64 (the same
+        # memory: addresses are below 2**63, so every entry reads the same).
+        self.heap_bases = self.address_map.peer_bases.view(torch.uint64)
+
+    def get_device(self):
+        return self.memory_pool.device
+
+    def get_heap_bases(self):
+        return self.heap_bases
+
+    def allocate(self, num_elements, dtype):
+        nbytes = num_elements * torch.empty((), dtype=dtype).element_size()
+        start = self.offset
+        end = start + math.ceil(nbytes / self.alignment) * self.alignment
+        if end > self.heap_size:
+            raise aperture.Error(
+                f"aperture: iris heap out of memory: {num_elements} x {dtype} needs {nbytes} bytes, but only "
+                f"{self.heap_size - start} of the heap's {self.heap_size} bytes are left; pass a larger heap_size "
+                "to iris.iris()", code=aperture.ErrorCode.out_of_memory)
+        self.offset = end
+        return self.memory_pool[start:start + nbytes].view(dtype)
+
+    def is_symmetric(self, tensor):
+        """True when ``tensor`` lies in this heap (and so on every rank at the same offset)."""
+        if tensor.numel() == 0:
+            return True
+        base = self.memory_pool.data_ptr()
+        first = tensor.data_ptr()
+        return base <= first and first + _extent(tensor) <= base + self.heap_size
+
+    def as_symmetric(self, external_tensor):
+        """A heap tensor holding a copy of ``external_tensor`` (Iris's torch-allocator behaviour:
+        the two are independent afterwards). Collective, like every heap allocation."""
+        if not isinstance(external_tensor, torch.Tensor):
+            raise aperture.Error(f"aperture: iris.as_symmetric: expected a torch.Tensor, got "
+                                 f"{type(external_tensor).__name__}", code=aperture.ErrorCode.invalid_argument)
+        out = self.allocate(external_tensor.numel(), external_tensor.dtype).view(external_tensor.shape)
+        out.copy_(external_tensor)
+        return out
+
+
+def _extent(tensor):
+    """Bytes from the tensor's first element to one past its last (strided tensors included)."""
+    if tensor.numel() == 0:
+        return 0
+    last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return (last + 1) * tensor.element_size()
+
+
+class _DeviceBytes:
+    """``nbytes`` of GPU memory at ``address`` (mapped in this process), for torch.as_tensor."""
+
+    def __init__(self, address, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
+                                         "version": 3, "strides": None}
+
+
+def peer_tensor(amap, tensor, rank):
+    """Rank ``rank``'s copy of ``tensor`` (contiguous, in ``amap``'s allocation), as a tensor of this
+    process over the peer mapping; aperture.Error when that copy is out of load/store reach."""
+    if not tensor.is_contiguous():
+        raise aperture.Error("aperture: iris: a peer's copy is given for contiguous tensors only; pass "
+                             "t.contiguous() of a heap tensor", code=aperture.ErrorCode.invalid_argument)
+    nbytes = tensor.numel() * tensor.element_size()
+    address = amap.translate(tensor, int(rank))
+    if nbytes == 0:
+        return tensor.clone()
+    if tensor.device.type == "cuda":
+        raw = torch.as_tensor(_DeviceBytes(address, nbytes), device=tensor.device)
+    else:
+        import ctypes
+
+        raw = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), dtype=torch.uint8)
+    return raw.view(tensor.dtype).view(tensor.shape)

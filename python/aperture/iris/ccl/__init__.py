@@ -1,0 +1,231 @@
+"""``iris.ccl``: Iris's collectives, on aperture's Communicator.
+
+``ctx.ccl.all_reduce/all_gather/all_to_all/reduce_scatter/broadcast/barrier/reduce/scatter/gather``
+have Iris's signatures and tensor shapes and run as aperture Communicator calls on torch's current
+stream (zero-copy for heap tensors); ``send/recv/isend/irecv/batch_isend_irecv`` run through the
+heap (ccl.p2p); ``all_gather_gemm``, ``gemm_reduce_scatter`` and ``all_reduce_rmsnorm`` are the
+device side's fused kernels (ccl._fused). ``group`` must be None (or the whole world): aperture.iris
+has no subgroups. ``async_op`` is accepted: every call is ordered on the stream, so later work on
+the stream sees its result either way.
+"""
+
+import aperture
+
+from . import p2p
+from .config import Config
+from .p2p import P2PConfig, P2POp, P2PState, P2PWork
+from .utils import ReduceOp, op_name
+
+
+def _refuse(call, detail, code=None):
+    raise aperture.Error(f"aperture: iris.ccl.{call}: {detail}", code=code or aperture.ErrorCode.invalid_argument)
+
+
+class Workspace:
+    """What ``all_reduce_preamble`` returns and ``all_reduce`` takes: aperture's Communicator keeps its
+    own scratch, so this only records the shape and dtype it was prepared for."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+    def matches(self, tensor):
+        return tuple(tensor.shape) == self.shape and tensor.dtype == self.dtype
+
+
+def _fused():
+    from . import _fused  # the device side's (aperture.iris.ccl._fused)
+
+    return _fused
+
+
+class CCL:
+    """``ctx.ccl``: the collectives of one Iris context."""
+
+    def __init__(self, ctx):
+        self._iris = ctx
+        self._comm = None
+        self._scratch = {}
+        self._workspace = None
+        self._workspace_of = None
+
+    def _communicator(self):
+        if self._comm is None:
+            self._comm = self._iris._comm()
+        return self._comm
+
+    def _group(self, group, call):
+        if group is not None:
+            self._iris._check_group(group, f"ccl.{call}")
+
+    def _same_shape(self, call, out, inp):
+        if out.numel() != inp.numel():
+            _refuse(call, f"output has {out.numel()} elements and input {inp.numel()}; give both one shape")
+
+    def _buffer(self, like, numel):
+        """Scratch for results a rank does not keep (reduce's non-roots, scatter's, gather's)."""
+        key = (like.dtype, like.device, numel)
+        buf = self._scratch.get(key)
+        if buf is None:
+            import torch
+
+            buf = torch.empty(numel, dtype=like.dtype, device=like.device)
+            self._scratch[key] = buf
+        return buf
+
+    # ---- collectives ----------------------------------------------------------------------
+    def all_reduce_preamble(self, output_tensor, input_tensor, config=None, workspace=None):
+        return workspace if isinstance(workspace, Workspace) and workspace.matches(output_tensor) else \
+            Workspace(output_tensor.shape, output_tensor.dtype)
+
+    def all_reduce(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None, workspace=None):
+        """output = the reduction (default sum) of every rank's input. Returns the workspace."""
+        if group is not None:
+            self._group(group, "all_reduce")
+        if output_tensor is not input_tensor:
+            self._same_shape("all_reduce", output_tensor, input_tensor)
+            if output_tensor.data_ptr() != input_tensor.data_ptr():
+                output_tensor.copy_(input_tensor)
+        (self._comm or self._communicator()).all_reduce(output_tensor, "sum" if op is None else op_name(op, "all_reduce"))
+        if workspace is None:
+            if self._workspace_of is not output_tensor:  # the usual loop reuses one tensor: no new object
+                self._workspace = Workspace(output_tensor.shape, output_tensor.dtype)
+                self._workspace_of = output_tensor
+            workspace = self._workspace
+        return workspace
+
+    def all_gather(self, output_tensor, input_tensor, group=None, async_op=False, config=None):
+        """output (world_size * M, N) = every rank's input (M, N), stacked by rank along dim 0."""
+        if group is not None:
+            self._group(group, "all_gather")
+        (self._comm or self._communicator()).all_gather(output_tensor, input_tensor)
+
+    def reduce_scatter(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None):
+        """This rank's 1/world_size share of the reduction of every rank's input, flattened: chunk
+        ``rank`` of the input's elements, written to output's first numel/world_size elements
+        (torch's reduce_scatter_tensor layout; output may be that size or the input's)."""
+        self._group(group, "reduce_scatter")
+        n = self._iris.num_ranks
+        if input_tensor.numel() % n:
+            _refuse("reduce_scatter", f"input has {input_tensor.numel()} elements, not a multiple of the {n} ranks")
+        share = input_tensor.numel() // n
+        if output_tensor.numel() < share:
+            _refuse("reduce_scatter", f"output has {output_tensor.numel()} elements; it needs at least {share}")
+        out = output_tensor.view(-1)[:share] if output_tensor.numel() != share else output_tensor
+        self._communicator().reduce_scatter(out, input_tensor, op_name(op, "reduce_scatter"))
+
+    def all_to_all(self, output_tensor, input_tensor, group=None, async_op=False, config=None):
+        """input and output (M, N * world_size): output's column block r = rank r's input column block
+        ``rank`` (Iris's layout: a rank's share is N columns of every row)."""
+        self._group(group, "all_to_all")
+        n = self._iris.num_ranks
+        self._same_shape("all_to_all", output_tensor, input_tensor)
+        if input_tensor.dim() < 2 or input_tensor.shape[0] == 1:
+            self._communicator().all_to_all(output_tensor, input_tensor)
+            return
+        rows, cols = input_tensor.shape[0], input_tensor.shape[-1]
+        if cols % n:
+            _refuse("all_to_all", f"input has {cols} columns, not a multiple of the {n} ranks")
+        # Rank-major chunks for the Communicator (its blocks are contiguous), then back to columns.
+        send = input_tensor.reshape(rows, n, cols // n).transpose(0, 1).contiguous()
+        received = self._buffer(input_tensor, input_tensor.numel()).view(send.shape)
+        self._communicator().all_to_all(received, send)
+        output_tensor.view(rows, n, cols // n).copy_(received.transpose(0, 1))
+
+    def broadcast(self, tensor, src=0, group=None, async_op=False, config=None):
+        """In place: every rank's tensor becomes rank src's."""
+        if group is not None:
+            self._group(group, "broadcast")
+        if src.__class__ is not int or not 0 <= src < self._iris.num_ranks:
+            self._iris._check_rank(src, "ccl.broadcast", "src")
+            src = int(src)
+        (self._comm or self._communicator()).broadcast(tensor, src)
+
+    def reduce(self, output_tensor, input_tensor, dst=0, op=None, group=None, async_op=False, config=None):
+        """On rank dst, output = the reduction of every rank's input; other ranks' outputs are untouched."""
+        self._group(group, "reduce")
+        self._iris._check_rank(dst, "ccl.reduce", "dst")
+        self._same_shape("reduce", output_tensor, input_tensor)
+        # Every rank reduces into its scratch (the Communicator wants one layout on every rank), and
+        # dst copies the result out.
+        target = self._buffer(input_tensor, input_tensor.numel())
+        target.copy_(input_tensor.reshape(-1))
+        self._communicator().all_reduce(target, op_name(op, "reduce"))
+        if self._iris.cur_rank == int(dst):
+            output_tensor.copy_(target.view(output_tensor.shape))
+
+    def scatter(self, output_tensor, input_tensor, src=0, group=None, async_op=False, config=None):
+        """output (M, N) = row block ``rank`` of rank src's input (world_size * M, N); input must be
+        allocated on every rank (Iris's rule)."""
+        self._group(group, "scatter")
+        self._iris._check_rank(src, "ccl.scatter", "src")
+        n = self._iris.num_ranks
+        if input_tensor.numel() != n * output_tensor.numel():
+            _refuse("scatter", f"input has {input_tensor.numel()} elements; with {n} ranks it needs {n} x output's "
+                               f"{output_tensor.numel()}")
+        # all_to_all delivers rank src's block for this rank as block src of the result.
+        received = self._buffer(input_tensor, input_tensor.numel())
+        self._communicator().all_to_all(received, input_tensor)
+        share = output_tensor.numel()
+        output_tensor.view(-1).copy_(received[int(src) * share:(int(src) + 1) * share])
+
+    def gather(self, output_tensor, input_tensor, dst=0, group=None, async_op=False, config=None):
+        """On rank dst, output (world_size * M, N) = every rank's input, by rank; others untouched."""
+        self._group(group, "gather")
+        self._iris._check_rank(dst, "ccl.gather", "dst")
+        target = self._buffer(input_tensor, output_tensor.numel())  # one layout on every rank
+        self._communicator().all_gather(target, input_tensor)
+        if self._iris.cur_rank == int(dst):
+            output_tensor.copy_(target.view(output_tensor.shape))
+
+    def barrier(self, group=None):
+        """Every rank's stream waits here for every other (a device-side barrier)."""
+        if group is not None:
+            self._group(group, "barrier")
+        (self._comm or self._communicator()).barrier()
+
+    # ---- point to point -----------------------------------------------------------------
+    def init_p2p(self, max_numel=2**20, dtype=None, config=None):
+        return p2p.init_p2p(self._iris, max_numel=max_numel, dtype=dtype, config=config)
+
+    def send(self, tensor, dst, group=None, tag=0, config=None, p2p_state=None):
+        p2p.send(self._iris, tensor, dst, p2p_state, group, tag)
+
+    def recv(self, tensor, src, group=None, tag=0, config=None, p2p_state=None):
+        p2p.recv(self._iris, tensor, src, p2p_state, group, tag)
+
+    def isend(self, tensor, dst, group=None, tag=0, config=None, p2p_state=None):
+        return p2p.isend(self._iris, tensor, dst, p2p_state, group, tag)
+
+    def irecv(self, tensor, src, group=None, tag=0, config=None, p2p_state=None):
+        return p2p.irecv(self._iris, tensor, src, p2p_state, group, tag)
+
+    def sendrecv(self, send_tensor, recv_tensor, dst, src, group=None, tag=0, config=None, p2p_state=None):
+        works = p2p.batch_isend_irecv(self._iris, [P2POp(p2p.isend, send_tensor, dst, group, tag),
+                                                   P2POp(p2p.irecv, recv_tensor, src, group, tag)], p2p_state)
+        for work in works:
+            work.wait()
+
+    def batch_isend_irecv(self, p2p_op_list, p2p_state=None):
+        return p2p.batch_isend_irecv(self._iris, p2p_op_list, p2p_state)
+
+    # ---- fused operations (the device side's) -------------------------------------------------
+    def all_gather_gemm(self, *args, **kwargs):
+        return _fused().all_gather_gemm(self._iris, *args, **kwargs)
+
+    def all_gather_gemm_preamble(self, *args, **kwargs):
+        return _fused().all_gather_gemm_preamble(self._iris, *args, **kwargs)
+
+    def gemm_reduce_scatter(self, *args, **kwargs):
+        return _fused().gemm_reduce_scatter(self._iris, *args, **kwargs)
+
+    def gemm_reduce_scatter_preamble(self, *args, **kwargs):
+        return _fused().gemm_reduce_scatter_preamble(self._iris, *args, **kwargs)
+
+    def all_reduce_rmsnorm(self, *args, **kwargs):
+        return _fused().all_reduce_rmsnorm(self._iris, *args, **kwargs)
+
+    def all_reduce_rmsnorm_preamble(self, *args, **kwargs):
+        return _fused().all_reduce_rmsnorm_preamble(self._iris, *args, **kwargs)
+
+
+__all__ = ["Config", "ReduceOp", "CCL", "Workspace", "P2PConfig", "P2POp", "P2PState", "P2PWork", "p2p"]

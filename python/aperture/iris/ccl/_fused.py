@@ -1,0 +1,410 @@
+"""Iris's fused ccl operations on aperture: ``all_reduce_rmsnorm``, ``all_gather_gemm``,
+``gemm_reduce_scatter``. Each takes the Iris host object first, then Iris's ccl arguments; the
+host object's ``ctx.ccl.<name>(...)`` calls these.
+
+all_reduce_rmsnorm is one Triton kernel: for each row, a one-shot all-reduce (every rank reads
+every peer's row of ``partial`` through the heap's table, aperture.triton's translation), the
+residual add and RMSNorm, in one pass over the row while it is in registers (rows wider than
+8192 elements take a second pass over the tiles they stored). Each row has two flags per rank on
+the heap, so a rank reads a peer's row only after the peer announced it written, and leaves the
+kernel only after every peer has finished reading its row (after which the caller may overwrite
+``partial``): no host barrier and no grid-wide barrier.
+
+The GEMM operations run on aperture.OverlappedGemm (cuBLASLt GEMMs overlapped with the
+communication, bfloat16). Iris shards them along other dimensions than OverlappedGemm does, so
+each is expressed through its gemm_rs:
+
+- ``all_gather_gemm``: output = [shard_0 | shard_1 | ...] @ weight = the sum over ranks of
+  shard_r @ weight[r-th K slice], a reduce-scatter of partial GEMMs (gemm_rs) followed by an
+  all-gather of the rows (aperture.Communicator);
+- ``gemm_reduce_scatter``: the column shard of the summed product is a row shard of its
+  transpose, gemm_rs(weight_shard^T, input^T), transposed back.
+
+What OverlappedGemm cannot take (another dtype than bfloat16; dimensions that are not multiples
+of 64, or a row count not divisible by the world size) is refused with aperture.Error saying
+which dimension and what would fit.
+"""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+import aperture
+import aperture.triton as apt
+from aperture._error import ErrorCode, fail
+
+# One tile (the row in registers, a single pass) up to this many elements per row.
+_MAX_ONE_TILE = 8192
+_TILE = 4096
+_RMSNORM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+# The kernel's flags: for each row, one word per rank in two arrays (ready: "my row of partial is
+# written", done: "I have read your row"). Rank q sets word q of row r on every peer to the call's
+# epoch (a number the host raises by one per call), so a word holds the last call in which q
+# passed that point for that row, whichever rows earlier calls had.
+
+
+@triton.jit
+def _announce(flags, row, epoch, heap_bases, RANK: tl.constexpr, WORLD: tl.constexpr):
+    # A barrier first: every thread's reads or writes of the row precede the release.
+    tl.debug_barrier()
+    for p in tl.static_range(WORLD):
+        if p != RANK:
+            apt.atomic_xchg(flags + row * WORLD + RANK, epoch, RANK, p, heap_bases, sem="release", scope="sys")
+
+
+@triton.jit
+def _await_peers(flags, row, epoch, budget, failed, RANK: tl.constexpr, WORLD: tl.constexpr):
+    """Waits until every peer's word of the row holds the epoch (acquire, system scope), polling
+    at most ``budget`` times in all; returns what is left of it. A wait that runs out marks
+    ``failed`` (local) with the epoch, so the host raises aperture.Error instead of hanging
+    when a rank never comes."""
+    for q in tl.static_range(WORLD):
+        if q != RANK:
+            seen = tl.atomic_add(flags + row * WORLD + q, 0, sem="acquire", scope="sys")
+            while (seen < epoch) & (budget > 0):
+                seen = tl.atomic_add(flags + row * WORLD + q, 0, sem="acquire", scope="sys")
+                budget -= 1
+            if seen < epoch:
+                tl.atomic_xchg(failed, epoch, sem="relaxed", scope="sys")
+    tl.debug_barrier()
+    return budget
+
+
+@triton.jit
+def _ar_rmsnorm_kernel(partial, residual, weight, out, ready, done, failed, epoch, budget, heap_bases, M, H, stride_p,
+                       stride_r, stride_o, eps, RANK: tl.constexpr, WORLD: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                       ROWS_PER_PROGRAM: tl.constexpr, BLOCK_H: tl.constexpr, NUM_TILES: tl.constexpr,
+                       CONGRUENT: tl.constexpr):
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    for k in range(ROWS_PER_PROGRAM):
+        row = pid + k * programs
+        if row < M:
+            # This rank's row of partial was written by the work before this kernel: announce it.
+            _announce(ready, row, epoch, heap_bases, RANK, WORLD)
+            budget = _await_peers(ready, row, epoch, budget, failed, RANK, WORLD)
+
+            sum_sq = 0.0
+            for t in tl.static_range(NUM_TILES):
+                cols = t * BLOCK_H + tl.arange(0, BLOCK_H)
+                in_row = cols < H
+                acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
+                # Start with a different peer on each rank so that the ranks' reads spread over the links.
+                for i in tl.static_range(WORLD):
+                    p = (RANK + i) % WORLD
+                    acc += apt.load(partial + row * stride_p + cols, RANK, p, heap_bases, mask=in_row, other=0.0,
+                                    congruent=CONGRUENT).to(tl.float32)
+                if HAS_RESIDUAL:
+                    res_ptrs = residual + row * stride_r + cols
+                    acc += tl.load(res_ptrs, mask=in_row, other=0.0).to(tl.float32)
+                    x = acc.to(residual.dtype.element_ty)
+                    tl.store(res_ptrs, x, mask=in_row)
+                else:
+                    x = acc.to(out.dtype.element_ty)
+                # The norm is of the rounded sum, as torch's rms_norm of the reduced tensor sees it.
+                xf = x.to(tl.float32)
+                sum_sq += tl.sum(xf * xf, axis=0)
+                if NUM_TILES == 1:
+                    acc = xf  # kept in registers for the normalisation below
+                elif not HAS_RESIDUAL:
+                    tl.store(out + row * stride_o + cols, x, mask=in_row)  # reread in the second pass
+
+            # Every read of the peers' rows is done: tell them.
+            _announce(done, row, epoch, heap_bases, RANK, WORLD)
+
+            inv_rms = tl.rsqrt(sum_sq / H + eps)
+            if NUM_TILES == 1:
+                cols = tl.arange(0, BLOCK_H)
+                in_row = cols < H
+                w = tl.load(weight + cols, mask=in_row, other=0.0).to(tl.float32)
+                tl.store(out + row * stride_o + cols, (acc * inv_rms * w).to(out.dtype.element_ty), mask=in_row)
+            else:
+                for t in tl.static_range(NUM_TILES):
+                    cols = t * BLOCK_H + tl.arange(0, BLOCK_H)
+                    in_row = cols < H
+                    if HAS_RESIDUAL:
+                        xf = tl.load(residual + row * stride_r + cols, mask=in_row, other=0.0).to(tl.float32)
+                    else:
+                        xf = tl.load(out + row * stride_o + cols, mask=in_row, other=0.0).to(tl.float32)
+                    w = tl.load(weight + cols, mask=in_row, other=0.0).to(tl.float32)
+                    tl.store(out + row * stride_o + cols, (xf * inv_rms * w).to(out.dtype.element_ty), mask=in_row)
+
+            # This rank's row may be overwritten once every peer has read it.
+            budget = _await_peers(done, row, epoch, budget, failed, RANK, WORLD)
+
+
+class _RowFlags:
+    """The heap flags of all_reduce_rmsnorm (ready and done, one word per row and rank), kept on
+    the host object; allocated collectively, larger when a call has more rows. The epoch is an
+    int32: 2**31 calls per host object."""
+
+    def __init__(self, ctx, rows):
+        self.rows = max(int(rows), 128)
+        self.counters = ctx.zeros((2, self.rows * int(ctx.get_num_ranks())), dtype=torch.int32)
+        self.failed = torch.zeros(1, dtype=torch.int32, device=self.counters.device)  # local only
+        self.epoch = 0
+
+    def check(self, name):
+        """Raises aperture.Error if a wait of an earlier call ran out (reads the device word: a sync)."""
+        epoch = int(self.failed.item())
+        if epoch:
+            self.failed.zero_()
+            fail(ErrorCode.timeout, f"{_who(name)}: call #{epoch} waited about {_timeout_seconds()} s "
+                 "(APERTURE_TIMEOUT) for a peer's row; a rank did not call all_reduce_rmsnorm (every rank must, "
+                 "with the same shapes), or is that slow: raise APERTURE_TIMEOUT if it is only slow")
+
+
+def _timeout_seconds():
+    return float(os.environ.get("APERTURE_TIMEOUT", "60"))
+
+
+def _poll_budget(on_gpu):
+    # Polls of a flag in APERTURE_TIMEOUT seconds, about: a system-scope acquire load of local
+    # memory takes under a microsecond on a GPU, the interpreter about a millisecond (5 ms on a
+    # loaded 2-core machine: the wait then lasts 5x longer, and still ends).
+    per_second = 1_000_000 if on_gpu else 1_000
+    return int(min(_timeout_seconds() * per_second, 2 ** 31 - 1))
+
+
+def _congruent(ctx):
+    """Whether the heap's copies are 16-byte congruent (aperture.triton's promise: vector loads
+    from the peers with no run-time test); every aperture provider's are."""
+    address_map = getattr(ctx, "address_map", None)
+    return bool(getattr(address_map, "congruent", False))
+
+
+def _who(name):
+    return f"iris.ccl.{name}"
+
+
+def _check_world(name, group):
+    if group is not None:
+        fail(ErrorCode.invalid_argument,
+             f"{_who(name)}: group={group!r}: aperture.iris runs the fused operations over every rank of the "
+             "heap (group=None); for a subset of ranks, make an iris.iris object over that subset's team")
+
+
+def _check_on_heap(ctx, name, role, tensor):
+    symmetric = getattr(ctx, "is_symmetric", None)
+    if symmetric is not None and not symmetric(tensor):
+        fail(ErrorCode.invalid_argument,
+             f"{_who(name)}: {role} (a {tuple(tensor.shape)} {tensor.dtype} tensor at {tensor.data_ptr():#x}) is not "
+             "on the symmetric heap, so peers cannot read it; allocate it with ctx.zeros/ctx.empty (or copy it "
+             "into such a tensor)")
+
+
+def _workspace_out(workspace, shape, dtype, device):
+    out = getattr(workspace, "norm_out", None) if workspace is not None else None
+    if out is not None and tuple(out.shape) == tuple(shape) and out.dtype == dtype and out.device == device:
+        return out
+    return None
+
+
+def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, async_op=False, config=None,
+                       workspace=None):
+    """Iris's fused all-reduce + residual add + RMSNorm: with ``reduced`` the sum over ranks of
+    ``partial`` ([tokens, hidden], on the heap), ``residual += reduced`` in place, and the
+    result is ``rms_norm(residual, (hidden,), weight, eps)`` (a new heap tensor, or
+    ``workspace.norm_out`` when it has the shape). ``residual=None`` (an aperture extension)
+    normalises ``reduced`` itself. ``async_op=False`` ends with ``ctx.barrier()``, as in Iris,
+    after checking that no wait of the kernel ran out (aperture.Error, code timeout, when a rank
+    did not come within APERTURE_TIMEOUT); the kernel's own flags already make ``async_op=True``
+    safe to follow with writes to ``partial``. ``config`` (Iris's block sizes, comm_sms) is
+    accepted and not needed. Collective."""
+    name = "all_reduce_rmsnorm"
+    _check_world(name, group)
+    if getattr(config, "use_gluon", False):
+        fail(ErrorCode.invalid_argument, f"{_who(name)}: use_gluon=True asks for AMD Gluon kernels, which are "
+             "AMD-only; leave use_gluon False (the Triton kernel runs on NVIDIA)")
+    if not isinstance(partial, torch.Tensor) or partial.dim() != 2:
+        fail(ErrorCode.invalid_argument, f"{_who(name)}: partial must be a 2-D [tokens, hidden] tensor")
+    tokens, hidden = partial.shape
+    if partial.dtype not in _RMSNORM_DTYPES:
+        fail(ErrorCode.invalid_argument, f"{_who(name)}: partial has dtype {partial.dtype}; the fused kernel "
+             "takes float32, bfloat16 or float16 (convert with partial.to(torch.bfloat16))")
+    if partial.stride(1) != 1:
+        fail(ErrorCode.invalid_argument, f"{_who(name)}: partial's rows must be contiguous (stride(1) == 1); "
+             "pass a contiguous heap tensor")
+    _check_on_heap(ctx, name, "partial", partial)
+    if residual is not None:
+        if tuple(residual.shape) != (tokens, hidden) or residual.dtype != partial.dtype or residual.stride(1) != 1:
+            fail(ErrorCode.invalid_argument, f"{_who(name)}: residual ({tuple(residual.shape)}, {residual.dtype}) "
+                 f"must be a [{tokens}, {hidden}] {partial.dtype} tensor with contiguous rows")
+        if residual.device != partial.device:
+            fail(ErrorCode.invalid_argument, f"{_who(name)}: residual is on {residual.device}, partial on "
+                 f"{partial.device}; give both on the heap's device")
+    if weight.dim() != 1 or weight.shape[0] != hidden or weight.device != partial.device:
+        fail(ErrorCode.invalid_argument, f"{_who(name)}: weight must be a [{hidden}] tensor on {partial.device}, "
+             f"got {tuple(weight.shape)} on {weight.device}")
+    weight = weight.contiguous()
+
+    out = _workspace_out(workspace, (tokens, hidden), partial.dtype, partial.device)
+    if out is None:
+        out = ctx.zeros((tokens, hidden), dtype=partial.dtype)
+        if workspace is not None:
+            workspace.norm_out = out
+    if tokens == 0:
+        return out
+
+    flags = getattr(ctx, "_aperture_rmsnorm_flags", None)
+    if flags is None or flags.rows < tokens:
+        flags = ctx._aperture_rmsnorm_flags = _RowFlags(ctx, tokens)
+    flags.epoch += 1
+    if flags.epoch > 1 and not partial.is_cuda:
+        flags.check(name)
+
+    if hidden <= _MAX_ONE_TILE:
+        block, tiles = triton.next_power_of_2(hidden), 1
+    else:
+        block, tiles = _TILE, triton.cdiv(hidden, _TILE)
+    if partial.is_cuda:
+        programs = min(tokens, torch.cuda.get_device_properties(partial.device).multi_processor_count)
+        launch = {"num_warps": 16 if block >= 4096 else max(4, block // 256), "num_stages": 1}
+    else:
+        programs, launch = min(tokens, 4), {}
+    rows_per_program = triton.cdiv(tokens, programs)
+    heap_bases = ctx.get_heap_bases()
+    res = residual if residual is not None else partial  # unused when there is none
+    _ar_rmsnorm_kernel[(programs,)](
+        partial, res, weight, out, flags.counters[0], flags.counters[1], flags.failed, flags.epoch,
+        _poll_budget(partial.is_cuda), heap_bases, tokens, hidden,
+        partial.stride(0), res.stride(0), out.stride(0), float(eps), RANK=int(ctx.get_rank()),
+        WORLD=int(ctx.get_num_ranks()), HAS_RESIDUAL=residual is not None, ROWS_PER_PROGRAM=rows_per_program,
+        BLOCK_H=block, NUM_TILES=tiles, CONGRUENT=_congruent(ctx), **launch)
+    if not async_op:
+        flags.check(name)
+        ctx.barrier()
+    return out
+
+
+# ---- the GEMM operations, on OverlappedGemm ---------------------------------------------------
+
+def _overlapped_gemm(ctx, name):
+    tp = getattr(ctx, "_aperture_overlapped_gemm", None)
+    if tp is None:
+        team, provider = getattr(ctx, "team", None), getattr(ctx, "provider", None)
+        if team is None or provider is None or getattr(provider, "memory_kind", "device") != "device":
+            fail(ErrorCode.invalid_argument,
+                 f"{_who(name)} runs on aperture.OverlappedGemm, which needs the heap on a GPU provider (cuda-ipc, "
+                 "cuda-vmm, nvshmem, nccl); this heap is not on one")
+        tp = ctx._aperture_overlapped_gemm = aperture.OverlappedGemm(team, provider)
+    return tp
+
+
+def _communicator(ctx):
+    comm = getattr(ctx, "_aperture_fused_communicator", None)
+    if comm is None:
+        comm = ctx._aperture_fused_communicator = aperture.Communicator(ctx.team, ctx.provider)
+    return comm
+
+
+def _require(name, condition, what):
+    if not condition:
+        fail(ErrorCode.invalid_argument, f"{_who(name)}: {what}")
+
+
+def _gemm_dtypes(name, *tensors):
+    for t in tensors:
+        _require(name, t.dtype == torch.bfloat16,
+                 f"a {t.dtype} operand: it runs on aperture.OverlappedGemm, which takes bfloat16 (fp32 accumulation); "
+                 "pass bfloat16 tensors, or compute float32 products with torch.matmul and iris.ccl.all_reduce")
+        _require(name, t.is_cuda, f"an operand on {t.device}: it runs on the GPU")
+
+
+def all_gather_gemm(ctx, output_tensor, local_shard, weight, group=None, async_op=False, config=None,
+                    block_size_k=64):
+    """Iris's ``output = all_gather(local_shard, dim=1) @ weight``: local_shard is this rank's
+    [M, K_local] column shard, weight the replicated [world * K_local, N] matrix; every rank gets
+    all of output [M, N]. Collective. Needs bfloat16, M a multiple of the world size, N and
+    K_local multiples of 64 (OverlappedGemm's shapes)."""
+    name = "all_gather_gemm"
+    _check_world(name, group)
+    _gemm_dtypes(name, output_tensor, local_shard, weight)
+    world, rank = int(ctx.get_num_ranks()), int(ctx.get_rank())
+    m, k_local = local_shard.shape
+    k, n = weight.shape
+    _require(name, k == world * k_local, f"weight has {k} rows, but world_size * K_local = {world} * {k_local}")
+    _require(name, tuple(output_tensor.shape) == (m, n), f"output must be ({m}, {n}), got {tuple(output_tensor.shape)}")
+    _require(name, m % world == 0, f"M = {m} rows: OverlappedGemm needs a multiple of the world size ({world})")
+    _require(name, n % 64 == 0 and k_local % 64 == 0,
+             f"N = {n}, K_local = {k_local}: OverlappedGemm needs multiples of 64")
+    tp = _overlapped_gemm(ctx, name)
+    rows = tp.gemm_rs(local_shard.contiguous(), weight[rank * k_local:(rank + 1) * k_local].contiguous())
+    gathered = output_tensor if output_tensor.is_contiguous() else torch.empty_like(output_tensor,
+                                                                                  memory_format=torch.contiguous_format)
+    _communicator(ctx).all_gather(gathered, rows)
+    if gathered is not output_tensor:
+        output_tensor.copy_(gathered)
+    if not async_op:
+        ctx.barrier()
+    return output_tensor
+
+
+def gemm_reduce_scatter(ctx, input_tensor, weight_shard, group=None, async_op=False, config=None, workspace=None):
+    """Iris's fused GEMM + reduce-scatter: input_tensor [tokens, H_shard] and weight_shard
+    [H_shard, K] are this rank's; returns this rank's [tokens, K / world] column shard of the sum
+    over ranks of input_tensor @ weight_shard. Collective. Needs bfloat16, K a multiple of the
+    world size, tokens and H_shard multiples of 64."""
+    name = "gemm_reduce_scatter"
+    _check_world(name, group)
+    _gemm_dtypes(name, input_tensor, weight_shard)
+    world = int(ctx.get_num_ranks())
+    tokens, h_shard = input_tensor.shape
+    _require(name, weight_shard.shape[0] == h_shard,
+             f"weight_shard.shape[0] ({weight_shard.shape[0]}) must match input_tensor.shape[1] ({h_shard})")
+    k = weight_shard.shape[1]
+    _require(name, k % world == 0, f"K = {k} output columns: must be divisible by world_size ({world})")
+    _require(name, tokens % 64 == 0 and h_shard % 64 == 0,
+             f"tokens = {tokens}, H_shard = {h_shard}: OverlappedGemm needs multiples of 64 (the product is "
+             "computed transposed, so tokens is its column count)")
+    tp = _overlapped_gemm(ctx, name)
+    shard_t = tp.gemm_rs(weight_shard.t().contiguous(), input_tensor.t().contiguous())  # [K / world, tokens]
+    out = shard_t.t().contiguous()
+    if not async_op:
+        ctx.barrier()
+    return out
+
+
+class FusedWorkspace:
+    """What a ``*_preamble`` made ahead of the hot path, for the op's ``workspace=`` (Iris's
+    workspace objects): ``norm_out`` for all_reduce_rmsnorm; the GEMM ops keep their
+    OverlappedGemm and Communicator on the host object, so theirs only records the shapes."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def all_reduce_rmsnorm_preamble(ctx, partial, residual=None, config=None, workspace=None):
+    """Makes what all_reduce_rmsnorm on ``partial``'s shape allocates collectively (its output on
+    the heap and its row flags), so the call itself allocates nothing. Collective."""
+    tokens, hidden = partial.shape
+    workspace = workspace if workspace is not None else FusedWorkspace()
+    if _workspace_out(workspace, (tokens, hidden), partial.dtype, partial.device) is None:
+        workspace.norm_out = ctx.zeros((tokens, hidden), dtype=partial.dtype)
+    flags = getattr(ctx, "_aperture_rmsnorm_flags", None)
+    if flags is None or flags.rows < tokens:
+        ctx._aperture_rmsnorm_flags = _RowFlags(ctx, tokens)
+    return workspace
+
+
+def all_gather_gemm_preamble(ctx, output_tensor, local_shard, weight, config=None, workspace=None):
+    """Makes the OverlappedGemm and Communicator all_gather_gemm runs on (collective calls that
+    allocate), so the op itself allocates nothing. Collective."""
+    _overlapped_gemm(ctx, "all_gather_gemm_preamble")
+    _communicator(ctx)
+    workspace = workspace if workspace is not None else FusedWorkspace()
+    workspace.shapes = (tuple(output_tensor.shape), tuple(local_shard.shape), tuple(weight.shape))
+    return workspace
+
+
+def gemm_reduce_scatter_preamble(ctx, input_tensor, weight_shard, config=None, workspace=None):
+    """Makes the OverlappedGemm gemm_reduce_scatter runs on, so the op itself allocates nothing.
+    Collective."""
+    _overlapped_gemm(ctx, "gemm_reduce_scatter_preamble")
+    workspace = workspace if workspace is not None else FusedWorkspace()
+    workspace.shapes = (tuple(input_tensor.shape), tuple(weight_shard.shape))
+    return workspace

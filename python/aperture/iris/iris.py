@@ -1,0 +1,362 @@
+"""Iris's host object on aperture: ``iris.iris(heap_size, allocator_type=...)`` and class ``Iris``.
+
+One symmetric heap (an aperture allocation from the provider ``allocator_type`` names) hands out
+torch tensors with Iris's factories; ``allocate_symmetric`` makes an allocation of its own, with
+its own table; ``ctx.ccl`` runs Iris's collectives on aperture's Communicator; ``get_device_context``
+builds the tensor ``DeviceContext.initialize`` reads. Ranks come from torch.distributed when it is
+initialised, else from the launcher (aperture launch, mpirun, torchrun), else one rank.
+docs/IRIS.md lists every name and every difference from Iris.
+"""
+
+import logging
+import os
+import pickle
+
+import numpy as np
+import torch
+
+import aperture
+
+from . import _amd, _ranks, tensor_creation
+from ._heap import SymmetricHeap, peer_tensor
+from .logging import log_with_rank
+
+# Iris's allocator names, and the aperture provider that stands nearest to each.
+_IRIS_ALLOCATORS = {
+    "torch": None,  # Iris's default: aperture's default provider (APERTURE_PROVIDER, else the default)
+    "vmem": "cuda-vmm",  # Iris's virtual-memory allocator: aperture's cuMemCreate/cuMemMap provider
+    "vmem_chunked": "cuda-vmm",
+}
+_TORCH_SYMMETRIC = ("torch_symm_mem", "torch_symmmem", "torch-symmetric", "torch_symmetric")
+
+
+def _provider_for(allocator_type, team):
+    name = os.environ.get("IRIS_ALLOCATOR") or allocator_type or "torch"
+    lowered = name.lower()
+    if lowered in ("rocshmem", "dmabuf"):
+        _amd.refuse(lowered, f"allocator_type={name!r}")
+    if lowered in _TORCH_SYMMETRIC:
+        return aperture.torch_symmetric_provider(team)
+    if lowered in _IRIS_ALLOCATORS:
+        mapped = _IRIS_ALLOCATORS[lowered]
+        if mapped is None or not torch.cuda.is_available():  # vmem without a GPU: the host default
+            mapped = os.environ.get("APERTURE_PROVIDER") or "default"
+        return aperture.make_provider(mapped, team)
+    if name not in aperture.available_providers() and name != "default":
+        raise aperture.Error(
+            f"aperture: iris: allocator_type={name!r} is neither an Iris allocator ({', '.join(_IRIS_ALLOCATORS)}, "
+            f"torch_symm_mem) nor an aperture provider available here ({', '.join(aperture.available_providers())})",
+            code=aperture.ErrorCode.invalid_argument)
+    return aperture.make_provider(name, team)
+
+
+class Iris:
+    """A symmetric heap of ``heap_size`` bytes on every rank, and this rank's view of the job."""
+
+    def __init__(self, heap_size=1 << 30, allocator_type="torch", *, team=None):
+        self.team = team if team is not None else _ranks.process_team()
+        self.cur_rank = self.team.rank
+        self.num_ranks = self.team.size
+        if torch.cuda.is_available():  # Iris's rule: the GPU is the rank modulo the GPUs
+            torch.cuda.set_device(self.team.local_rank % torch.cuda.device_count())
+        self.allocator_type = allocator_type
+        self.provider = _provider_for(allocator_type, self.team)
+        self.heap_size = int(heap_size)
+        self.heap = SymmetricHeap(self.provider, heap_size)
+        pool_device = self.heap.get_device()
+        self.gpu_id = pool_device.index if pool_device.type == "cuda" else -1
+        # Iris's device is the string "cuda:N"; a host heap (no GPU here) says "cpu".
+        self.device = f"cuda:{self.gpu_id}" if pool_device.type == "cuda" else "cpu"
+        self.heap_bases = self.heap.get_heap_bases()
+        self._communicator = None
+        self._device_barrier_flags = {}
+        self._device_context = None
+        self._symmetric_maps = {}
+        from .ccl import CCL
+        from .ccl.p2p import Mailboxes
+
+        self._p2p_mailboxes = Mailboxes(self)  # collective, so made here: send/recv involve two ranks only
+        self.ccl = CCL(self)
+        self.barrier()
+        self._log_with_rank(logging.INFO, f"init: heap_size={heap_size} rank={self.cur_rank}/{self.num_ranks} "
+                                          f"allocator={allocator_type} provider={self.provider.name}")
+
+    # ---- compatibility attributes -------------------------------------------------------
+    @property
+    def memory_pool(self):
+        return self.heap.memory_pool
+
+    @property
+    def address_map(self):
+        return self.heap.address_map
+
+    # ---- who we are ---------------------------------------------------------------------
+    def get_rank(self):
+        return self.cur_rank
+
+    def get_num_ranks(self):
+        return self.num_ranks
+
+    def get_heap_bases(self):
+        """The table to pass to kernels: entry r is rank r's heap base in this process (uint64)."""
+        return self.heap_bases
+
+    def get_device(self):
+        """The torch.device the heap lies on."""
+        return self.heap.get_device()
+
+    def get_device_id(self):
+        return self.gpu_id
+
+    def get_cu_count(self):
+        """Streaming multiprocessors of this rank's GPU (Iris's compute units); on a host heap, the
+        CPUs this process may run on."""
+        if self.get_device().type == "cuda":
+            return torch.cuda.get_device_properties(self.get_device()).multi_processor_count
+        return len(os.sched_getaffinity(0))
+
+    def get_num_xcc(self):
+        _amd.refuse("xcc", "Iris.get_num_xcc")
+
+    # ---- logging with the rank ----------------------------------------------------------
+    def _log_with_rank(self, level, message):
+        log_with_rank(level, message, self.cur_rank, self.num_ranks)
+
+    def debug(self, message):
+        self._log_with_rank(logging.DEBUG, message)
+
+    def info(self, message):
+        self._log_with_rank(logging.INFO, message)
+
+    def warning(self, message):
+        self._log_with_rank(logging.WARNING, message)
+
+    def error(self, message):
+        self._log_with_rank(logging.ERROR, message)
+
+    # ---- synchronisation ----------------------------------------------------------------
+    def _comm(self):
+        if self._communicator is None:
+            self._communicator = aperture.Communicator(self.team, self.provider)
+        return self._communicator
+
+    def _check_group(self, group, call):
+        if group is None:
+            return
+        try:
+            import torch.distributed as dist
+
+            if dist.is_initialized() and dist.get_world_size(group) == self.num_ranks:
+                return  # the whole world under another name
+        except (ImportError, RuntimeError, ValueError):
+            pass
+        raise aperture.Error(f"aperture: iris: {call}(group=...) with a subgroup is not supported: aperture.iris runs "
+                             "every collective over all ranks of the context; pass group=None",
+                             code=aperture.ErrorCode.invalid_argument)
+
+    def barrier(self, stream=None, group=None):
+        """Waits for this rank's GPU work (the stream given, or the whole device), then for every rank."""
+        self._check_group(group, "barrier")
+        if self.get_device().type == "cuda":
+            if stream is None:
+                torch.cuda.synchronize(self.get_device())
+            else:
+                stream.synchronize()
+        self.team.barrier()
+
+    def device_barrier(self, group=None):
+        """A barrier on the GPU's stream (no host wait), capturable in a CUDA graph: aperture's
+        Communicator barrier, enqueued on torch's current stream."""
+        self._check_group(group, "device_barrier")
+        self._comm().barrier()
+
+    # ---- broadcast ----------------------------------------------------------------------
+    @staticmethod
+    def _is_array(value):
+        if isinstance(value, (str, bytes, dict, bool)) or value is None:
+            return False
+        if isinstance(value, (torch.Tensor, np.ndarray)):
+            return True
+        try:
+            return np.issubdtype(np.asarray(value).dtype, np.number)
+        except (TypeError, ValueError):
+            return False
+
+    def broadcast(self, value, src=0, *, source_rank=None):
+        """Rank ``src``'s ``value`` on every rank (other ranks' values are ignored; pass None).
+        As in Iris, a tensor or array arrives as a numpy array; any other picklable value as itself.
+        Collective. ``source_rank=`` is the older Iris spelling of ``src``."""
+        if source_rank is not None:
+            src = source_rank
+        self._check_rank(src, "broadcast", "src")
+        kind = [None]
+        if self.cur_rank == src:
+            kind = ["array" if self._is_array(value) else "object"]
+        kind = self._broadcast_object(kind, src)
+        if kind[0] == "array":
+            array = None
+            if self.cur_rank == src:
+                array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+            return self._broadcast_object(array, src)
+        return self._broadcast_object(value, src)
+
+    def _broadcast_object(self, value, src):
+        payload = pickle.dumps(value) if self.cur_rank == src else b""
+        device = self.get_device()
+        length = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+        self._comm().broadcast(length, src)
+        nbytes = int(length.item())
+        # aperture's collectives move 8-bit words and wider; the pickle travels as uint8.
+        data = torch.zeros(max(nbytes, 1), dtype=torch.uint8, device=device)
+        if self.cur_rank == src and nbytes:
+            data[:nbytes].copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+        self._comm().broadcast(data, src)
+        if self.cur_rank == src:
+            return value
+        return pickle.loads(data[:nbytes].cpu().numpy().tobytes())
+
+    def broadcast_tensor(self, value, source_rank=0):
+        """source_rank's tensor, on every rank, as a new tensor (same shape and dtype everywhere). Collective."""
+        out = value.clone()
+        self._comm().broadcast(out, source_rank)
+        return out
+
+    def _mailboxes(self):
+        return self._p2p_mailboxes
+
+    def _check_rank(self, rank, call, name):
+        if not isinstance(rank, (int, np.integer)) or not 0 <= int(rank) < self.num_ranks:
+            raise aperture.Error(f"aperture: iris: {call}: {name}={rank!r} is not a rank of this {self.num_ranks}-rank "
+                                 f"job; give 0..{self.num_ranks - 1}", code=aperture.ErrorCode.invalid_argument)
+
+    # ---- the heap ---------------------------------------------------------------------
+    def is_symmetric(self, tensor):
+        """True when ``tensor`` lies in the heap or in one of this context's allocate_symmetric allocations."""
+        if self.heap.is_symmetric(tensor):
+            return True
+        return self._own_allocation(tensor) is not None
+
+    def _own_allocation(self, tensor):
+        for base, (size, amap) in self._symmetric_maps.items():
+            if base <= tensor.data_ptr() < base + size:
+                return amap
+        return None
+
+    def as_symmetric(self, external_tensor):
+        """A heap tensor with ``external_tensor``'s contents (a copy: Iris's torch-allocator behaviour)."""
+        return self.heap.as_symmetric(external_tensor)
+
+    def allocate_symmetric(self, *size, dtype=None):
+        """A new symmetric allocation of its own (collective), not carved from the heap:
+        returns ``(tensor, peer_bases)``, ``peer_bases`` being the int64 table of that allocation's
+        own SymmetricAddressMap (entry ``cur_rank`` is the tensor's base), which Iris's device
+        functions take in place of ``get_heap_bases()``."""
+        shape = tensor_creation.flatten_size(size)
+        dtype = dtype or torch.get_default_dtype()
+        tensor = self.provider.zeros(shape, dtype)
+        amap = aperture.address_map(tensor)
+        self._symmetric_maps[tensor.data_ptr()] = (max(1, tensor.numel() * tensor.element_size()), amap)
+        return tensor, amap.peer_bases
+
+    def symmetric_address_map(self, tensor):
+        """aperture's SymmetricAddressMap of the allocation ``tensor`` lies in (the heap's for heap tensors)."""
+        if self.heap.is_symmetric(tensor):
+            return self.heap.address_map
+        amap = self._own_allocation(tensor)
+        if amap is None:
+            raise aperture.Error("aperture: iris: the tensor is neither on the heap nor from allocate_symmetric",
+                                 code=aperture.ErrorCode.invalid_argument)
+        return amap
+
+    def as_remote(self, tensor, rank):
+        """Rank ``rank``'s copy of the symmetric ``tensor``, as a tensor this process can read and
+        write directly (a peer mapping; ranks out of load/store reach raise aperture.Error)."""
+        self._check_rank(rank, "as_remote", "rank")
+        return peer_tensor(self.symmetric_address_map(tensor), tensor, rank)
+
+    # ---- device context ---------------------------------------------------------------
+    def get_device_context(self):
+        """The int64 tensor DeviceContext.initialize reads: [cur_rank, num_ranks, heap bases...],
+        built by aperture.iris's device side (_device_context.device_context)."""
+        if self._device_context is None:
+            from . import _device_context
+
+            self._device_context = _device_context.device_context(self)
+        return self._device_context
+
+    # ---- factories (Iris's signatures) ------------------------------------------------
+    def empty(self, *size, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False,
+              pin_memory=False, memory_format=torch.contiguous_format):
+        return tensor_creation.empty(self.heap, self.get_device(), size, out=out, dtype=dtype, layout=layout,
+                                     device=device, requires_grad=requires_grad, memory_format=memory_format)
+
+    def zeros(self, *size, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+        return tensor_creation.zeros(self.heap, self.get_device(), size, out=out, dtype=dtype, layout=layout,
+                                     device=device, requires_grad=requires_grad)
+
+    def ones(self, *size, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+        return tensor_creation.ones(self.heap, self.get_device(), size, out=out, dtype=dtype, layout=layout,
+                                    device=device, requires_grad=requires_grad)
+
+    def full(self, size, fill_value, *, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+        return tensor_creation.full(self.heap, self.get_device(), size, fill_value, out=out, dtype=dtype,
+                                    layout=layout, device=device, requires_grad=requires_grad)
+
+    def zeros_like(self, input, *, dtype=None, layout=None, device=None, requires_grad=False,
+                   memory_format=torch.preserve_format):
+        return tensor_creation.zeros_like(self.heap, self.get_device(), input, dtype=dtype, layout=layout,
+                                          device=device, requires_grad=requires_grad, memory_format=memory_format)
+
+    def arange(self, start=0, end=None, step=1, *, out=None, dtype=None, layout=torch.strided, device=None,
+               requires_grad=False):
+        if end is None:
+            start, end = 0, start
+        return tensor_creation.arange(self.heap, self.get_device(), start, end, step, out=out, dtype=dtype,
+                                      layout=layout, device=device, requires_grad=requires_grad)
+
+    def linspace(self, start, end, steps, out=None, dtype=None, layout=torch.strided, device=None,
+                 requires_grad=False):
+        return tensor_creation.linspace(self.heap, self.get_device(), start, end, steps, out=out, dtype=dtype,
+                                        layout=layout, device=device, requires_grad=requires_grad)
+
+    def randn(self, *size, generator=None, out=None, dtype=None, layout=torch.strided, device=None,
+              requires_grad=False, pin_memory=False):
+        return tensor_creation.randn(self.heap, self.get_device(), size, generator=generator, out=out, dtype=dtype,
+                                     layout=layout, device=device, requires_grad=requires_grad)
+
+    def rand(self, *size, generator=None, out=None, dtype=None, layout=torch.strided, device=None,
+             requires_grad=False, pin_memory=False):
+        return tensor_creation.rand(self.heap, self.get_device(), size, generator=generator, out=out, dtype=dtype,
+                                    layout=layout, device=device, requires_grad=requires_grad)
+
+    def randint(self, *args, generator=None, out=None, dtype=None, layout=torch.strided, device=None,
+                requires_grad=False):
+        if len(args) == 2:
+            (high, size), low = args, 0
+        elif len(args) == 3:
+            low, high, size = args
+        else:
+            raise ValueError(f"randint expects 2 or 3 positional arguments, got {len(args)}")
+        return tensor_creation.randint(self.heap, self.get_device(), low, high, size, generator=generator, out=out,
+                                       dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
+
+    def uniform(self, size, low=0.0, high=1.0, dtype=torch.float):
+        return tensor_creation.uniform(self.heap, self.get_device(), size, low, high, dtype)
+
+
+def iris(heap_size=1 << 30, allocator_type="torch", *, team=None):
+    """Iris's constructor: a symmetric heap of ``heap_size`` bytes on every rank (collective).
+    ``allocator_type``: Iris's "torch" (aperture's default provider) or "vmem" (cuda-vmm),
+    "torch_symm_mem" (torch symmetric memory), or any aperture provider name. ``team`` (aperture's)
+    overrides where the ranks come from."""
+    return Iris(heap_size, allocator_type, team=team)
+
+
+def __getattr__(name):
+    # DeviceContext is the device side's (aperture.iris._device_context); imported when asked for,
+    # so the host works on its own.
+    if name == "DeviceContext":
+        from ._device_context import DeviceContext
+
+        return DeviceContext
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

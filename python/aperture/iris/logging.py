@@ -1,0 +1,51 @@
+"""Iris's logging names: ``iris.logger``, ``iris.set_logger_level``, ``iris.DEBUG`` ... ``iris.ERROR``.
+
+The logger is named "iris" as Iris's is, so a program's ``logging.getLogger("iris")`` settings
+apply; IRIS_LOG_LEVEL sets its starting level. Records that ``Iris.debug/info/...`` emit carry
+``iris_rank`` and ``iris_num_ranks``, which the formatter shows as ``[rank/num_ranks]``.
+"""
+
+import logging as _logging
+import os as _os
+
+DEBUG = _logging.DEBUG
+INFO = _logging.INFO
+WARNING = _logging.WARNING
+ERROR = _logging.ERROR
+
+
+class RankFormatter(_logging.Formatter):
+    """time, level, ``[Iris] [rank/num_ranks]``, the module, the message."""
+
+    def format(self, record):
+        rank = getattr(record, "iris_rank", "?")
+        num_ranks = getattr(record, "iris_num_ranks", "?")
+        when = self.formatTime(record, "%H:%M:%S")
+        return f"{when} {record.levelname:<5s} [Iris] [{rank}/{num_ranks}] [{record.module or '?'}] {record.getMessage()}"
+
+
+logger = _logging.getLogger("iris")
+logger.setLevel(INFO)
+_level_from_env = _os.environ.get("IRIS_LOG_LEVEL", "").upper()
+if _level_from_env in ("DEBUG", "INFO", "WARNING", "ERROR"):
+    logger.setLevel(getattr(_logging, _level_from_env))
+if not logger.handlers:
+    _handler = _logging.StreamHandler()
+    _handler.setFormatter(RankFormatter())
+    logger.addHandler(_handler)
+
+
+def set_logger_level(level):
+    """Sets the "iris" logger's level (iris.DEBUG, iris.INFO, iris.WARNING, iris.ERROR or a name)."""
+    logger.setLevel(level)
+
+
+def log_with_rank(level, message, rank, num_ranks):
+    if logger.isEnabledFor(level):
+        record = _logging.LogRecord(logger.name, level, "", 0, message, (), None)
+        record.iris_rank = rank
+        record.iris_num_ranks = num_ranks
+        logger.handle(record)
+
+
+__all__ = ["logger", "set_logger_level", "DEBUG", "INFO", "WARNING", "ERROR"]

@@ -1,0 +1,172 @@
+"""Iris's tensor factories as functions of a heap: ``zeros(heap, device, size, ...)`` and the rest.
+
+``Iris.zeros(...)`` and its siblings call these with the context's heap and device; they are
+public because Iris exposes them as ``iris.tensor_creation``. Signatures follow torch's (and
+Iris's): sizes as varargs, a tuple, a list or a nested one-element tuple; ``out=`` fills and
+returns that very tensor, which must lie on the heap; ``memory_format`` is honoured where torch
+defines it for the shape and accepted (contiguous) where it does not, as for a 2-D
+``channels_last`` request.
+"""
+
+import math
+
+import torch
+
+import aperture
+
+
+def _refuse(detail):
+    raise aperture.Error("aperture: iris: " + detail, code=aperture.ErrorCode.invalid_argument)
+
+
+def flatten_size(size):
+    # zeros(2, 3), zeros((2, 3)), zeros([2, 3]) and zeros(((2, 3),)) all mean shape (2, 3).
+    size = tuple(size) if isinstance(size, (tuple, list, torch.Size)) else (size,)
+    while len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    for n in size:
+        if int(n) < 0:
+            _refuse(f"negative dimension {n} in size {size}")
+    return tuple(int(n) for n in size)
+
+
+def check_device(heap_device, device):
+    if device is None:
+        return
+    wanted = torch.device(device)
+    if wanted.type == "cuda" and heap_device.type == "cpu" and not torch.cuda.is_available():
+        # An Iris program (they say device="cuda") run on a machine without a GPU, over a host heap
+        # and Triton's interpreter: its tensors are the heap's.
+        return
+    same = wanted.type == heap_device.type and (wanted.index is None or heap_device.type == "cpu"
+                                                 or wanted.index == heap_device.index)
+    if not same:
+        _refuse(f"device {device} requested, but this heap is on {heap_device}; pass device=None (or "
+                f"{heap_device}) for heap tensors")
+
+
+def _check_layout(layout):
+    if layout not in (None, torch.strided):
+        _refuse(f"layout {layout} is not supported; heap tensors are torch.strided")
+
+
+def _check_out(heap, out, shape, dtype):
+    if not isinstance(out, torch.Tensor):
+        _refuse(f"out= must be a torch.Tensor on the symmetric heap, got {type(out).__name__}")
+    if not heap.is_symmetric(out):
+        _refuse(f"the out tensor (at {out.data_ptr():#x}) is not on the symmetric heap (base "
+                f"{heap.memory_pool.data_ptr():#x}, {heap.heap_size} bytes); allocate it with the context's factories")
+    if out.dtype != dtype:
+        _refuse(f"the out tensor has dtype {out.dtype}, {dtype} is required")
+    if out.numel() != math.prod(shape):
+        _refuse(f"the out tensor has {out.numel()} elements, shape {tuple(shape)} needs {math.prod(shape)}")
+    if tuple(out.shape) != tuple(shape):
+        out.resize_(shape)  # torch's out= rule: the same object, reshaped (same element count: no reallocation)
+
+
+def _new(heap, device, shape, dtype, out, layout):
+    """A heap tensor of ``shape`` (or ``out`` itself), not yet filled."""
+    check_device(heap.get_device(), device)
+    _check_layout(layout)
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        _refuse(f"dtype must be a torch.dtype, got {dtype!r}")
+    dtype = dtype or torch.get_default_dtype()
+    if out is not None:
+        _check_out(heap, out, shape, dtype)
+        return out
+    return heap.allocate(math.prod(shape), dtype).view(shape)
+
+
+def _in_format(tensor, memory_format):
+    if memory_format in (None, torch.contiguous_format, torch.preserve_format):
+        return tensor
+    rank_needed = {torch.channels_last: 4, torch.channels_last_3d: 5}.get(memory_format)
+    if rank_needed is None:
+        _refuse(f"memory_format {memory_format} is not supported")
+    if tensor.dim() != rank_needed:
+        return tensor  # Iris accepts it and keeps the tensor contiguous (a 2-D channels_last, say)
+    strides = torch.empty(tensor.shape, device="meta").contiguous(memory_format=memory_format).stride()
+    return tensor.as_strided(tensor.shape, strides)
+
+
+def _finish(tensor, requires_grad):
+    if requires_grad:
+        tensor.requires_grad_()
+    return tensor
+
+
+def _generator_device(generator, heap_device):
+    # Random numbers are drawn where the generator lives (torch's rule), then copied in.
+    return generator.device if generator is not None else heap_device
+
+
+def empty(heap, heap_device, size, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False, pin_memory=False,
+          memory_format=torch.contiguous_format):
+    t = _new(heap, device, flatten_size(size), dtype, out, layout)
+    return _finish(_in_format(t, memory_format), requires_grad)
+
+
+def zeros(heap, heap_device, size, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    return _finish(_new(heap, device, flatten_size(size), dtype, out, layout).zero_(), requires_grad)
+
+
+def ones(heap, heap_device, size, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    return _finish(_new(heap, device, flatten_size(size), dtype, out, layout).fill_(1), requires_grad)
+
+
+def full(heap, heap_device, size, fill_value, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    if dtype is None:  # torch.full's inference: bool, int64 for ints, the default float type otherwise
+        dtype = torch.tensor(fill_value).dtype if isinstance(fill_value, (bool, int)) else torch.get_default_dtype()
+    return _finish(_new(heap, device, flatten_size(size), dtype, out, layout).fill_(fill_value), requires_grad)
+
+
+def zeros_like(heap, heap_device, input, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=torch.preserve_format):
+    t = _new(heap, device, tuple(input.shape), dtype or input.dtype, None, layout or input.layout)
+    if memory_format == torch.preserve_format and input.dim() in (4, 5) and not input.is_contiguous():
+        candidate = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
+        if input.is_contiguous(memory_format=candidate):
+            memory_format = candidate
+    return _finish(_in_format(t, memory_format).zero_(), requires_grad)
+
+
+def arange(heap, heap_device, start, end, step, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    if step == 0:
+        _refuse("arange: step must be non-zero")
+    values = torch.arange(start, end, step, dtype=dtype)
+    t = _new(heap, device, (values.numel(),), values.dtype, out, layout)
+    return _finish(t.copy_(values), requires_grad)
+
+
+def linspace(heap, heap_device, start, end, steps, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    if isinstance(steps, (tuple, list)):
+        steps = math.prod(flatten_size(steps))
+    values = torch.linspace(start, end, int(steps), dtype=dtype)
+    t = _new(heap, device, (values.numel(),), values.dtype, out, layout)
+    return _finish(t.copy_(values), requires_grad)
+
+
+def randn(heap, heap_device, size, generator=None, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    t = _new(heap, device, flatten_size(size), dtype, out, layout)
+    t.copy_(torch.randn(t.shape, generator=generator, dtype=t.dtype,
+                        device=_generator_device(generator, heap.get_device())))
+    return _finish(t, requires_grad)
+
+
+def rand(heap, heap_device, size, generator=None, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    t = _new(heap, device, flatten_size(size), dtype, out, layout)
+    t.copy_(torch.rand(t.shape, generator=generator, dtype=t.dtype,
+                       device=_generator_device(generator, heap.get_device())))
+    return _finish(t, requires_grad)
+
+
+def randint(heap, heap_device, low, high, size, generator=None, out=None, dtype=None, layout=torch.strided,
+            device=None, requires_grad=False):
+    t = _new(heap, device, flatten_size(size), dtype or torch.int64, out, layout)
+    t.copy_(torch.randint(low, high, t.shape, generator=generator, dtype=t.dtype,
+                          device=_generator_device(generator, heap.get_device())))
+    return _finish(t, requires_grad)
+
+
+def uniform(heap, heap_device, size, low=0.0, high=1.0, dtype=torch.float):
+    return _new(heap, None, flatten_size(size), dtype, None, torch.strided).uniform_(low, high)

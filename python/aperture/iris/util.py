@@ -1,0 +1,71 @@
+"""``iris.do_bench``: Iris's timing loop, on CUDA events with a GPU and the host clock without."""
+
+import math
+import statistics
+import time
+
+import torch
+
+
+def _quantiles(times, qs):
+    ordered = sorted(times)
+    out = []
+    for q in qs:
+        if not 0 <= q <= 1:
+            raise ValueError(f"do_bench: quantiles must lie in [0, 1], got {q}")
+        point = q * (len(ordered) - 1)
+        low, high = math.floor(point), math.ceil(point)
+        out.append(ordered[low] + (point - low) * (ordered[high] - ordered[low]))
+    return out
+
+
+def _summarise(times, quantiles, return_mode):
+    if quantiles is not None:
+        values = _quantiles(times, quantiles)
+        return values[0] if len(values) == 1 else values
+    summaries = {"all": lambda t: t, "min": min, "max": max, "mean": statistics.mean, "median": statistics.median}
+    if return_mode not in summaries:
+        raise ValueError(f"do_bench: return_mode must be one of {', '.join(summaries)}, got {return_mode!r}")
+    return summaries[return_mode](times)
+
+
+def do_bench(fn, barrier_fn=lambda: None, preamble_fn=lambda: None, n_warmup=25, n_repeat=100, quantiles=None,
+             return_mode="mean"):
+    """Milliseconds per call of ``fn``: after ``n_warmup`` untimed calls, ``n_repeat`` timed ones,
+    each preceded by ``barrier_fn``, ``preamble_fn``, an L2-sized cache flush (GPU) and
+    ``barrier_fn`` again. Returns the ``return_mode`` summary ("mean", "min", "max", "median",
+    "all") or, given ``quantiles``, those quantiles (one value when one is asked)."""
+    gpu = torch.cuda.is_available()
+    barrier_fn()
+    preamble_fn()
+    fn()
+    barrier_fn()
+    flush = torch.empty(256 << 20 >> 2, dtype=torch.int32, device="cuda") if gpu else None
+
+    def one(timed):
+        barrier_fn()
+        preamble_fn()
+        if flush is not None:
+            flush.zero_()
+        barrier_fn()
+        if not timed:
+            fn()
+            return None
+        if gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            return start, end
+        began = time.perf_counter()
+        fn()
+        return (time.perf_counter() - began) * 1e3
+
+    for _ in range(n_warmup):
+        one(False)
+    samples = [one(True) for _ in range(n_repeat)]
+    barrier_fn()
+    if gpu:
+        torch.cuda.synchronize()
+        samples = [start.elapsed_time(end) for start, end in samples]
+    return _summarise(samples, quantiles, return_mode)

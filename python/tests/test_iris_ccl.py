@@ -1,0 +1,260 @@
+"""aperture.iris's current-Iris host API in every rank of the job: iris.ccl on the Communicator,
+p2p through the heap, allocate_symmetric, broadcast(src=), the factories' Iris behaviours, the
+AMD-only names, bad input, and the unmodified-program mechanism (python -m aperture.iris)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+# triton_world before aperture.iris (which imports triton): it decides whether Triton interprets
+# this process's kernels, for every test file of the run.
+import triton_world  # noqa: F401
+
+import aperture
+import aperture.iris as iris
+
+HEAP = 4 << 20
+
+
+@pytest.fixture
+def ctx(team):
+    return iris.iris(HEAP, team=team)
+
+
+def per_rank(rank, shape, dtype, device, salt=0):
+    n = torch.tensor(shape).prod().item()
+    return ((torch.arange(n, dtype=torch.float64) * 3 + 1000 * rank + salt) % 97).to(dtype).view(shape).to(device)
+
+
+def test_host_attributes_match_iris(ctx, team):
+    assert isinstance(ctx.device, str) and ctx.device.startswith(("cuda:", "cpu"))
+    assert ctx.heap.get_heap_bases() is ctx.get_heap_bases()
+    assert ctx.cur_rank == team.rank and ctx.num_ranks == team.size
+
+
+def test_out_returns_the_same_object_and_2d_channels_last_is_accepted(ctx):
+    out = ctx.zeros(6, dtype=torch.float32)
+    assert ctx.ones(2, 3, out=out) is out and out.shape == (2, 3) and bool((out == 1).all())
+    assert ctx.arange(6, dtype=torch.float32, out=out) is out
+    e = ctx.empty(4, 8, memory_format=torch.channels_last)
+    assert e.shape == (4, 8) and e.is_contiguous()
+    e4 = ctx.empty(2, 3, 4, 5, memory_format=torch.channels_last)
+    assert e4.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_broadcast_src_returns_numpy_for_tensors(ctx, team):
+    for src in range(team.size):
+        value = torch.arange(5) * (src + 1) if ctx.cur_rank == src else None
+        got = ctx.broadcast(value, src=src)
+        assert got.tolist() == [i * (src + 1) for i in range(5)]
+        if ctx.cur_rank != src:
+            import numpy as np
+
+            assert isinstance(got, np.ndarray)
+        assert ctx.broadcast({"r": src} if ctx.cur_rank == src else None, src) == {"r": src}
+
+
+def test_allocate_symmetric_has_its_own_table(ctx, team):
+    t, bases = ctx.allocate_symmetric(3, 5, dtype=torch.int32)
+    assert t.shape == (3, 5) and t.dtype == torch.int32 and bases.dtype == torch.int64
+    assert int(bases[team.rank].item()) == t.data_ptr() and not ctx.heap.is_symmetric(t) and ctx.is_symmetric(t)
+    t.copy_(per_rank(team.rank, (3, 5), torch.int32, t.device))
+    ctx.barrier()
+    for r in range(team.size):
+        assert torch.equal(ctx.as_remote(t, r).cpu(), per_rank(r, (3, 5), torch.int32, "cpu"))
+    ctx.barrier()
+    h = ctx.as_symmetric(torch.full((4,), 2.5, device=ctx.get_device()))
+    assert ctx.heap.is_symmetric(h) and bool((h == 2.5).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_ccl_collectives(ctx, team, dtype):
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    m, cols = 3, 4 * n
+    inp = ctx.zeros(m, cols, dtype=dtype)
+    inp.copy_(per_rank(me, (m, cols), dtype, dev))
+    out = ctx.zeros(m, cols, dtype=dtype)
+    total = sum(per_rank(r, (m, cols), torch.float64, "cpu") for r in range(n))
+    ctx.ccl.all_reduce(out, inp)
+    assert torch.equal(out.cpu().double(), total.to(dtype).double()) or dtype == torch.bfloat16 and \
+        torch.allclose(out.cpu().double(), total, rtol=2e-2)
+    gathered = ctx.zeros(n * m, cols, dtype=dtype)
+    ctx.ccl.all_gather(gathered, inp)
+    assert torch.equal(gathered.cpu(), torch.cat([per_rank(r, (m, cols), dtype, "cpu") for r in range(n)]))
+    a2a = ctx.zeros(m, cols, dtype=dtype)
+    ctx.ccl.all_to_all(a2a, inp)
+    w = cols // n
+    expect = torch.cat([per_rank(r, (m, cols), dtype, "cpu")[:, me * w:(me + 1) * w] for r in range(n)], dim=1)
+    assert torch.equal(a2a.cpu(), expect)
+    rs = ctx.zeros(m, cols, dtype=dtype)
+    ctx.ccl.reduce_scatter(rs, inp)
+    share = m * cols // n
+    if dtype != torch.bfloat16:
+        assert torch.equal(rs.view(-1)[:share].cpu().double(), total.view(-1)[me * share:(me + 1) * share])
+    for root in range(n):
+        b = ctx.zeros(m, cols, dtype=dtype)
+        b.copy_(per_rank(me, (m, cols), dtype, dev))
+        ctx.ccl.broadcast(b, src=root)
+        assert torch.equal(b.cpu(), per_rank(root, (m, cols), dtype, "cpu"))
+        red = ctx.full((m, cols), -1, dtype=dtype)
+        ctx.ccl.reduce(red, inp, dst=root)
+        if me == root and dtype != torch.bfloat16:
+            assert torch.equal(red.cpu().double(), total)
+        elif me != root:
+            assert bool((red == -1).all())
+        big = ctx.zeros(n * m, cols, dtype=dtype)
+        big.copy_(per_rank(me, (n * m, cols), dtype, dev))
+        part = ctx.zeros(m, cols, dtype=dtype)
+        ctx.ccl.scatter(part, big, src=root)
+        assert torch.equal(part.cpu(), per_rank(root, (n * m, cols), dtype, "cpu")[me * m:(me + 1) * m])
+        g = ctx.full((n * m, cols), -1, dtype=dtype)
+        ctx.ccl.gather(g, inp, dst=root)
+        if me == root:
+            assert torch.equal(g.cpu(), torch.cat([per_rank(r, (m, cols), dtype, "cpu") for r in range(n)]))
+        else:
+            assert bool((g == -1).all())
+    ctx.ccl.barrier()
+    ctx.device_barrier()
+
+
+def test_p2p_ring_every_form(ctx, team):
+    n, me = team.size, team.rank
+    if n == 1:
+        with pytest.raises(aperture.Error, match="is this rank"):
+            ctx.ccl.send(ctx.zeros(4), dst=0)
+        return
+    right, left = (me + 1) % n, (me - 1) % n
+    src = ctx.zeros(64, dtype=torch.float32)
+    src.copy_(per_rank(me, (64,), torch.float32, ctx.get_device()))
+    got = ctx.zeros(64, dtype=torch.float32)
+    works = ctx.ccl.batch_isend_irecv([iris.ccl.P2POp(iris.ccl.p2p.isend, src, right),
+                                       iris.ccl.P2POp(iris.ccl.p2p.irecv, got, left)])
+    for w in works:
+        w.wait()
+    assert torch.equal(got.cpu(), per_rank(left, (64,), torch.float32, "cpu"))
+    state = ctx.ccl.init_p2p(max_numel=128, dtype=torch.float32)
+    plain = torch.arange(32, dtype=torch.int32, device=ctx.get_device()) + 100 * me  # not on the heap: staged
+    into = torch.zeros(32, dtype=torch.int32, device=ctx.get_device())
+    ctx.ccl.send(plain, right, p2p_state=state)  # buffered: returns before the peer receives
+    ctx.ccl.recv(into, left, p2p_state=state)
+    assert torch.equal(into.cpu(), torch.arange(32, dtype=torch.int32) + 100 * left)
+    ctx.barrier()
+
+
+def test_bad_input_is_an_aperture_error(ctx, team, monkeypatch):
+    with pytest.raises(aperture.Error, match="not a rank"):
+        ctx.ccl.broadcast(ctx.zeros(4), src=team.size)
+    with pytest.raises(aperture.Error, match="not a rank"):
+        ctx.broadcast(1, src=-1)
+    with pytest.raises(aperture.Error, match="out of memory"):
+        ctx.zeros(HEAP, dtype=torch.float32)
+    with pytest.raises(aperture.Error, match="not on the symmetric heap"):
+        ctx.zeros(4, out=torch.zeros(4))
+    with pytest.raises(aperture.Error):
+        ctx.ccl.all_reduce(ctx.zeros(4, dtype=torch.complex64), ctx.zeros(4, dtype=torch.complex64))
+    if team.size > 1:
+        with pytest.raises(aperture.Error, match="not a contiguous tensor on the symmetric heap"):
+            ctx.ccl.send(torch.zeros(4), dst=(team.rank + 1) % team.size)
+        monkeypatch.setenv("APERTURE_TIMEOUT", "0.5")
+        with pytest.raises(aperture.Error, match="waited"):  # no sender: a timeout, not a hang
+            ctx.ccl.recv(ctx.zeros(4), src=(team.rank + 1) % team.size)
+        ctx._p2p_mailboxes.received[(team.rank + 1) % team.size] -= 1
+    ctx.barrier()
+
+
+def test_config_and_amd_only_names():
+    c = iris.ccl.Config()
+    assert (c.block_size_m, c.block_size_n, c.swizzle_size, c.comm_sms, c.num_xcds) == (128, 128, 6, 64, 1)
+    assert c.all_reduce_variant == "atomic" and c.all_reduce_ring_slice_n == 128
+    with pytest.raises(ValueError):
+        iris.ccl.Config(all_reduce_variant="nope")
+    for thunk, word in [(lambda: iris.ccl.Config(use_gluon=True), "Gluon"), (lambda: iris.hip.get_num_xcc(), "HIP"),
+                        (lambda: iris.experimental.rocshmem_provider.RocshmemProvider, "rocSHMEM")]:
+        with pytest.raises(aperture.Error, match="AMD-only") as e:
+            thunk()
+        assert word in str(e.value) and "NVIDIA" in str(e.value)
+
+
+def test_logging_and_do_bench(ctx):
+    assert iris.DEBUG == 10 and iris.logger.name == "iris"
+    iris.set_logger_level(iris.WARNING)
+    assert iris.logger.level == iris.WARNING
+    calls = []
+    ms = iris.do_bench(lambda: calls.append(1), barrier_fn=ctx.barrier, n_warmup=2, n_repeat=5)
+    assert ms >= 0 and len(calls) == 8
+    assert len(iris.do_bench(lambda: None, n_warmup=0, n_repeat=3, return_mode="all")) == 3
+
+
+@pytest.mark.skipif(os.environ.get("APERTURE_WORLD_SIZE", "1") != "1", reason="runs its own one-rank child")
+def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent("""
+        import sys
+        import torch
+        import iris
+        import iris.ccl
+        from iris.ccl import Config
+        from iris import tensor_creation
+        import aperture.iris
+        assert iris is aperture.iris and iris.ccl is aperture.iris.ccl and Config is aperture.iris.ccl.Config
+        ctx = iris.iris(1 << 20)
+        x = ctx.ones(8)
+        y = ctx.zeros_like(x)
+        ctx.ccl.all_reduce(y, x)
+        assert y.tolist() == [1.0] * 8
+        print("ok", sys.argv[1:])
+    """))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("APERTURE_RANK", "APERTURE_WORLD", "RANK"))}
+    env["APERTURE_PROVIDER"] = "shm"
+    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog), "a", "b"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "ok ['a', 'b']" in run.stdout
+    # A real Iris on the path is refused, not shadowed.
+    fake = tmp_path / "site" / "iris"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("REAL = True\n")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "site"), env.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert run.returncode == 2 and "real Iris is importable" in run.stderr
+
+
+@pytest.mark.skipif(os.environ.get("APERTURE_WORLD_SIZE", "1") != "1", reason="runs its own two-rank job")
+def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
+    # Iris's test runner's shape: workers from torch.multiprocessing, torch.distributed over a tcp://
+    # URL, no launcher variables, `import iris` through the mechanism's PYTHONPATH shim.
+    prog = tmp_path / "spawned.py"
+    prog.write_text(textwrap.dedent("""
+        import os, socket, sys
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def worker(rank, world, url):
+            dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
+            import iris
+            ctx = iris.iris(1 << 20)
+            assert (ctx.get_rank(), ctx.get_num_ranks()) == (rank, world), (ctx.get_rank(), ctx.get_num_ranks())
+            x = ctx.full((6,), float(rank + 1))
+            out = ctx.zeros(6)
+            ctx.ccl.all_reduce(out, x)
+            assert out.tolist() == [float(sum(range(1, world + 1)))] * 6, out
+            ctx.barrier()
+            dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+            mp.spawn(worker, args=(2, f"tcp://127.0.0.1:{port}"), nprocs=2)
+            print("spawned ok")
+    """))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("APERTURE_RANK", "APERTURE_WORLD", "RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK"))}
+    env["APERTURE_PROVIDER"] = "shm"
+    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "spawned ok" in run.stdout

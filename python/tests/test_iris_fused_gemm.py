@@ -1,0 +1,71 @@
+"""Iris's fused GEMM operations (iris.ccl.all_gather_gemm, gemm_reduce_scatter) on
+aperture.OverlappedGemm, in every rank of the job, against torch's product of the gathered
+operands; and what OverlappedGemm cannot take, refused with aperture.Error. GPU only."""
+
+import pytest
+import torch
+
+import aperture
+import aperture.iris as iris
+from aperture.iris.ccl import _fused
+
+pytestmark = [pytest.mark.iris, pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="OverlappedGemm needs a GPU")]
+
+HEAP = 64 << 20
+
+
+@pytest.fixture(scope="module")
+def shmem(team):
+    return iris.iris(HEAP, team=team)
+
+
+def operand(rank, rows, cols, salt):
+    """Rank `rank`'s bf16 operand, different per rank and element; entries of size 1/sqrt(cols)
+    keep products of magnitude about 1."""
+    g = torch.Generator().manual_seed(rank * 7919 + salt)
+    return (torch.randn(rows, cols, generator=g) / cols ** 0.5).to(torch.bfloat16).cuda()
+
+
+# bf16 products: each rank's partial is rounded to bf16 by cuBLASLt only once the fp32 sum over
+# ranks is complete (OverlappedGemm sums fp32 partials and rounds once); the reference is the fp32
+# product, so the difference is one bf16 rounding (2**-9 relative) of outputs of magnitude about
+# 1, plus fp32 summation order: 2**-6 absolute and relative leaves room.
+TOL = dict(rtol=2 ** -6, atol=2 ** -6)
+
+
+def test_all_gather_gemm_gathers_the_k_shards(shmem, team):
+    rank, world = shmem.get_rank(), shmem.get_num_ranks()
+    m, k_local, n = 128, 128, 192
+    shard = operand(rank, m, k_local, 1)
+    weight = operand(99, world * k_local, n, 2)  # replicated: the same seed on every rank
+    out = shmem.zeros((m, n), dtype=torch.bfloat16)
+    got = _fused.all_gather_gemm(shmem, out, shard, weight)
+    assert got is out
+    gathered = torch.cat([operand(q, m, k_local, 1) for q in range(world)], dim=1)
+    torch.testing.assert_close(out.float(), gathered.float() @ weight.float(), **TOL)
+
+
+def test_gemm_reduce_scatter_keeps_this_ranks_columns(shmem, team):
+    rank, world = shmem.get_rank(), shmem.get_num_ranks()
+    tokens, h_shard, k = 128, 192, 64 * world * 2
+    inp = operand(rank, tokens, h_shard, 3)
+    w = operand(rank, h_shard, k, 4)
+    out = _fused.gemm_reduce_scatter(shmem, inp, w)
+    total = sum(operand(q, tokens, h_shard, 3).float() @ operand(q, h_shard, k, 4).float() for q in range(world))
+    shard = k // world
+    assert out.shape == (tokens, shard) and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), total[:, rank * shard:(rank + 1) * shard], **TOL)
+
+
+def test_what_overlapped_gemm_cannot_take_is_refused(shmem, team):
+    world = shmem.get_num_ranks()
+    with pytest.raises(aperture.Error, match="bfloat16"):
+        _fused.gemm_reduce_scatter(shmem, torch.zeros(64, 64, device="cuda"), torch.zeros(64, 64 * world,
+                                                                                          device="cuda"))
+    with pytest.raises(aperture.Error, match="multiples of 64"):
+        _fused.gemm_reduce_scatter(shmem, operand(0, 100, 64, 5), operand(0, 64, 64 * world, 6))
+    with pytest.raises(aperture.Error, match="world_size"):
+        _fused.all_gather_gemm(shmem, torch.zeros(64, 64, dtype=torch.bfloat16, device="cuda"),
+                               operand(0, 64, 64, 7), operand(0, 64 * world + 64, 64, 8))
+    shmem.barrier()

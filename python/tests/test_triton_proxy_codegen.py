@@ -1,0 +1,213 @@
+"""What aperture.triton's proxy argument compiles to on NVIDIA GPUs (PTX for sm_90, no GPU needed).
+
+- A kernel that passes no proxy (or passes None for it at launch, which Triton makes a constant)
+  promises that every peer is direct: it must compile to exactly the code of aperture.triton
+  before the proxy existed (triton_direct_reference.py keeps those functions), instruction for
+  instruction.
+- With a proxy, the indirect side is the C++ producer's protocol: a ticket from one predicated
+  atomic per request, release stores and acquire loads at system scope, a bounded wait on
+  %globaltimer, and a trap where a request fails.
+
+Compiled in a child process (this file run as a script), as test_triton_codegen.py does: the
+tests of this directory may interpret Triton, and interpreted functions cannot be compiled.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+if __name__ == "__main__":
+    os.environ.pop("TRITON_INTERPRET", None)
+else:
+    import triton_world  # noqa: F401 - decides interpretation for this process before aperture.triton loads
+    from triton_world import only_in_one_rank_jobs
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+import aperture.triton as apt  # noqa: E402
+import triton_direct_reference as ref  # noqa: E402
+
+HOPPER = GPUTarget("cuda", 90, 32)
+
+
+def ptx_of(fn, signature, constexprs=None):
+    attrs = {(i,): [["tt.divisibility", 16]] for i, (name, ty) in enumerate(signature.items())
+             if ty.startswith("*") or name == "n"}
+    source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs or {}, attrs=attrs)
+    return triton.compile(source, target=HOPPER).asm["ptx"]
+
+
+# The same kernel three ways: aperture.triton with no proxy, with a proxy argument launched as
+# None, and the reference (the functions before the proxy).
+
+@triton.jit
+def transfers_apt(buf, src, out, peer_bases, rank, peer, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    apt.store(buf + offs, tl.load(src + offs, mask=mask), rank, peer, peer_bases, mask=mask)
+    apt.store(buf + n + offs, tl.load(src + offs, mask=mask), rank, peer, peer_bases, mask=mask, congruent=True)
+    tl.store(out + offs, apt.load(buf + offs, rank, peer, peer_bases, mask=mask), mask=mask)
+    apt.put(buf + 2 * n + offs, src + offs, rank, peer, peer_bases, mask=mask)
+    apt.get(out + n + offs, buf + offs, rank, peer, peer_bases, mask=mask, congruent=True)
+    apt.copy(buf + 3 * n + offs, buf + offs, peer, rank, rank, peer_bases, mask=mask)
+
+
+@triton.jit
+def transfers_none(buf, src, out, peer_bases, rank, peer, n, proxy, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    apt.store(buf + offs, tl.load(src + offs, mask=mask), rank, peer, peer_bases, mask=mask, proxy=proxy)
+    apt.store(buf + n + offs, tl.load(src + offs, mask=mask), rank, peer, peer_bases, mask=mask, congruent=True,
+              proxy=proxy)
+    tl.store(out + offs, apt.load(buf + offs, rank, peer, peer_bases, mask=mask, proxy=proxy), mask=mask)
+    apt.put(buf + 2 * n + offs, src + offs, rank, peer, peer_bases, mask=mask, proxy=proxy)
+    apt.get(out + n + offs, buf + offs, rank, peer, peer_bases, mask=mask, congruent=True, proxy=proxy)
+    apt.copy(buf + 3 * n + offs, buf + offs, peer, rank, rank, peer_bases, mask=mask, proxy=proxy)
+
+
+@triton.jit
+def transfers_ref(buf, src, out, peer_bases, rank, peer, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    ref.store(buf + offs, tl.load(src + offs, mask=mask), rank, peer, peer_bases, mask=mask)
+    ref.store(buf + n + offs, tl.load(src + offs, mask=mask), rank, peer, peer_bases, mask=mask, congruent=True)
+    tl.store(out + offs, ref.load(buf + offs, rank, peer, peer_bases, mask=mask), mask=mask)
+    ref.put(buf + 2 * n + offs, src + offs, rank, peer, peer_bases, mask=mask)
+    ref.get(out + n + offs, buf + offs, rank, peer, peer_bases, mask=mask, congruent=True)
+    ref.copy(buf + 3 * n + offs, buf + offs, peer, rank, rank, peer_bases, mask=mask)
+
+
+@triton.jit
+def atomics_apt(buf, flag, out, peer_bases, rank, peer):
+    lane = tl.arange(0, 64)
+    mask = lane < 60
+    x = apt.atomic_add(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += apt.atomic_sub(buf + lane, lane, rank, peer, peer_bases, mask=mask, sem="relaxed", scope="gpu")
+    x += apt.atomic_and(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += apt.atomic_or(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += apt.atomic_xor(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += apt.atomic_min(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += apt.atomic_max(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += apt.atomic_xchg(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += apt.atomic_cas(buf + lane, lane, lane + 1, rank, peer, peer_bases)
+    x += apt.atomic_add(buf, 1, rank, peer, peer_bases)  # a scalar
+    tl.store(out + lane, x)
+    apt.signal(flag, 1, rank, peer, peer_bases)
+
+
+@triton.jit
+def atomics_none(buf, flag, out, peer_bases, rank, peer, proxy):
+    lane = tl.arange(0, 64)
+    mask = lane < 60
+    x = apt.atomic_add(buf + lane, lane, rank, peer, peer_bases, mask=mask, proxy=proxy)
+    x += apt.atomic_sub(buf + lane, lane, rank, peer, peer_bases, mask=mask, sem="relaxed", scope="gpu", proxy=proxy)
+    x += apt.atomic_and(buf + lane, lane, rank, peer, peer_bases, mask=mask, proxy=proxy)
+    x += apt.atomic_or(buf + lane, lane, rank, peer, peer_bases, mask=mask, proxy=proxy)
+    x += apt.atomic_xor(buf + lane, lane, rank, peer, peer_bases, mask=mask, proxy=proxy)
+    x += apt.atomic_min(buf + lane, lane, rank, peer, peer_bases, mask=mask, proxy=proxy)
+    x += apt.atomic_max(buf + lane, lane, rank, peer, peer_bases, mask=mask, proxy=proxy)
+    x += apt.atomic_xchg(buf + lane, lane, rank, peer, peer_bases, mask=mask, proxy=proxy)
+    x += apt.atomic_cas(buf + lane, lane, lane + 1, rank, peer, peer_bases, proxy=proxy)
+    x += apt.atomic_add(buf, 1, rank, peer, peer_bases, proxy=proxy)
+    tl.store(out + lane, x)
+    apt.signal(flag, 1, rank, peer, peer_bases, proxy=proxy)
+
+
+@triton.jit
+def atomics_ref(buf, flag, out, peer_bases, rank, peer):
+    lane = tl.arange(0, 64)
+    mask = lane < 60
+    x = ref.atomic_add(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += ref.atomic_sub(buf + lane, lane, rank, peer, peer_bases, mask=mask, sem="relaxed", scope="gpu")
+    x += ref.atomic_and(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += ref.atomic_or(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += ref.atomic_xor(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += ref.atomic_min(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += ref.atomic_max(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += ref.atomic_xchg(buf + lane, lane, rank, peer, peer_bases, mask=mask)
+    x += ref.atomic_cas(buf + lane, lane, lane + 1, rank, peer, peer_bases)
+    x += ref.atomic_add(buf, 1, rank, peer, peer_bases)
+    tl.store(out + lane, x)
+    ref.signal(flag, 1, rank, peer, peer_bases)
+
+
+TRANSFER_SIG = {"buf": "*fp16", "src": "*fp16", "out": "*fp16", "peer_bases": "*i64", "rank": "i32", "peer": "i32",
+                "n": "i32", "BLOCK": "constexpr"}
+ATOMIC_SIG = {"buf": "*i32", "flag": "*u64", "out": "*i32", "peer_bases": "*i64", "rank": "i32", "peer": "i32"}
+
+
+def with_proxy(signature, kind):
+    s = dict(signature)
+    s["proxy"] = kind
+    return dict(sorted(s.items(), key=lambda kv: kv[0] == "BLOCK"))  # BLOCK stays last, as in the kernels
+
+
+def compile_all():
+    block = {"BLOCK": 1024}
+    return {
+        "transfers_apt": ptx_of(transfers_apt, TRANSFER_SIG, block),
+        "transfers_none": ptx_of(transfers_none, with_proxy(TRANSFER_SIG, "constexpr"), dict(block, proxy=None)),
+        "transfers_ref": ptx_of(transfers_ref, TRANSFER_SIG, block),
+        "transfers_proxy": ptx_of(transfers_none, with_proxy(TRANSFER_SIG, "*i64"), block),
+        "atomics_apt": ptx_of(atomics_apt, ATOMIC_SIG),
+        "atomics_none": ptx_of(atomics_none, with_proxy(ATOMIC_SIG, "constexpr"), {"proxy": None}),
+        "atomics_ref": ptx_of(atomics_ref, ATOMIC_SIG),
+        "atomics_proxy": ptx_of(atomics_none, with_proxy(ATOMIC_SIG, "*i64")),
+    }
+
+
+@pytest.fixture(scope="module")
+def ptx():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env.pop("TRITON_INTERPRET", None)
+    env["TRITON_DISABLE_LINE_INFO"] = "1"  # source lines differ between the kernels; code must not
+    child = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, f"compiling the kernels for sm_90 failed:\n{child.stderr[-4000:]}"
+    return json.loads(child.stdout)
+
+
+def body(text, name):
+    """The PTX's instructions and directives, line by line, with the kernel's name taken out and
+    comments and runs of blanks dropped (they differ with the name's length)."""
+    assert name in text
+    lines = (re.sub(r"\s+", " ", line.split("//")[0]).strip() for line in text.replace(name, "KERNEL").splitlines())
+    return [line for line in lines if line]
+
+
+@pytest.mark.parametrize("kind", ["transfers", "atomics"])
+def test_no_proxy_compiles_to_the_direct_code_of_before(ptx, kind):
+    reference = body(ptx[f"{kind}_ref"], f"{kind}_ref")
+    assert body(ptx[f"{kind}_apt"], f"{kind}_apt") == reference
+    # A kernel with a proxy argument, launched with None: Triton specialises None as a constant.
+    assert body(ptx[f"{kind}_none"], f"{kind}_none") == reference
+
+
+@pytest.mark.parametrize("kind", ["transfers", "atomics"])
+def test_with_a_proxy_requests_follow_the_queue_protocol(ptx, kind):
+    text = ptx[f"{kind}_proxy"]
+    # Tickets: one relaxed device-scope add, by one thread (predicated), per request.
+    tickets = re.findall(r"(@%p\d+ )?atom\.global\.gpu\.relaxed\.add\.u64", text)
+    assert tickets and all(t for t in tickets), "a ticket atomic not predicated to one thread"
+    # Publish and free: release stores; waits: acquire loads, at system scope, as the C++ producer.
+    assert "st.release.sys.u64" in text and "ld.acquire.sys.u64" in text
+    assert "%globaltimer" in text  # every wait is bounded
+    assert "trap;" in text  # a failed request stops the kernel
+    # The direct side is still there, behind the entry's test.
+    direct = ptx[f"{kind}_ref"]
+    if kind == "transfers":
+        assert "st.global.v4.b32" in text and "st.global.v4.b32" in direct
+    else:
+        assert "atom.global.acq_rel.sys.add.u32" in text or "atom.global.sys.acq_rel.add.u32" in text
+
+
+if __name__ != "__main__":
+    only_in_one_rank_jobs(globals())  # the same PTX in every rank: compiled once
+
+if __name__ == "__main__":
+    json.dump(compile_all(), sys.stdout)

@@ -1,0 +1,123 @@
+// src/collectives/hierarchical.h — the collectives of a team that spans nodes.
+//
+// Within a node the ranks run the one-node algorithms (host.cpp, device.cu) on a node-local
+// view of the Communicator's scratch: a CollectiveHandle whose rank and world are the node's
+// local rank and size and whose table holds the node's ranks only. Between nodes the data
+// travels through MPI, on communicators of the ranks that share a local rank ("columns"), or of
+// the nodes' first ranks ("leaders"); GPU memory through pinned host staging. The algorithms,
+// and which runs where, are in docs/MULTINODE.md ("Collectives across nodes").
+//
+// Reductions fold each node's ranks in rank order, then the nodes' partial results in node
+// order, on every rank alike: every rank gets bit-identical results.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "aperture/collectives/handle.h"
+#include "aperture/collectives/types.h"
+#include "aperture/provider.h"
+#include "dispatch.h"
+
+namespace aperture {
+class Team;
+}
+
+namespace aperture::collectives::detail {
+
+// Where every rank of the team runs: node n's ranks in rank order, and each rank's place.
+struct NodeLayout {
+  std::vector<std::vector<int>> ranks_of_node;  // [node] -> team ranks, ascending
+  std::vector<int> node_of;                     // [rank]
+  std::vector<int> local_of;                    // [rank] -> index among its node's ranks
+  int node = 0;                                 // this rank's
+  int local = 0;
+
+  static NodeLayout of(const Team& team);
+  int nodes() const { return static_cast<int>(ranks_of_node.size()); }
+  int local_size() const { return static_cast<int>(ranks_of_node[static_cast<std::size_t>(node)].size()); }
+  // Every node has as many ranks (then the column phases run on every rank).
+  bool even() const;
+  // "3+1": the ranks per node, for messages.
+  std::string shape() const;
+};
+
+// The one-node choices of the local phases, resolved for the node's rank count.
+struct LocalChoices {
+  std::size_t one_shot_max_bytes = 0;
+  std::size_t ll_max_bytes = 0;
+  std::size_t broadcast_ll_max_bytes = 0;
+  int ll_parts = 1;
+  std::size_t ll_part_bytes = 0;
+  int max_parts = 1;
+  int block_threads = 0;
+  unsigned host_spins = 0;
+};
+
+class Hierarchy {
+ public:
+  // Collective over the team. Throws aperture::Error (unavailable) naming why when the team's
+  // nodes cannot be joined: MPI did not start the ranks, aperture was built without MPI, or a
+  // rank cannot reach a rank of its own node by load/store.
+  Hierarchy(Team& team, MemoryKind kind, const CollectiveHandle& world_handle, const std::int64_t* world_table,
+            const LocalChoices& choices);
+  ~Hierarchy();
+  Hierarchy(const Hierarchy&) = delete;
+  Hierarchy& operator=(const Hierarchy&) = delete;
+
+  const NodeLayout& layout() const { return layout_; }
+
+  void barrier(void* stream);
+  void broadcast(const void* in, void* out, std::size_t count, DataType type, int root, void* stream);
+  void all_gather(const void* in, void* out, std::size_t count, DataType type, void* stream);
+  void reduce_scatter(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
+  void all_reduce(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
+  void all_to_all(const void* in, void* out, std::size_t count, DataType type, void* stream);
+
+  struct Mpi;  // the communicators (hierarchical.cpp)
+
+ private:
+  struct Buffer;
+  void* work(int slot, std::size_t bytes);  // kind_ memory, kept between calls
+  void* stage(int slot, std::size_t bytes);  // host memory (pinned for GPU memory)
+  // The local phases: the one-node algorithm on the node's ranks.
+  void local(Kind kind, const void* in, void* out, std::size_t count, DataType type, ReduceOp op, int root, void* stream);
+  void local_all_reduce(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
+  void copy(void* out, const void* in, std::size_t bytes, void* stream);
+  // Host memory that holds `bytes` of `p` (kind_ memory): p itself, or staging filled from it.
+  const void* to_host(int slot, const void* p, std::size_t bytes, void* stream);
+  // The input of a reduction, scaled by 1/world where op is avg on floats (NCCL's pre-multiply),
+  // so that the phases below fold it as a sum.
+  const void* prescaled(const void* in, std::size_t count, DataType type, ReduceOp op, void* stream);
+  void all_reduce_whole(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
+  void all_reduce_sharded(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
+
+  Team& team_;
+  MemoryKind kind_;
+  NodeLayout layout_;
+  LocalChoices choices_;
+  CollectiveHandle local_handle_{};
+  std::int64_t* local_table_ = nullptr;   // where the local phases run (device memory on a GPU)
+  std::vector<std::int64_t> host_table_;  // the node's entries of the scratch table
+  std::unique_ptr<Mpi> mpi_;
+  std::vector<std::unique_ptr<Buffer>> work_, stage_;
+};
+
+// Folds `nodes` partial results (node m's at parts + m * count elements; host memory) in node
+// order into out (host memory): the cross-node step of every reduction. op avg folds as a sum;
+// on integers the result is then divided by `world`, rounding towards zero.
+void fold_nodes(DataType type, ReduceOp op, const void* parts, int nodes, void* out, std::size_t count, int world);
+// out[i] = in[i] * (1 / world rounded to the type), rounded, as the one-node avg's first step.
+void prescale_host(DataType type, const void* in, void* out, std::size_t count, int world);
+
+// GPU memory for the staging (hierarchical_device.cu; hierarchical_device_none.cpp throws).
+void* device_alloc(std::size_t bytes);
+void device_free(void* p);
+void* pinned_alloc(std::size_t bytes);
+void pinned_free(void* p);
+void device_stream_sync(void* stream);
+void device_table(std::int64_t** table, const std::int64_t* host, std::size_t entries);  // allocates and copies
+
+}  // namespace aperture::collectives::detail

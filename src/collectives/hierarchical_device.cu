@@ -1,0 +1,39 @@
+// src/collectives/hierarchical_device.cu — the GPU memory a team across nodes stages through
+// (hierarchical.h): device buffers for the node's phases, pinned host memory for MPI.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "aperture/error.h"
+#include "hierarchical.h"
+
+namespace aperture::collectives::detail {
+
+namespace {
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw Error(ErrorCode::internal, std::string("Communicator (across nodes): ") + what + ": " + cudaGetErrorString(e));
+}
+}  // namespace
+
+void* device_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc (staging)");
+  return p;
+}
+void device_free(void* p) { cudaFree(p); }
+void* pinned_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc (pinned staging)");
+  return p;
+}
+void pinned_free(void* p) { cudaFreeHost(p); }
+void device_stream_sync(void* stream) {
+  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+}
+void device_table(std::int64_t** table, const std::int64_t* host, std::size_t entries) {
+  *table = static_cast<std::int64_t*>(device_alloc(entries * sizeof(std::int64_t)));
+  check(cudaMemcpy(*table, host, entries * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy (the node's table)");
+}
+
+}  // namespace aperture::collectives::detail

@@ -1,0 +1,23 @@
+// src/collectives/hierarchical_device_none.cpp — hierarchical_device.cu's functions where CUDA
+// was not built in: nothing makes GPU memory then (the Communicator refuses it first).
+#include <string>
+
+#include "aperture/error.h"
+#include "hierarchical.h"
+
+namespace aperture::collectives::detail {
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  throw Error(ErrorCode::unavailable, std::string("Communicator (across nodes): ") + what + " needs CUDA, not built in");
+}
+}  // namespace
+
+void* device_alloc(std::size_t) { no_cuda("device_alloc"); }
+void device_free(void*) {}
+void* pinned_alloc(std::size_t) { no_cuda("pinned_alloc"); }
+void pinned_free(void*) {}
+void device_stream_sync(void*) { no_cuda("device_stream_sync"); }
+void device_table(std::int64_t**, const std::int64_t*, std::size_t) { no_cuda("device_table"); }
+
+}  // namespace aperture::collectives::detail
