@@ -11,7 +11,10 @@
 //             for host memory too (an MPI whose one-sided components fail where two-sided
 //             messages work; atomics that are atomic with the target node's direct ones).
 //
-// Both are host engines in the sense that host threads carry the operations out; what differs is
+// A third, for NVSHMEM's memory only: NVSHMEM's own host API (nvshmem_engine.h), which reaches a
+// PE over NVSHMEM's transports wherever nvshmem_ptr says NULL, on one node or several, with no MPI.
+//
+// All are host engines in the sense that host threads carry the operations out; what differs is
 // the memory they are opened over. An engine attaches only where it is needed and can work: the
 // team spans more than one node and mpirun started the ranks. Otherwise opening gives an empty
 // OpenEngine, closing it does nothing, and indirect peers stay refused.
@@ -21,8 +24,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "aperture/engine_channel.h"
+#include "aperture/provider.h"
 
 namespace aperture {
 class Team;
@@ -49,6 +54,27 @@ enum class EngineKind { rma, messages };
 // APERTURE_ENGINE: which engine host memory takes (rma unless it says messages); GPU memory
 // always takes the message engine.
 EngineKind host_memory_engine_kind();
+
+// Which engine reaches a provider's memory from the ranks its table does not reach directly.
+enum class RemoteEngine {
+  none,      // none opens (`why_none` says why): indirect peers stay refused
+  rma,       // MPI one-sided communication (host memory)
+  messages,  // MPI messages to the target's service thread (host memory, GPU memory by staging)
+  nvshmem,   // the allocator's own transports (NVSHMEM's host API)
+};
+struct RemoteEngineChoice {
+  RemoteEngine engine = RemoteEngine::none;
+  std::string why_none;
+};
+// The one decision every provider's engine goes through (pure, so it is unit-tested):
+//   memory               where the provider's memory lies;
+//   allocator_transport  the allocator reaches its own peers (NVSHMEM): that path wins, on one
+//                        node too, and needs no MPI;
+//   host_kind            APERTURE_ENGINE, for host memory;
+//   mpi_unavailable      engine_unavailable(team): "" when an MPI engine can open.
+RemoteEngineChoice choose_remote_engine(MemoryKind memory, bool allocator_transport, EngineKind host_kind,
+                                        std::string_view mpi_unavailable);
+const char* remote_engine_name(RemoteEngine engine);
 
 // Why no engine would open in this team, or "" when one will.
 std::string engine_unavailable(const Team& team);

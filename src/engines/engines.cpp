@@ -46,19 +46,20 @@ void require_thread_multiple() {
 
 OpenEngine open_engine_over_host_memory(Team& team, void* local_base, std::size_t bytes) {
   // Read on every rank before anything collective: a bad value fails every rank alike.
-  const EngineKind kind = host_memory_engine_kind();
-  if (!engine_unavailable(team).empty()) return {};
+  const RemoteEngineChoice choice =
+      choose_remote_engine(MemoryKind::host, false, host_memory_engine_kind(), engine_unavailable(team));
+  if (choice.engine == RemoteEngine::none) return {};
   require_thread_multiple();
-  if (kind == EngineKind::messages) return open_message_engine(team, host_target_memory(local_base), bytes);
+  if (choice.engine == RemoteEngine::messages) return open_message_engine(team, host_target_memory(local_base), bytes);
   return open_rma_engine(team, local_base, bytes);
 }
 
 #if defined(APERTURE_WITH_CUDA)
 OpenEngine open_engine_over_device_memory(Team& team, void* local_base, std::size_t bytes, int device) {
-  if (!engine_unavailable(team).empty()) return {};
+  const RemoteEngineChoice choice =
+      choose_remote_engine(MemoryKind::device, false, EngineKind::messages, engine_unavailable(team));
+  if (choice.engine == RemoteEngine::none) return {};
   require_thread_multiple();
-  // MPI one-sided windows over GPU memory need a CUDA-aware MPI; messages through pinned staging
-  // need none.
   return open_message_engine(team, device_target_memory(local_base, device), bytes);
 }
 #endif

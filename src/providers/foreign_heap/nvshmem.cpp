@@ -7,6 +7,11 @@
 // That is checked at start-up, not assumed: a second allocation is translated with the first
 // one's table, compared with nvshmem_ptr, and stored through.
 //
+// A PE whose nvshmem_ptr is NULL (another node, or a GPU of this node without P2P) has entry 0,
+// and the allocation's map gets the nvshmem engine (src/engines/nvshmem_engine.h): NVSHMEM's
+// own host API (nvshmem_putmem, nvshmem_getmem, its atomics, nvshmem_quiet) over NVSHMEM's
+// transports, from host code and, through aperture's GPU proxy, from kernels. No MPI is involved.
+//
 // Only NVSHMEM's host library is used (libnvshmem_host.so.3: nvshmemx_hostlib_init_attr,
 // nvshmem_align, nvshmem_ptr, nvshmem_free), so aperture needs no relocatable device code and
 // no libnvshmem_device.a. Kernels reach the memory through aperture's device operations; a
@@ -54,6 +59,8 @@
 #include "aperture/team.h"
 #include "common/cuda_check.h"
 #include "common/format.h"
+#include "engines/engine_attachment.h"
+#include "engines/nvshmem_engine.h"
 #include "providers/cuda/foreign_gpu.h"
 #include "providers/foreign_heap/linear_heap_layout.h"
 #include "providers/live_allocations.h"
@@ -304,14 +311,18 @@ class NvshmemProvider final : public Provider {
     Allocation allocation;
     allocation.ptr = ptr;
     allocation.bytes = bytes;
-    allocation.map = placed(layout_.table_of(ptr), bytes);
-    live_.add(allocation, Block{ptr, *model_offset});
+    std::vector<std::int64_t> table = layout_.table_of(ptr);
+    EngineAttachment engine = engine_for(table, ptr, bytes);
+    allocation.map = placed(std::move(table), bytes);
+    live_.add(allocation, Block{ptr, *model_offset}, std::move(engine));
     give_back.armed = false;
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    const Block block = live_.take_for_free(team_, kWho, allocation).resource;
+    auto entry = live_.take_for_free(team_, kWho, allocation);
+    const Block block = entry.resource;
+    entry.engine.close();  // involves no other rank; its maps' calls refuse from now on
     require_running("free");
     CurrentDevice current(device_, kWho);
     nvshmem_free(block.ptr);
@@ -366,7 +377,21 @@ class NvshmemProvider final : public Provider {
                          "provider nor in NVSHMEM's symmetric heap (nvshmem_ptr does not know it); was it allocated "
                          "by another provider? describe memory from nvshmem_malloc or this provider's allocate",
                          ptr, bytes));
-    return placed(layout_.table_of_foreign_range(ptr, bytes), bytes);
+    std::vector<std::int64_t> table = layout_.table_of_foreign_range(ptr, bytes);
+    EngineAttachment engine = engine_for(table, const_cast<void*>(ptr), bytes);
+    SymmetricAddressMap map = placed(std::move(table), bytes);
+    engine.attach(map, 0);  // the map keeps the engine alive; the program frees the memory itself
+    return map;
+  }
+
+  // NVSHMEM's own engine where some PE is not mapped here (entry 0); none where every PE is.
+  // Opening it involves no other rank, so each rank decides from its own table.
+  EngineAttachment engine_for(const std::vector<std::int64_t>& table, void* ptr, std::size_t bytes) const {
+    if (std::find(table.begin(), table.end(), 0) == table.end()) return {};
+    const RemoteEngineChoice choice = choose_remote_engine(MemoryKind::device, /*allocator_transport=*/true,
+                                                           EngineKind::messages, {});
+    if (choice.engine != RemoteEngine::nvshmem) return {};
+    return EngineAttachment(open_nvshmem_engine(ptr, std::max<std::size_t>(bytes, 1), device_));
   }
 
   struct Block {

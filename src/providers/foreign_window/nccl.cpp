@@ -9,6 +9,13 @@
 // outside the LSA team has entry 0 and is not direct: NCCL would still compute an address for
 // it, so membership is checked, never inferred from the pointer.
 //
+// Ranks on other nodes (entry 0) reach a window through the message engine, opened over each
+// allocation as mpi-window opens one per window (src/engines/engine.h: MPI messages to the
+// target's service thread, which copies through pinned host staging), when mpirun started a job
+// that spans nodes; the allocation's LiveAllocations entry holds it and closes it before the
+// window is deregistered. NCCL's own transports are not used for it: NCCL 2.28 offers no
+// host-initiated one-sided call for a peer outside the LSA team.
+//
 // Windows are placed wherever NCCL puts them, so nothing ties one allocation's peer distances to
 // another's: each allocation has its own table and translates only its own memory
 // (is_linear() is false).
@@ -39,6 +46,7 @@
 #include "common/cuda_check.h"
 #include "common/nccl_check.h"
 #include "common/format.h"
+#include "engines/engine_attachment.h"
 #include "providers/cuda/foreign_gpu.h"
 #include "providers/foreign_window/nccl_peer_table.h"
 #include "providers/live_allocations.h"
@@ -108,18 +116,37 @@ class NcclProvider final : public Provider {
                          kMaxAlignment));
     CurrentDevice current(device_, kWho);
     Window window = open_window(bytes, alignment);
+    // Ranks on other nodes reach the window through the message engine (collective; none opens
+    // on one node or where MPI did not start the ranks).
+    EngineAttachment engine;
+    try {
+      engine = EngineAttachment(open_engine_over_device_memory(team_, window.ptr, std::max<std::size_t>(bytes, 1), device_));
+    } catch (...) {
+      // Every rank decides alike whether an engine opens, so every rank closes its window here.
+      (void)close_window(window);
+      throw;
+    }
     Allocation allocation;
     allocation.ptr = window.ptr;
     allocation.bytes = bytes;
     allocation.map = window.map;
-    live_.add(allocation, std::move(window));
+    live_.add(allocation, std::move(window), std::move(engine));
     return allocation;
   }
 
   void free(Allocation& allocation) override {
-    Window window = live_.take_for_free(team_, kWho, allocation).resource;
+    auto entry = live_.take_for_free(team_, kWho, allocation);
     CurrentDevice current(device_, kWho);
-    std::string error = close_window(window);
+    // The engine first (collective), while the window it reaches is still there; a failure to
+    // close it still lets every rank reach the deregistration below.
+    std::string error;
+    try {
+      entry.engine.close();
+    } catch (const Error& e) {
+      error = format("closing the window's engine: {}", e.what());
+    }
+    const std::string closing = close_window(entry.resource);
+    if (error.empty()) error = closing;
     agree_or_throw(team_, kWho, "freeing a window", error);
   }
 
@@ -297,7 +324,10 @@ class NcclProvider final : public Provider {
     if (previous != device_) (void)cudaSetDevice(device_);
     (void)cudaDeviceSynchronize();
     if (orderly && comm_ != nullptr) {
-      for (auto* entry : live_.oldest_first()) (void)close_window(entry->resource);
+      for (auto* entry : live_.oldest_first()) {
+        entry->engine.release();  // collective, before the window it reaches goes
+        (void)close_window(entry->resource);
+      }
       dev_comm_.reset();
       (void)ncclCommFinalize(comm_);
       (void)ncclCommDestroy(comm_);
@@ -305,8 +335,10 @@ class NcclProvider final : public Provider {
       if (dev_comm_) dev_comm_->forget();  // an aborted communicator takes its device side with it
       dev_comm_.reset();
       if (comm_ != nullptr) (void)ncclCommAbort(comm_);
-      for (auto* entry : live_.oldest_first())
+      for (auto* entry : live_.oldest_first()) {
+        entry->engine.abandon();  // the other ranks may never come to a collective close
         if (entry->resource.ptr != nullptr) (void)ncclMemFree(entry->resource.ptr);
+      }
     }
     live_.clear();
     comm_ = nullptr;
@@ -349,7 +381,7 @@ ProviderEntry nccl_entry() {
     status.available = true;
     status.reason = format("ncclMemAlloc + symmetric windows (NCCL {}), a table per allocation from ncclGetPeerPointer; "
                            "{} GPU(s) here, each rank uses GPU local_rank % {}; peers outside the load/store team are "
-                           "not direct",
+                           "not direct (on other nodes, under mpirun: reached through the message engine)",
                            version_text(version), count, count);
     return status;
   };
