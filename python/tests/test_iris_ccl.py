@@ -18,6 +18,20 @@ import aperture.iris as iris
 
 HEAP = 4 << 20
 
+# Whether this test process is one rank of a larger job, whichever launcher made it; a test that
+# starts a job of its own runs only from a one-rank job (its children must not join this one).
+IN_A_JOB = any(int(os.environ.get(name, "1")) > 1 for name in ("APERTURE_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"))
+# Every launcher's variables, dropped from such a child's environment: aperture launch's, torchrun's
+# and mpirun's (an MPI child that inherits them tries to join the parent's job and aborts).
+LAUNCHER_VARIABLES = ("APERTURE_RANK", "APERTURE_WORLD", "APERTURE_LOCAL", "APERTURE_HUB", "APERTURE_JOB",
+                      "APERTURE_NODE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                      "MASTER_PORT", "OMPI_COMM_WORLD", "OMPI_MCA_orte", "OMPI_MCA_ess", "OMPI_MCA_pmix", "PMIX",
+                      "OMPI_APP_CTX", "OMPI_FIRST_RANKS", "OMPI_FILE_LOCATION", "OMPI_UNIVERSE", "OMPI_NUM_APP_CTX")
+
+
+def child_environment():
+    return {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARIABLES)}
+
 
 @pytest.fixture
 def ctx(team):
@@ -188,7 +202,7 @@ def test_logging_and_do_bench(ctx):
     assert len(iris.do_bench(lambda: None, n_warmup=0, n_repeat=3, return_mode="all")) == 3
 
 
-@pytest.mark.skipif(os.environ.get("APERTURE_WORLD_SIZE", "1") != "1", reason="runs its own one-rank child")
+@pytest.mark.skipif(IN_A_JOB, reason="runs its own one-rank child")
 def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent("""
@@ -207,11 +221,7 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
         assert y.tolist() == [1.0] * 8
         print("ok", sys.argv[1:])
     """))
-    # A one-rank child: none of the launchers' variables of this job (aperture launch, torchrun's, mpirun's).
-    launcher_variables = ("APERTURE_RANK", "APERTURE_WORLD", "APERTURE_LOCAL", "APERTURE_HUB", "APERTURE_JOB", "APERTURE_NODE",
-                          "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                          "OMPI_COMM_WORLD", "PMIX_RANK")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(launcher_variables)}
+    env = child_environment()
     env["APERTURE_PROVIDER"] = "shm"
     run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog), "a", "b"], capture_output=True, text=True,
                          env=env, timeout=120)
@@ -227,7 +237,7 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     assert run.returncode == 2 and "real Iris is importable" in run.stderr
 
 
-@pytest.mark.skipif(os.environ.get("APERTURE_WORLD_SIZE", "1") != "1", reason="runs its own two-rank job")
+@pytest.mark.skipif(IN_A_JOB, reason="runs its own two-rank job")
 def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
     # Iris's test runner's shape: workers from torch.multiprocessing, torch.distributed over a tcp://
     # URL, no launcher variables, `import iris` through the mechanism's PYTHONPATH shim.
@@ -255,8 +265,7 @@ def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
             mp.spawn(worker, args=(2, f"tcp://127.0.0.1:{port}"), nprocs=2)
             print("spawned ok")
     """))
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("APERTURE_RANK", "APERTURE_WORLD", "RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK"))}
+    env = child_environment()
     env["APERTURE_PROVIDER"] = "shm"
     run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
                          timeout=300)
