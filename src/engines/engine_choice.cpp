@@ -24,4 +24,13 @@ const char* remote_engine_name(RemoteEngine engine) {
   return "unknown";
 }
 
+// With or without MPI: an engine knows how it closes (a test's engine, NVSHMEM's, MPI's).
+void close_engine(OpenEngine& engine) {
+  if (engine.close == nullptr) {
+    engine = {};
+    return;
+  }
+  engine.close(engine);
+}
+
 }  // namespace aperture::detail

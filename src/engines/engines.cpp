@@ -64,12 +64,4 @@ OpenEngine open_engine_over_device_memory(Team& team, void* local_base, std::siz
 }
 #endif
 
-void close_engine(OpenEngine& engine) {
-  if (engine.close == nullptr) {
-    engine = {};
-    return;
-  }
-  engine.close(engine);
-}
-
 }  // namespace aperture::detail

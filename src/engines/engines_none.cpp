@@ -17,6 +17,5 @@ OpenEngine open_engine_over_host_memory(Team&, void*, std::size_t) {
   return {};
 }
 OpenEngine open_engine_over_device_memory(Team&, void*, std::size_t, int) { return {}; }
-void close_engine(OpenEngine& engine) { engine = {}; }
 
 }  // namespace aperture::detail
