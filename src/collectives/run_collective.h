@@ -19,8 +19,10 @@ template <Kind K, ReduceOp Op, class T, class Coop>
 APERTURE_HD void run_collective(const Coop& g, const CollectiveHandle& h, const Call& c) {
   [[maybe_unused]] const T* in = static_cast<const T*>(c.in);
   [[maybe_unused]] T* out = static_cast<T*>(c.out);
+// NOLINTBEGIN(bugprone-macro-parentheses): `call` is a statement, not an expression
 #define APERTURE_KIND_CALL(kind, shape, path, gpu, label, call) \
   if constexpr (K == Kind::kind) call;
+// NOLINTEND(bugprone-macro-parentheses)
   APERTURE_COLLECTIVE_KINDS(APERTURE_KIND_CALL)
 #undef APERTURE_KIND_CALL
 }

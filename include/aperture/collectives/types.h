@@ -68,6 +68,7 @@ namespace aperture {
 
 enum class ReduceOp { sum, min, max, prod, avg };
 
+// NOLINTNEXTLINE(bugprone-macro-parentheses): an enumerator's name cannot be parenthesised
 #define APERTURE_ELEMENT_ENUMERATOR(name, value, floating, cpu_type, cuda_type) name = value,
 enum class DataType { APERTURE_ELEMENT_TYPES(APERTURE_ELEMENT_ENUMERATOR) };
 #undef APERTURE_ELEMENT_ENUMERATOR
