@@ -21,6 +21,7 @@
 #include "common/format.h"
 #include "engines/apply_request.h"
 #include "engines/target_memory.h"
+#include "providers/cuda/current_device.h"
 
 namespace aperture::detail {
 
@@ -41,28 +42,10 @@ __global__ void apply_atomic_kernel(void* word, EngineRequest request, AtomicRes
 
 __global__ void apply_signal_kernel(std::uint64_t* flag, std::uint64_t value) { apply_signal(flag, value); }
 
-// Makes `device` current on this thread for the guard's life.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) APERTURE_CUDA_CHECK(cudaSetDevice(device), "message engine (GPU memory)");
-  }
-  ~OnDevice() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
-  }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int previous_ = -1;
-};
-
 class DeviceTargetMemory final : public TargetMemory {
  public:
   DeviceTargetMemory(void* base, int device) : base_(static_cast<char*>(base)), device_(device) {
-    OnDevice on(device_);
+    CurrentDevice on(device_, "message engine (GPU memory)");
     APERTURE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "message engine stream");
     APERTURE_CUDA_CHECK(cudaHostAlloc(&staging_, kStagingBytes, cudaHostAllocPortable), "message engine staging");
     APERTURE_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&result_), sizeof(AtomicResult),
@@ -92,20 +75,20 @@ class DeviceTargetMemory final : public TargetMemory {
   std::uint64_t staging_bytes() const override { return kStagingBytes; }
 
   void write_from_staging(std::uint64_t offset, std::uint64_t bytes) override {
-    OnDevice on(device_);
+    CurrentDevice on(device_, "message engine (GPU memory)");
     APERTURE_CUDA_CHECK(cudaMemcpyAsync(base_ + offset, staging_, bytes, cudaMemcpyHostToDevice, stream_),
                         "message engine: a put into GPU memory");
     APERTURE_CUDA_CHECK(cudaStreamSynchronize(stream_), "message engine: a put into GPU memory");
   }
   void read_into_staging(std::uint64_t offset, std::uint64_t bytes) override {
-    OnDevice on(device_);
+    CurrentDevice on(device_, "message engine (GPU memory)");
     APERTURE_CUDA_CHECK(cudaMemcpyAsync(staging_, base_ + offset, bytes, cudaMemcpyDeviceToHost, stream_),
                         "message engine: a get from GPU memory");
     APERTURE_CUDA_CHECK(cudaStreamSynchronize(stream_), "message engine: a get from GPU memory");
   }
 
   std::string atomic(const EngineRequest& request, std::uint64_t* old_bits) override {
-    OnDevice on(device_);
+    CurrentDevice on(device_, "message engine (GPU memory)");
     result_->status = ~0u;
     apply_atomic_kernel<<<1, 1, 0, stream_>>>(base_ + request.offset, request, device_result_);
     if (auto why = APERTURE_CUDA_TRY(cudaGetLastError()); !why.empty()) return why;
@@ -117,7 +100,7 @@ class DeviceTargetMemory final : public TargetMemory {
   }
 
   std::string signal(std::uint64_t offset, std::uint64_t value) override {
-    OnDevice on(device_);
+    CurrentDevice on(device_, "message engine (GPU memory)");
     apply_signal_kernel<<<1, 1, 0, stream_>>>(reinterpret_cast<std::uint64_t*>(base_ + offset), value);
     if (auto why = APERTURE_CUDA_TRY(cudaGetLastError()); !why.empty()) return why;
     return APERTURE_CUDA_TRY(cudaStreamSynchronize(stream_));
@@ -151,7 +134,7 @@ class DeviceTargetMemory final : public TargetMemory {
     return attributes.type != cudaMemoryTypeDevice;
   }
   void copy_local(void* to, const void* from, std::uint64_t bytes) const override {
-    OnDevice on(device_);
+    CurrentDevice on(device_, "message engine (GPU memory)");
     APERTURE_CUDA_CHECK(cudaMemcpy(to, from, bytes, cudaMemcpyDefault),
                         "message engine: a local GPU buffer through host memory");
   }

@@ -22,6 +22,7 @@
 #include "common/format.h"
 #include "engines/apply_request.h"
 #include "engines/nvshmem_engine.h"
+#include "providers/cuda/current_device.h"
 
 namespace aperture::detail {
 
@@ -59,24 +60,6 @@ Error engine_error(ErrorCode code, const EngineRequest& r, const std::string& wh
   return Error(code, format("nvshmem engine: {} of {} bytes at offset {} of rank {}: {}", op_name(r.op),
                             r.bytes ? r.bytes : r.element_bytes, r.offset, r.peer, what));
 }
-
-// Makes `device` current on the calling thread for the guard's life.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) APERTURE_CUDA_CHECK(cudaSetDevice(device), "nvshmem engine");
-  }
-  ~OnDevice() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
-  }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int previous_ = -1;
-};
 
 void* staging_of(Engine& e, const EngineRequest& r) {
   if (e.staging != nullptr) return e.staging;
@@ -172,7 +155,7 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
     throw engine_error(ErrorCode::unavailable, r, "NVSHMEM is not running (finalized at exit?)");
 
   std::lock_guard lock(nvshmem_calls());
-  OnDevice on(e.device);
+  CurrentDevice on(e.device, "nvshmem engine");
   char* remote = e.base + r.offset;  // the symmetric address: the same on every PE
   switch (r.op) {
     case EngineOp::put:
