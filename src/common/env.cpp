@@ -50,6 +50,9 @@ constexpr Variable kVariables[] = {
      "Collectives: how often a host waiter polls before it yields."},
     {"APERTURE_COLLECTIVES_PDL", "flag", "1", "0 or 1",
      "Collectives: 0 turns off programmatic dependent launch on GPUs that have it (compute capability 9.0+)."},
+    {"APERTURE_COLLECTIVES_BETWEEN_NODES", "text", "auto", "auto, nccl or mpi",
+     "Collectives across nodes, GPU memory: the exchange between nodes on NCCL (auto, when built with NCCL) or MPI "
+     "through pinned host staging; host memory always takes MPI. Every rank must set the same."},
 };
 
 const char* value_of(const Lookup& env, std::string_view name) {
@@ -214,6 +217,22 @@ std::optional<unsigned> collectives_spins() {
 bool collectives_pdl() {
   const char* text = process_value("APERTURE_COLLECTIVES_PDL");
   return text == nullptr || parse_flag("APERTURE_COLLECTIVES_PDL", text);
+}
+
+BetweenNodes parse_between_nodes(const char* text) {
+  if (text == nullptr || *text == '\0') return BetweenNodes::automatic;
+  const std::string_view value(text);
+  if (value == "auto") return BetweenNodes::automatic;
+  if (value == "nccl") return BetweenNodes::nccl;
+  if (value == "mpi") return BetweenNodes::mpi;
+  throw Error(ErrorCode::invalid_argument,
+              detail::format("APERTURE_COLLECTIVES_BETWEEN_NODES='{}' is not a path; set it to auto (NCCL for GPU "
+                             "memory where aperture was built with NCCL, else MPI), nccl or mpi, or unset it",
+                             text));
+}
+
+BetweenNodes collectives_between_nodes() {
+  return parse_between_nodes(process_value("APERTURE_COLLECTIVES_BETWEEN_NODES"));
 }
 
 }  // namespace aperture::env

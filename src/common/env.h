@@ -67,6 +67,12 @@ int local_size(const Lookup& env);
 bool engine_messages();                       // APERTURE_ENGINE: messages (true) or rma (false, the default)
 std::optional<unsigned> collectives_spins();  // APERTURE_COLLECTIVES_SPINS
 bool collectives_pdl();                       // APERTURE_COLLECTIVES_PDL
+// APERTURE_COLLECTIVES_BETWEEN_NODES: what the collectives of a team across nodes exchange GPU
+// memory between nodes on (src/collectives/between_nodes_choice.h decides from it).
+enum class BetweenNodes { automatic, nccl, mpi };
+BetweenNodes collectives_between_nodes();
+// "auto" (or null, or empty), "nccl" or "mpi"; anything else throws naming the value and the choices.
+BetweenNodes parse_between_nodes(const char* text);
 
 // --- parsers (each throws aperture::Error naming `name` and `text`) ------------------------------
 // An integer in [min, max].

@@ -203,7 +203,7 @@ TEST(EnvRegistry, EveryVariableIsDocumentedOnce) {
         "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK", "APERTURE_LOCAL_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN",
         "APERTURE_NODE", "APERTURE_NODES", "APERTURE_HUB_HOST", "APERTURE_NODE_EXEC",
         "APERTURE_MASTER_PORT", "APERTURE_COLLECTIVES_SPINS",
-        "APERTURE_COLLECTIVES_PDL"})
+        "APERTURE_COLLECTIVES_PDL", "APERTURE_COLLECTIVES_BETWEEN_NODES"})
     EXPECT_EQ(names.count(expected), 1u) << expected << " is read by aperture but not in the table";
 }
 
@@ -250,6 +250,20 @@ TEST(EnvRegistry, ParsersNameTheVariableAndTheFix) {
   EXPECT_NE(error_of([] { env::parse_flag("APERTURE_COLLECTIVES_PDL", "yes"); }).find("APERTURE_COLLECTIVES_PDL='yes'"),
             std::string::npos);
   EXPECT_EQ(code_of([] { env::parse_flag("APERTURE_COLLECTIVES_PDL", "yes"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(env::parse_between_nodes(nullptr), env::BetweenNodes::automatic);
+  EXPECT_EQ(env::parse_between_nodes(""), env::BetweenNodes::automatic);
+  EXPECT_EQ(env::parse_between_nodes("auto"), env::BetweenNodes::automatic);
+  EXPECT_EQ(env::parse_between_nodes("nccl"), env::BetweenNodes::nccl);
+  EXPECT_EQ(env::parse_between_nodes("mpi"), env::BetweenNodes::mpi);
+  for (const char* bad : {"NCCL", "ucx", "nccl ", "1"}) {
+    const std::string message = error_of([&] { env::parse_between_nodes(bad); });
+    EXPECT_NE(message.find(std::string("APERTURE_COLLECTIVES_BETWEEN_NODES='") + bad + "' is not a path"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("auto"), std::string::npos) << message;
+    EXPECT_NE(message.find("mpi"), std::string::npos) << message;
+    EXPECT_EQ(code_of([&] { env::parse_between_nodes(bad); }), ErrorCode::invalid_argument);
+  }
 }
 
 TEST(EnvRegistry, ReadersFallBackToTheirDefaults) {
