@@ -182,6 +182,10 @@ Communicator::~Communicator() {
 
 std::string_view Communicator::provider_name() const { return provider_.name(); }
 
+std::string_view Communicator::between_nodes() const {
+  return hierarchy_ ? collectives::detail::between_nodes_name(hierarchy_->between_nodes()) : "";
+}
+
 AllReduceAlgorithm Communicator::choose_all_reduce(std::size_t bytes) const {
   if (uses_ll(bytes)) return AllReduceAlgorithm::ll;
   // One rank: nothing to scatter; one-shot is a copy.
@@ -430,6 +434,7 @@ void Communicator::all_to_all(const void* in, void* out, std::size_t count, Data
 
 void Communicator::check(Stream stream) {
   if (kind_ != MemoryKind::device) return;
+  if (hierarchy_) hierarchy_->check();  // an NCCL exchange between nodes that failed
   std::uint64_t status[collectives::kStatusWords] = {};
   collectives::detail::device_read_status(handle_, stream, status);
   if (status[0] == collectives::kStatusLayoutsDiffer)

@@ -1,5 +1,6 @@
 // src/collectives/hierarchical.cpp — the collectives of a team that spans nodes (hierarchical.h):
-// the node's phases on the one-node algorithms, the phase between nodes on MPI.
+// the node's phases on the one-node algorithms, the phase between nodes on MPI, or on NCCL for
+// GPU memory (each collective below has both; `nccl()` says which runs).
 #include "hierarchical.h"
 
 #if defined(APERTURE_WITH_MPI)
@@ -22,6 +23,7 @@
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
+#include "common/env.h"
 #include "element_types.h"
 
 namespace aperture::collectives::detail {
@@ -216,7 +218,12 @@ const void* Hierarchy::prescaled(const void* in, std::size_t count, DataType typ
     prescale_host(type, in, scaled, count, world);
     return scaled;
   }
-  // GPU memory: scaled on the host, between two copies (avg on floats only).
+  if (nccl()) {  // GPU memory on the NCCL path: a kernel on the stream, no host wait
+    void* scaled = work(3, bytes);
+    device_prescale(type, in, scaled, count, world, stream);
+    return scaled;
+  }
+  // GPU memory on the MPI path: scaled on the host, between two copies (avg on floats only).
   const void* host = to_host(3, in, bytes, stream);
   void* scaled_host = stage(4, bytes);
   prescale_host(type, host, scaled_host, count, world);
@@ -343,6 +350,32 @@ Hierarchy::Hierarchy(Team& team, MemoryKind kind, const CollectiveHandle& world_
   mpi_->peers_column = list_ranks(column);
   mpi_->peers_leaders = list_ranks(leaders);
   mpi_->peers_world = list_ranks(everyone);
+  // The exchange between nodes: NCCL or MPI for GPU memory (between_nodes_choice.h). Every rank
+  // must take the same, or their calls would not meet.
+  between_ = choose_between_nodes(kind_, NcclBetweenNodes::built(), env::collectives_between_nodes());
+  team.check_same("Communicator (across nodes)",
+                  {{"APERTURE_COLLECTIVES_BETWEEN_NODES (1 nccl, 0 mpi)", between_ == BetweenNodes::nccl ? 1u : 0u}});
+  if (nccl()) {
+    nccl_ = std::make_unique<NcclBetweenNodes>(mpi_->timeout_ns);
+    nccl_groups_.resize(NcclBetweenNodes::kGroups);
+    const std::pair<MPI_Comm*, const std::string*> groups[] = {
+        {&mpi_->column, &mpi_->peers_column}, {&mpi_->leaders, &mpi_->peers_leaders}, {&mpi_->world, &mpi_->peers_world}};
+    for (int g = 0; g < NcclBetweenNodes::kGroups; ++g) {
+      auto [comm, peers] = groups[g];
+      NcclBetweenNodes::Group& group = nccl_groups_[static_cast<std::size_t>(g)];
+      group.id = g;
+      group.ranks = *peers;
+      if (*comm == MPI_COMM_NULL) continue;  // not a leader: never exchanges in that group
+      MPI_Comm_rank(*comm, &group.rank);
+      MPI_Comm_size(*comm, &group.size);
+      // NCCL's unique id, from the group's first rank to the others over the group's MPI communicator.
+      group.share = [this, comm, peers](void* bytes, std::size_t size) {
+        MPI_Request r;
+        Mpi::check(MPI_Ibcast(bytes, mpi_count(size), MPI_BYTE, 0, *comm, &r), "MPI_Ibcast (NCCL's unique id)");
+        mpi_->wait(r, "sharing NCCL's unique id", *peers);
+      };
+    }
+  }
 #endif
   // The node's view of the scratch: its flags, lines and staging are laid out for the whole team,
   // a node-sized handle uses the first local_size() of each.
@@ -359,9 +392,14 @@ Hierarchy::Hierarchy(Team& team, MemoryKind kind, const CollectiveHandle& world_
 }
 
 Hierarchy::~Hierarchy() {
+  nccl_.reset();  // waits for its exchanges, which use the work buffers
   work_.clear();
   stage_.clear();
   if (local_table_ != nullptr) device_free(local_table_);
+}
+
+void Hierarchy::check() const {
+  if (nccl_) nccl_->check();
 }
 
 #if defined(APERTURE_WITH_MPI)
@@ -373,7 +411,9 @@ Hierarchy::~Hierarchy() {
 
 void Hierarchy::barrier(void* stream) {
   local(Kind::barrier, nullptr, nullptr, 0, DataType::uint8, ReduceOp::sum, 0, stream);
+  // A barrier meets on the host on either path (it moves no data; NCCL has none): MPI's.
   if (kind_ == MemoryKind::device) device_stream_sync(stream);
+  check();  // an NCCL exchange before it that failed (the watch aborted it, so the wait above ended)
   if (layout_.local == 0) {
     MPI_Request r;
     Mpi::check(MPI_Ibarrier(mpi_->leaders, &r), "MPI_Ibarrier");
@@ -391,7 +431,9 @@ void Hierarchy::broadcast(const void* in, void* out, std::size_t count, DataType
   const bool ll = choices_.broadcast_ll_max_bytes != 0 && bytes <= choices_.broadcast_ll_max_bytes;
   const Kind kind = ll ? Kind::broadcast_ll : Kind::broadcast;
   if (layout_.node == root_node) local(kind, in, out, count, type, ReduceOp::sum, root_local, stream);
-  if (layout_.local == 0 && bytes != 0) {
+  if (nccl() && layout_.local == 0 && bytes != 0) {
+    nccl_->broadcast(group(kLeaders), out, bytes, root_node, stream, "the broadcast between nodes");
+  } else if (layout_.local == 0 && bytes != 0) {
     void* host = kind_ == MemoryKind::host ? out : stage(0, bytes);
     if (kind_ == MemoryKind::device && layout_.node == root_node) {
       device_copy(host, out, bytes, stream);
@@ -413,16 +455,22 @@ void Hierarchy::all_gather(const void* in, void* out, std::size_t count, DataTyp
   if (layout_.even()) {
     // Column: the inputs of the l-th ranks of every node; then the node gathers those blocks.
     const int L = layout_.local_size();
-    const void* mine = to_host(1, in, bytes, stream);
-    void* column = kind_ == MemoryKind::host ? work(0, bytes * N) : stage(0, bytes * N);
-    MPI_Request r;
-    Mpi::check(MPI_Iallgather(mine, mpi_count(bytes), MPI_BYTE, column, mpi_count(bytes), MPI_BYTE, mpi_->column, &r),
-               "MPI_Iallgather");
-    mpi_->wait(r, "all_gather between nodes", mpi_->peers_column);
-    void* gathered_in = column;
-    if (kind_ == MemoryKind::device) {
+    void* gathered_in = nullptr;
+    if (nccl()) {
       gathered_in = work(0, bytes * N);
-      device_copy(gathered_in, column, bytes * N, stream);
+      nccl_->all_gather(group(kColumn), in, gathered_in, bytes, stream, "all_gather between nodes");
+    } else {
+      const void* mine = to_host(1, in, bytes, stream);
+      void* column = kind_ == MemoryKind::host ? work(0, bytes * N) : stage(0, bytes * N);
+      MPI_Request r;
+      Mpi::check(MPI_Iallgather(mine, mpi_count(bytes), MPI_BYTE, column, mpi_count(bytes), MPI_BYTE, mpi_->column, &r),
+                 "MPI_Iallgather");
+      mpi_->wait(r, "all_gather between nodes", mpi_->peers_column);
+      gathered_in = column;
+      if (kind_ == MemoryKind::device) {
+        gathered_in = work(0, bytes * N);
+        device_copy(gathered_in, column, bytes * N, stream);
+      }
     }
     // H[l'][m] = the input of node m's rank l'.
     auto* node_blocks = static_cast<unsigned char*>(work(1, bytes * N * L));
@@ -439,7 +487,18 @@ void Hierarchy::all_gather(const void* in, void* out, std::size_t count, DataTyp
   const int L = layout_.local_size();
   auto* node_blocks = static_cast<unsigned char*>(work(1, bytes * L));
   local(Kind::all_gather, in, node_blocks, count, type, ReduceOp::sum, 0, stream);
-  if (layout_.local == 0) {
+  if (nccl() && layout_.local == 0) {
+    auto* all = static_cast<unsigned char*>(work(2, bytes * team_.size()));
+    std::vector<std::size_t> node_bytes;
+    for (const auto& ranks : layout_.ranks_of_node) node_bytes.push_back(bytes * ranks.size());
+    nccl_->all_gather_varying(group(kLeaders), node_blocks, all, node_bytes, stream, "all_gather between nodes");
+    const unsigned char* from = all;
+    for (const auto& ranks : layout_.ranks_of_node)
+      for (int rank : ranks) {
+        copy(static_cast<unsigned char*>(out) + static_cast<std::size_t>(rank) * bytes, from, bytes, stream);
+        from += bytes;
+      }
+  } else if (layout_.local == 0) {
     const void* host_blocks = to_host(1, node_blocks, bytes * L, stream);
     auto* all = static_cast<unsigned char*>(stage(2, bytes * team_.size()));
     std::vector<int> counts, displs;
@@ -481,7 +540,12 @@ void Hierarchy::all_reduce_whole(const void* in, void* out, std::size_t count, D
   const int N = layout_.nodes();
   const bool even = layout_.even();
   local_all_reduce(in, out, count, type, node_op(op), stream);
-  if (even || layout_.local == 0) {
+  if (nccl() && (even || layout_.local == 0)) {
+    // The nodes' partials gathered on the GPU, folded there in node order (device_fold_nodes.cu).
+    void* parts = work(5, bytes * N);
+    nccl_->all_gather(group(even ? kColumn : kLeaders), out, parts, bytes, stream, "all_reduce between nodes");
+    device_fold_nodes(type, op, parts, N, out, count, team_.size(), stream);
+  } else if (even || layout_.local == 0) {
     const void* mine = to_host(1, out, bytes, stream);
     auto* parts = stage(2, bytes * N);
     MPI_Request r;
@@ -515,16 +579,22 @@ void Hierarchy::all_reduce_sharded(const void* in, void* out, std::size_t count,
   void* mine = work(1, shard * s);
   const bool ll = choices_.ll_max_bytes != 0 && padded * s <= choices_.ll_max_bytes;
   local(ll ? Kind::reduce_scatter_ll : Kind::reduce_scatter, input, mine, shard, type, node_op(op), 0, stream);
-  const void* host_mine = to_host(1, mine, shard * s, stream);
-  auto* parts = stage(2, shard * s * N);
-  MPI_Request r;
-  Mpi::check(MPI_Iallgather(host_mine, mpi_count(shard * s), MPI_BYTE, parts, mpi_count(shard * s), MPI_BYTE,
-                            mpi_->column, &r),
-             "MPI_Iallgather");
-  mpi_->wait(r, "all_reduce between nodes", mpi_->peers_column);
-  void* folded = kind_ == MemoryKind::host ? mine : stage(3, shard * s);
-  fold_nodes(type, op, parts, N, folded, shard, team_.size());
-  if (kind_ == MemoryKind::device) device_copy(mine, folded, shard * s, stream);
+  if (nccl()) {
+    void* parts = work(5, shard * s * N);
+    nccl_->all_gather(group(kColumn), mine, parts, shard * s, stream, "all_reduce between nodes");
+    device_fold_nodes(type, op, parts, N, mine, shard, team_.size(), stream);
+  } else {
+    const void* host_mine = to_host(1, mine, shard * s, stream);
+    auto* parts = stage(2, shard * s * N);
+    MPI_Request r;
+    Mpi::check(MPI_Iallgather(host_mine, mpi_count(shard * s), MPI_BYTE, parts, mpi_count(shard * s), MPI_BYTE,
+                              mpi_->column, &r),
+               "MPI_Iallgather");
+    mpi_->wait(r, "all_reduce between nodes", mpi_->peers_column);
+    void* folded = kind_ == MemoryKind::host ? mine : stage(3, shard * s);
+    fold_nodes(type, op, parts, N, folded, shard, team_.size());
+    if (kind_ == MemoryKind::device) device_copy(mine, folded, shard * s, stream);
+  }
   void* gathered = padded == count ? out : work(0, padded * s);
   local(Kind::all_gather, mine, gathered, shard, type, ReduceOp::sum, 0, stream);
   if (gathered != out) copy(out, gathered, count * s, stream);
@@ -556,6 +626,12 @@ void Hierarchy::reduce_scatter(const void* in, void* out, std::size_t count, Dat
   const bool ll = choices_.ll_max_bytes != 0 && bytes * world <= choices_.ll_max_bytes;
   local(ll ? Kind::reduce_scatter_ll : Kind::reduce_scatter, arranged, partials, count * static_cast<std::size_t>(N), type,
         node_op(op), 0, stream);
+  if (nccl()) {
+    void* received = work(2, bytes * N);
+    nccl_->all_to_all(group(kColumn), partials, received, bytes, stream, "reduce_scatter between nodes");
+    device_fold_nodes(type, op, received, N, out, count, world, stream);
+    return;
+  }
   const void* send = to_host(1, partials, bytes * N, stream);
   auto* received = stage(2, bytes * N);
   MPI_Request r;
@@ -572,6 +648,16 @@ void Hierarchy::all_to_all(const void* in, void* out, std::size_t count, DataTyp
   const std::size_t bytes = count * size_of(type);
   const int N = layout_.nodes();
   const int world = team_.size();
+  if (!layout_.even() && nccl()) {  // uneven nodes: NCCL's all-to-all over the team
+    const auto* i = static_cast<const unsigned char*>(in);
+    auto* o = static_cast<unsigned char*>(out);
+    const std::size_t total = bytes * world;
+    const bool overlap = i < o + total && o < i + total;
+    void* received = overlap ? work(2, total) : out;
+    nccl_->all_to_all(group(kWorld), in, received, bytes, stream, "all_to_all between nodes");
+    copy(out, received, total, stream);
+    return;
+  }
   if (!layout_.even()) {  // uneven nodes: MPI's all-to-all over the team
     const void* send = to_host(1, in, bytes * world, stream);
     void* received = kind_ == MemoryKind::host ? out : stage(2, bytes * world);
@@ -601,13 +687,19 @@ void Hierarchy::all_to_all(const void* in, void* out, std::size_t count, DataTyp
     for (int l = 0; l < L; ++l)
       copy(by_node + (static_cast<std::size_t>(m) * L + l) * bytes, from_node + (static_cast<std::size_t>(l) * N + m) * bytes,
            bytes, stream);
-  const void* send = to_host(1, by_node, bytes * world, stream);
-  auto* received = static_cast<unsigned char*>(kind_ == MemoryKind::host ? work(0, bytes * world) : stage(2, bytes * world));
-  MPI_Request r;
-  Mpi::check(MPI_Ialltoall(send, mpi_count(bytes * L), MPI_BYTE, received, mpi_count(bytes * L), MPI_BYTE, mpi_->column,
-                           &r),
-             "MPI_Ialltoall");
-  mpi_->wait(r, "all_to_all between nodes", mpi_->peers_column);
+  unsigned char* received = nullptr;
+  if (nccl()) {
+    received = static_cast<unsigned char*>(work(0, bytes * world));
+    nccl_->all_to_all(group(kColumn), by_node, received, bytes * L, stream, "all_to_all between nodes");
+  } else {
+    const void* send = to_host(1, by_node, bytes * world, stream);
+    received = static_cast<unsigned char*>(kind_ == MemoryKind::host ? work(0, bytes * world) : stage(2, bytes * world));
+    MPI_Request r;
+    Mpi::check(MPI_Ialltoall(send, mpi_count(bytes * L), MPI_BYTE, received, mpi_count(bytes * L), MPI_BYTE, mpi_->column,
+                             &r),
+               "MPI_Ialltoall");
+    mpi_->wait(r, "all_to_all between nodes", mpi_->peers_column);
+  }
   // received[m'][l]: what rank (m', l) sends this rank.
   for (int m = 0; m < N; ++m)
     for (int l = 0; l < L; ++l)

@@ -19,7 +19,9 @@
 #include "aperture/collectives/handle.h"
 #include "aperture/collectives/types.h"
 #include "aperture/provider.h"
+#include "between_nodes_choice.h"
 #include "dispatch.h"
+#include "nccl_between_nodes.h"
 
 namespace aperture {
 class Team;
@@ -68,6 +70,11 @@ class Hierarchy {
   Hierarchy& operator=(const Hierarchy&) = delete;
 
   const NodeLayout& layout() const { return layout_; }
+  // What the exchange between nodes runs on (APERTURE_COLLECTIVES_BETWEEN_NODES), the same on
+  // every rank (the constructor checks).
+  BetweenNodes between_nodes() const { return between_; }
+  // Throws the failure of an NCCL exchange that the watch found since (nccl_between_nodes.h).
+  void check() const;
 
   void barrier(void* stream);
   void broadcast(const void* in, void* out, std::size_t count, DataType type, int root, void* stream);
@@ -93,6 +100,10 @@ class Hierarchy {
   const void* prescaled(const void* in, std::size_t count, DataType type, ReduceOp op, void* stream);
   void all_reduce_whole(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
   void all_reduce_sharded(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
+  bool nccl() const { return between_ == BetweenNodes::nccl; }
+  // The NCCL groups: the column, the leaders, the team (made by the constructor on the NCCL path).
+  enum NcclGroup { kColumn = 0, kLeaders = 1, kWorld = 2 };
+  const NcclBetweenNodes::Group& group(NcclGroup g) const { return nccl_groups_[static_cast<std::size_t>(g)]; }
 
   Team& team_;
   MemoryKind kind_;
@@ -102,6 +113,9 @@ class Hierarchy {
   std::int64_t* local_table_ = nullptr;   // where the local phases run (device memory on a GPU)
   std::vector<std::int64_t> host_table_;  // the node's entries of the scratch table
   std::unique_ptr<Mpi> mpi_;
+  BetweenNodes between_ = BetweenNodes::mpi;
+  std::unique_ptr<NcclBetweenNodes> nccl_;  // the NCCL path's communicators, each made on first use
+  std::vector<NcclBetweenNodes::Group> nccl_groups_;
   std::vector<std::unique_ptr<Buffer>> work_, stage_;
 };
 
@@ -111,6 +125,11 @@ class Hierarchy {
 void fold_nodes(DataType type, ReduceOp op, const void* parts, int nodes, void* out, std::size_t count, int world);
 // out[i] = in[i] * (1 / world rounded to the type), rounded, as the one-node avg's first step.
 void prescale_host(DataType type, const void* in, void* out, std::size_t count, int world);
+
+// fold_nodes and prescale_host on GPU memory, on `stream` (device_fold_nodes.cu; the NCCL path).
+void device_fold_nodes(DataType type, ReduceOp op, const void* parts, int nodes, void* out, std::size_t count, int world,
+                       void* stream);
+void device_prescale(DataType type, const void* in, void* out, std::size_t count, int world, void* stream);
 
 // GPU memory for the staging (hierarchical_device.cu; hierarchical_device_none.cpp throws).
 void* device_alloc(std::size_t bytes);

@@ -1,5 +1,6 @@
-// src/collectives/hierarchical_device_none.cpp — hierarchical_device.cu's functions where CUDA
-// was not built in: nothing makes GPU memory then (the Communicator refuses it first).
+// src/collectives/hierarchical_device_none.cpp — hierarchical_device.cu's and device_fold_nodes.cu's
+// functions where CUDA was not built in: nothing makes GPU memory then (the Communicator refuses
+// it first).
 #include <string>
 
 #include "aperture/error.h"
@@ -19,5 +20,9 @@ void* pinned_alloc(std::size_t) { no_cuda("pinned_alloc"); }
 void pinned_free(void*) {}
 void device_stream_sync(void*) { no_cuda("device_stream_sync"); }
 void device_table(std::int64_t**, const std::int64_t*, std::size_t) { no_cuda("device_table"); }
+void device_fold_nodes(DataType, ReduceOp, const void*, int, void*, std::size_t, int, void*) {
+  no_cuda("device_fold_nodes");
+}
+void device_prescale(DataType, const void*, void*, std::size_t, int, void*) { no_cuda("device_prescale"); }
 
 }  // namespace aperture::collectives::detail

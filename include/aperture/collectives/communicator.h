@@ -105,6 +105,9 @@ class APERTURE_API Communicator {
   int size() const { return handle_.world_size; }
   MemoryKind memory_kind() const { return kind_; }
   std::string_view provider_name() const;
+  // A team across nodes: what the exchange between nodes runs on, "nccl" or "mpi"
+  // (APERTURE_COLLECTIVES_BETWEEN_NODES, docs/MULTINODE.md); "" on one node, where none runs.
+  std::string_view between_nodes() const;
   const Options& options() const { return options_; }
   // What kernels take (trivially copyable), named as SymmetricAddressMap::peer_view() is.
   const collectives::CollectiveView& collective_view() const { return handle_; }

@@ -1,0 +1,331 @@
+// src/collectives/nccl_between_nodes.cpp — NcclBetweenNodes (nccl_between_nodes.h): the exchange
+// between nodes on NCCL's nonblocking communicators, every wait bounded by APERTURE_TIMEOUT.
+#include "nccl_between_nodes.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "aperture/detail/backoff.h"
+#include "aperture/detail/host_wait.h"
+#include "aperture/error.h"
+#include "common/nccl_check.h"
+
+namespace aperture::collectives::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kWho = "Communicator (across nodes)";
+// What a failure message ends with: what the caller can do.
+constexpr const char* kAfterFailure =
+    "; the NCCL communicators were aborted and this Communicator refuses further calls across nodes (results since "
+    "are invalid): make a new one, or set APERTURE_COLLECTIVES_BETWEEN_NODES=mpi to exchange through MPI";
+
+std::string seconds(std::uint64_t ns) { return std::to_string(static_cast<double>(ns) / 1e9) + " s"; }
+
+std::string job_failure() {
+  const auto watch = aperture::detail::job_watch.load(std::memory_order_acquire);
+  return watch == nullptr ? std::string() : watch();
+}
+
+// An exchange enqueued on a stream, not yet seen finished by the watch.
+struct Pending {
+  cudaEvent_t done = nullptr;
+  Clock::time_point deadline;
+  std::string what;  // "ncclAllGather (all_reduce between nodes) among ranks 0, 2"
+};
+
+}  // namespace
+
+struct NcclBetweenNodes::State {
+  std::uint64_t timeout_ns = 0;
+  int device = -1;  // the GPU the communicators were made on (the watch's current device)
+
+  std::mutex mutex;  // everything below; held around every NCCL call, by the caller and the watch
+  std::array<ncclComm_t, kGroups> comms{};
+  std::array<std::string, kGroups> ranks;  // each communicator's team ranks, for messages
+  std::string failure;                     // set once: the first failure, as thrown
+  ErrorCode failure_code = ErrorCode::peer_lost;
+  std::deque<Pending> pending;
+  std::vector<cudaEvent_t> spare_events;
+
+  std::thread watch;
+  std::condition_variable wake;
+  bool stopping = false;
+
+  ~State() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    if (watch.joinable()) watch.join();
+    close();
+  }
+
+  // Under the mutex: records the failure and aborts every communicator (NCCL's kernels end).
+  void fail(ErrorCode code, std::string text) {
+    if (failure.empty()) {
+      failure = std::move(text) + kAfterFailure;
+      failure_code = code;
+    }
+    for (ncclComm_t& c : comms)
+      if (c != nullptr) {
+        ncclCommAbort(c);
+        c = nullptr;
+      }
+  }
+
+  [[noreturn]] void throw_failure() const { throw Error(failure_code, failure); }
+
+  // Polls `comm` until NCCL's work on the host side is done (creation, an enqueue NCCL reported in
+  // progress): bounded by APERTURE_TIMEOUT, ended early by a lost rank. Under the mutex; throws
+  // after failing every communicator.
+  void wait_ready(ncclComm_t comm, const std::string& what) {
+    aperture::detail::Backoff backoff(timeout_ns, 64);
+    std::string lost;
+    for (;;) {
+      ncclResult_t state = ncclInProgress;
+      const ncclResult_t asked = ncclCommGetAsyncError(comm, &state);
+      if (asked != ncclSuccess) state = asked;
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) {
+        const std::string text = aperture::detail::nccl_error_text(state, comm);
+        fail(aperture::detail::nccl_error_code(state), std::string(kWho) + ": " + what + " failed: " + text);
+        throw_failure();
+      }
+      const bool more = backoff.pause([&] { lost = job_failure(); });
+      if (!lost.empty()) {
+        fail(ErrorCode::peer_lost, std::string(kWho) + ": " + what + " abandoned: " + lost);
+        throw_failure();
+      }
+      if (!more) {
+        fail(ErrorCode::timeout, std::string(kWho) + ": " + what + " did not complete within APERTURE_TIMEOUT (" +
+                                     seconds(timeout_ns) + "): a rank of another node did not make the same call, or "
+                                     "NCCL cannot connect the nodes (NCCL_DEBUG=WARN says why)");
+        throw_failure();
+      }
+    }
+  }
+
+  // The watch: every millisecond while exchanges are on the GPU (every 10 when none are), the
+  // oldest of them, NCCL's asynchronous errors and (every 10 ms) the job watch. Any of them
+  // failing aborts every communicator.
+  void watch_loop() {
+    if (device >= 0) cudaSetDevice(device);
+    auto next_job_check = Clock::now();
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      wake.wait_for(lock, std::chrono::milliseconds(pending.empty() ? 10 : 1), [&] { return stopping; });
+      if (stopping || !failure.empty()) continue;
+      for (std::size_t g = 0; g < comms.size() && failure.empty(); ++g) {
+        if (comms[g] == nullptr) continue;
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t asked = ncclCommGetAsyncError(comms[g], &state);
+        if (asked != ncclSuccess) state = asked;
+        if (state != ncclSuccess && state != ncclInProgress)
+          fail(aperture::detail::nccl_error_code(state),
+               std::string(kWho) + ": NCCL among ranks " + ranks[g] + " failed: " +
+                   aperture::detail::nccl_error_text(state, comms[g]));
+      }
+      const auto now = Clock::now();
+      while (failure.empty() && !pending.empty()) {
+        const cudaError_t e = cudaEventQuery(pending.front().done);
+        if (e == cudaSuccess) {
+          spare_events.push_back(pending.front().done);
+          pending.pop_front();
+          continue;
+        }
+        if (e != cudaErrorNotReady) {
+          fail(ErrorCode::system, std::string(kWho) + ": " + pending.front().what + " failed on the GPU: " +
+                                      cudaGetErrorString(e));
+        } else if (now > pending.front().deadline) {
+          fail(ErrorCode::timeout, std::string(kWho) + ": " + pending.front().what +
+                                       " did not finish on the GPU within APERTURE_TIMEOUT (" + seconds(timeout_ns) +
+                                       "): a rank of another node did not make the same call, or is lost");
+        }
+        break;
+      }
+      if (failure.empty() && !pending.empty() && now >= next_job_check) {
+        next_job_check = now + std::chrono::milliseconds(10);
+        if (std::string lost = job_failure(); !lost.empty())
+          fail(ErrorCode::peer_lost, std::string(kWho) + ": " + pending.front().what + " abandoned: " + lost);
+      }
+    }
+  }
+
+  // The communicator of group g, made on first use (collective over the group).
+  ncclComm_t comm(const Group& g) {
+    if (!failure.empty()) throw_failure();
+    ncclComm_t& c = comms[static_cast<std::size_t>(g.id)];
+    if (c != nullptr) return c;
+    ranks[static_cast<std::size_t>(g.id)] = g.ranks;
+    const std::string among = " among ranks " + g.ranks;
+    ncclUniqueId id{};
+    // Rank 0's failure is thrown after the share, so the other ranks do not wait for an id that
+    // never comes (they fail in their creation, bounded, with the zero id).
+    const ncclResult_t made_id = g.rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
+    g.share(&id, sizeof id);
+    if (made_id != ncclSuccess)
+      throw Error(aperture::detail::nccl_error_code(made_id),
+                  std::string(kWho) + ": ncclGetUniqueId" + among + " failed: " +
+                      aperture::detail::nccl_error_text(made_id) +
+                      " (NCCL_SOCKET_IFNAME names the interface it listens on); or set "
+                      "APERTURE_COLLECTIVES_BETWEEN_NODES=mpi",
+                  "ncclGetUniqueId");
+    if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = 0;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t made = nullptr;
+    const ncclResult_t started = ncclCommInitRankConfig(&made, g.size, id, g.rank, &config);
+    const std::string what = "ncclCommInitRankConfig (rank " + std::to_string(g.rank) + " of " +
+                             std::to_string(g.size) + ")" + among;
+    if (started != ncclSuccess && started != ncclInProgress) {
+      const std::string text = aperture::detail::nccl_error_text(started, made);
+      if (made != nullptr) ncclCommAbort(made);
+      throw Error(aperture::detail::nccl_error_code(started),
+                  std::string(kWho) + ": " + what + " failed: " + text +
+                      ". NCCL could not join the nodes' GPUs: NCCL_SOCKET_IFNAME and NCCL_IB_HCA pick its network "
+                      "(docs/MULTINODE.md), ranks sharing a GPU as separate nodes need a different NCCL_HOSTID per "
+                      "node (`aperture launch --nodes` sets it); or set APERTURE_COLLECTIVES_BETWEEN_NODES=mpi",
+                  "ncclCommInitRankConfig");
+    }
+    c = made;
+    wait_ready(c, what);
+    if (!watch.joinable()) watch = std::thread([this] { watch_loop(); });
+    return c;
+  }
+
+  // Under the mutex: runs `call` (an NCCL enqueue, or a group of them) on group g's communicator,
+  // waits for NCCL's host side where it is in progress, and hands the GPU side to the watch.
+  template <class Call>
+  void enqueue(const Group& g, const char* nccl_call, const char* what, void* stream, Call&& call) {
+    std::lock_guard lock(mutex);
+    ncclComm_t c = comm(g);
+    const std::string described = std::string(nccl_call) + " (" + what + ") among ranks " + g.ranks;
+    const ncclResult_t r = call(c);
+    if (r == ncclInProgress) {
+      wait_ready(c, described);
+    } else if (r != ncclSuccess) {
+      const std::string text = aperture::detail::nccl_error_text(r, c);
+      fail(aperture::detail::nccl_error_code(r), std::string(kWho) + ": " + described + " failed: " + text);
+      throw_failure();
+    }
+    cudaEvent_t done = nullptr;
+    if (!spare_events.empty()) {
+      done = spare_events.back();
+      spare_events.pop_back();
+    } else if (const cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming); e != cudaSuccess) {
+      throw Error(ErrorCode::system, std::string(kWho) + ": cudaEventCreateWithFlags (to watch " + described +
+                                         ") failed: " + cudaGetErrorString(e), "cudaEventCreateWithFlags");
+    }
+    if (const cudaError_t e = cudaEventRecord(done, static_cast<cudaStream_t>(stream)); e != cudaSuccess) {
+      spare_events.push_back(done);
+      throw Error(ErrorCode::system, std::string(kWho) + ": cudaEventRecord (to watch " + described + ") failed: " +
+                                         cudaGetErrorString(e), "cudaEventRecord");
+    }
+    pending.push_back(Pending{done, Clock::now() + std::chrono::nanoseconds(timeout_ns), described});
+  }
+
+  // The destructor's: every exchange finished (bounded), then each communicator finalized and
+  // destroyed; after a failure, or when they do not finish, aborted. Never throws.
+  void close() {
+    const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout_ns);
+    bool finished = failure.empty();
+    for (Pending& p : pending) {
+      while (finished) {
+        const cudaError_t e = cudaEventQuery(p.done);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady || Clock::now() > deadline || !job_failure().empty()) finished = false;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      spare_events.push_back(p.done);
+    }
+    pending.clear();
+    for (ncclComm_t& c : comms) {
+      if (c == nullptr) continue;
+      bool clean = finished && ncclCommFinalize(c) == ncclSuccess;
+      while (clean) {
+        ncclResult_t state = ncclInProgress;
+        if (ncclCommGetAsyncError(c, &state) != ncclSuccess || (state != ncclSuccess && state != ncclInProgress) ||
+            Clock::now() > deadline)
+          clean = false;
+        if (state == ncclSuccess) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      if (clean) {
+        ncclCommDestroy(c);
+      } else {
+        ncclCommAbort(c);
+      }
+      c = nullptr;
+    }
+    for (cudaEvent_t e : spare_events) cudaEventDestroy(e);
+    spare_events.clear();
+  }
+};
+
+bool NcclBetweenNodes::built() { return true; }
+
+NcclBetweenNodes::NcclBetweenNodes(std::uint64_t timeout_ns) : state_(std::make_unique<State>()) {
+  state_->timeout_ns = timeout_ns;
+}
+
+NcclBetweenNodes::~NcclBetweenNodes() = default;
+
+void NcclBetweenNodes::all_gather(const Group& g, const void* in, void* out, std::size_t bytes, void* stream,
+                                  const char* what) {
+  state_->enqueue(g, "ncclAllGather", what, stream, [&](ncclComm_t c) {
+    return ncclAllGather(in, out, bytes, ncclUint8, c, static_cast<cudaStream_t>(stream));
+  });
+}
+
+void NcclBetweenNodes::all_gather_varying(const Group& g, const void* in, void* out,
+                                          const std::vector<std::size_t>& bytes, void* stream, const char* what) {
+  state_->enqueue(g, "ncclBroadcast (one per rank, grouped)", what, stream, [&](ncclComm_t c) {
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    std::size_t at = 0;
+    for (int root = 0; root < g.size; ++root) {
+      auto* place = static_cast<unsigned char*>(out) + at;
+      const void* send = root == g.rank ? in : place;
+      const std::size_t n = bytes[static_cast<std::size_t>(root)];
+      at += n;
+      if (n == 0) continue;
+      r = ncclBroadcast(send, place, n, ncclUint8, root, c, static_cast<cudaStream_t>(stream));
+      if (r != ncclSuccess && r != ncclInProgress) break;
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    return r != ncclSuccess && r != ncclInProgress ? r : ended;
+  });
+}
+
+void NcclBetweenNodes::broadcast(const Group& g, void* buffer, std::size_t bytes, int root, void* stream,
+                                 const char* what) {
+  state_->enqueue(g, "ncclBroadcast", what, stream, [&](ncclComm_t c) {
+    return ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, c, static_cast<cudaStream_t>(stream));
+  });
+}
+
+void NcclBetweenNodes::all_to_all(const Group& g, const void* in, void* out, std::size_t bytes, void* stream,
+                                  const char* what) {
+  state_->enqueue(g, "ncclAlltoAll", what, stream, [&](ncclComm_t c) {
+    return ncclAlltoAll(in, out, bytes, ncclUint8, c, static_cast<cudaStream_t>(stream));
+  });
+}
+
+void NcclBetweenNodes::check() const {
+  std::lock_guard lock(state_->mutex);
+  if (!state_->failure.empty()) state_->throw_failure();
+}
+
+}  // namespace aperture::collectives::detail
