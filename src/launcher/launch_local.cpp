@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 
 #include "launch_modes.h"
 #include "line_forwarder.h"
+#include "nccl_host_id.h"
 #include "reaper.h"
 #include "signals.h"
 #include "spawn.h"
@@ -165,6 +167,7 @@ class LocalJob {
                                                            {"APERTURE_JOB_TOKEN", token_}};
       if (options_.nodes > 1) {
         env.emplace_back("APERTURE_NODE", std::to_string(place.node));
+        if (auto host_id = nccl_host_id(place.node, std::getenv("NCCL_HOSTID"))) env.push_back(std::move(*host_id));
         if (!node_exec_.empty()) {
           // The rank runs on its node: the node's command, then the program's.
           std::vector<std::string> on_node = node_command(node_exec_, place.node);

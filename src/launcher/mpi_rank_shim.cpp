@@ -23,7 +23,10 @@
 
 #include "launcher/args.h"
 #include "launcher/launch.h"
+
+#include "common/env.h"  // node_of_block: the node APERTURE_NODES gives a rank
 #include "mpirun_flags.h"
+#include "nccl_host_id.h"
 
 namespace aperture::launcher {
 
@@ -47,6 +50,17 @@ int mpi_rank_main(int argc, char** argv) {
                                              std::pair{"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
                                              std::pair{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}})
     if (const char* value = std::getenv(mpi_name)) ::setenv(torch_name, value, 1);
+  // Nodes split out of this machine by APERTURE_NODES (`aperture launch --mpi --nodes K` without a
+  // hostfile): NCCL_HOSTID per node (nccl_host_id.h), the node as the Team computes it.
+  const char* nodes = std::getenv("APERTURE_NODES");
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (nodes != nullptr && rank != nullptr && size != nullptr) {
+    const int world = std::atoi(size), count = std::atoi(nodes), me = std::atoi(rank);
+    if (world > 0 && count > 1 && count <= world && me >= 0 && me < world)
+      if (auto host_id = nccl_host_id(env::node_of_block(me, world, count), std::getenv("NCCL_HOSTID")))
+        ::setenv(host_id->first.c_str(), host_id->second.c_str(), 1);
+  }
   ::execv(argv[3], argv + 3);
   std::fprintf(stderr, "aperture launch --mpi: cannot execute '%s': %s\n", argv[3], std::strerror(errno));
   return 127;
