@@ -15,6 +15,9 @@
 // Built a second time with CUDA (multinode_collectives_gpu_test, APERTURE_TEST_GPU): the buffers
 // are then GPU memory of device 0 and the provider APERTURE_GPU_PROVIDER (default cuda-ipc), for
 // the GPU machine (two ranks on one GPU as two nodes).
+//
+// APERTURE_TEST_EXPECT_BETWEEN_NODES=nccl or mpi: fail unless Communicator::between_nodes() says so
+// (the run forced to a path proves that path ran).
 #include <aperture/aperture.h>
 #include <aperture/collectives/collectives.h>
 #include <aperture/collectives/detail/tuning.h>
@@ -203,6 +206,14 @@ int main(int argc, char** argv) {
 #endif
     aperture::Communicator comm(*provider, team);
     const int world = team.size(), me = team.rank();
+    // The path between nodes the run must take (APERTURE_COLLECTIVES_BETWEEN_NODES decides it;
+    // a run meant for NCCL fails here rather than pass on MPI).
+    if (team.rank() == 0) std::printf("between nodes: %s\n", std::string(comm.between_nodes()).c_str());
+    if (const char* want = std::getenv("APERTURE_TEST_EXPECT_BETWEEN_NODES"); want != nullptr && comm.between_nodes() != want) {
+      std::printf("FAIL rank %d: the exchange between nodes runs on '%s', the test expects '%s'\n", me,
+                  std::string(comm.between_nodes()).c_str(), want);
+      return 1;
+    }
     std::uint64_t salt = 0;
 
     for (int round = 0; round < 3; ++round) comm.barrier();
