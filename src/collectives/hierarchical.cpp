@@ -361,7 +361,8 @@ Hierarchy::Hierarchy(Team& team, MemoryKind kind, const CollectiveHandle& world_
     const std::pair<MPI_Comm*, const std::string*> groups[] = {
         {&mpi_->column, &mpi_->peers_column}, {&mpi_->leaders, &mpi_->peers_leaders}, {&mpi_->world, &mpi_->peers_world}};
     for (int g = 0; g < NcclBetweenNodes::kGroups; ++g) {
-      auto [comm, peers] = groups[g];
+      MPI_Comm* comm = groups[g].first;
+      const std::string* peers = groups[g].second;
       NcclBetweenNodes::Group& group = nccl_groups_[static_cast<std::size_t>(g)];
       group.id = g;
       group.ranks = *peers;

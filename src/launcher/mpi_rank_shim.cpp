@@ -56,10 +56,13 @@ int mpi_rank_main(int argc, char** argv) {
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (nodes != nullptr && rank != nullptr && size != nullptr) {
-    const int world = std::atoi(size), count = std::atoi(nodes), me = std::atoi(rank);
-    if (world > 0 && count > 1 && count <= world && me >= 0 && me < world)
-      if (auto host_id = nccl_host_id(env::node_of_block(me, world, count), std::getenv("NCCL_HOSTID")))
+    const long world = std::strtol(size, nullptr, 10), count = std::strtol(nodes, nullptr, 10),
+               me = std::strtol(rank, nullptr, 10);
+    if (world > 0 && world <= (1L << 24) && count > 1 && count <= world && me >= 0 && me < world) {
+      const int node = env::node_of_block(static_cast<int>(me), static_cast<int>(world), static_cast<int>(count));
+      if (auto host_id = nccl_host_id(node, std::getenv("NCCL_HOSTID")))
         ::setenv(host_id->first.c_str(), host_id->second.c_str(), 1);
+    }
   }
   ::execv(argv[3], argv + 3);
   std::fprintf(stderr, "aperture launch --mpi: cannot execute '%s': %s\n", argv[3], std::strerror(errno));
