@@ -346,6 +346,14 @@ OverlappedGemm::OverlappedGemm(Provider& provider, Team& team) : state_(std::mak
     throw Error(ErrorCode::unavailable, "OverlappedGemm: provider " + std::string(provider.name()) +
                 " cannot address every peer's memory directly; ag_gemm and gemm_rs need all ranks on one NVLink/PCIe domain");
   }
+  if (unfused) {
+    try {
+      s.across_nodes = std::make_unique<Communicator>(provider, team);  // collective, as the flags were
+    } catch (...) {
+      provider.free(s.flags);  // every rank gets here alike (MPI did not start the ranks, ...)
+      throw;
+    }
+  }
   APERTURE_CUDA_CHECK(cudaMemset(s.flags.ptr, 0, flag_bytes), "OverlappedGemm: flags");
   APERTURE_CUDA_CHECK(cudaMalloc(&s.local, kLocalWords * sizeof(std::uint64_t)), "OverlappedGemm: epochs");
   APERTURE_CUDA_CHECK(cudaMemset(s.local, 0, kLocalWords * sizeof(std::uint64_t)), "OverlappedGemm: epochs");
@@ -354,10 +362,7 @@ OverlappedGemm::OverlappedGemm(Provider& provider, Team& team) : state_(std::mak
   APERTURE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking), "OverlappedGemm: the side stream");
   APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming), "OverlappedGemm");
   APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming), "OverlappedGemm");
-  if (unfused) {
-    APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.unfused_done, cudaEventDisableTiming), "OverlappedGemm");
-    s.across_nodes = std::make_unique<Communicator>(provider, team);  // collective; its constructor ends in a barrier
-  }
+  if (unfused) APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.unfused_done, cudaEventDisableTiming), "OverlappedGemm");
   APERTURE_CUDA_CHECK(cudaDeviceSynchronize(), "OverlappedGemm");
   team.barrier();  // every rank's flags are zero before any peer raises one
 }

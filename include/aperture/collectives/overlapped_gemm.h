@@ -36,7 +36,7 @@
 //            ranks folded node by node (rank order within a node, then node order), and twice
 //            the bytes between nodes that a bf16 sum would move (which would round after every add).
 // Same shapes, errors and stream order. The constructor then also makes that Communicator
-// (collective; its scratch comes from `provider`: about 136 MiB of GPU memory at its defaults),
+// (collective; its scratch comes from `provider`: 128 MiB + 4 MiB per rank at its defaults),
 // and the calls cannot be captured in a CUDA graph (the collective waits for the stream on the
 // host and calls MPI): a call while `stream` is capturing throws aperture::Error (unavailable)
 // before it queues anything.
