@@ -15,6 +15,10 @@ its tests are not skipped.
     def test_x(team, host_provider):      # one test per host provider
         t = host_provider.zeros((n,), "int64")
 
+Nodes. APERTURE_TEST_EXPECTED_NODES=K (set by python-test.sh's runs over several nodes) fails the
+session at its start when the team does not span K nodes: a run meant to cross nodes that
+formed one would test only the one-node paths.
+
 Markers (registered below; `pytest -m gpu` selects the GPU suite):
     gpu               runs on a GPU: CUDA tensors, or Triton kernels compiled for it (the Triton
                       and Iris tests where Triton does not interpret); skips where there is none
