@@ -4,8 +4,8 @@
 # The tests themselves are CTest tests with a label per part (tests/gpu/CMakeLists.txt says which)
 # and pytest files; this script only builds, selects and judges.
 #
-#   scripts/gpu-check.sh core        build; gpu, churn, bulk, proxy, examples, collectives, gemm
-#   scripts/gpu-check.sh rest        build (up to date after core); python, sanitize, compare
+#   scripts/gpu-check.sh core        build; gpu, churn, bulk, proxy, examples, collectives, gemm, sanitize
+#   scripts/gpu-check.sh rest        build (up to date after core); python, compare
 #   scripts/gpu-check.sh all         both (more than one 10-minute call on one H200)
 #   scripts/gpu-check.sh gpu proxy   any parts, in that order (build comes first unless NO_BUILD=1)
 #   scripts/gpu-check.sh --dry-run core   the plan: every command, nothing run
@@ -58,9 +58,9 @@ if [[ ${1:-} == --dry-run ]]; then dry_run=1; shift; fi
 parts=()
 for arg in "${@:-core}"; do
   case $arg in
-    core) parts+=(build gpu churn bulk proxy examples collectives gemm) ;;
-    rest) parts+=(build python sanitize compare) ;;
-    all) parts+=(build gpu churn bulk proxy examples collectives gemm python sanitize compare) ;;
+    core) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize) ;;
+    rest) parts+=(build python compare) ;;
+    all) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize python compare) ;;
     build|gpu|churn|bulk|proxy|examples|collectives|gemm|sanitize|python|compare) parts+=("$arg") ;;
     *) sed -n '2,12p' "${BASH_SOURCE[0]}" >&2; echo "gpu-check: unknown part '$arg'" >&2; exit 2 ;;
   esac
@@ -119,14 +119,14 @@ tail_of() { echo "---- last lines of $log_dir/$1.log ----"; tail -n "${2:-30}" "
 # ctest_part PART LABEL_REGEX [EXCLUDE_REGEX]: one label's tests; a skip on this machine fails.
 ctest_part() {
   local part=$1 labels=$2 exclude=${3:-} na_note=${4:-}
-  local args=(--test-dir "$build_dir" -L "$labels" --no-tests=error --output-on-failure)
+  local args=(--test-dir "$build_dir" -L "$labels" --no-tests=error --output-on-failure -j "${ctest_jobs:-1}")
   [[ -n $exclude ]] && args+=(-LE "$exclude")
   if (( dry_run )); then echo "ctest ${args[*]}"; return; fi
   in_time "$part" || return
   run "$part" 530 ctest "${args[@]}"
   local log="$log_dir/$part.log"
   local counts skipped
-  counts=$(grep -oE '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  counts=$(grep -oE '[0-9]+% tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$log" | tail -1)
   skipped=$(grep -c '(Skipped)' "$log")
   if (( rc == 0 && skipped == 0 )); then
     record "$part" PASS "$took" "ctest -L '$labels': ${counts:-no count}${na_note:+; $na_note}"
@@ -150,7 +150,7 @@ pytest_step() {
   shift 2
   run "python.$name" 400 env PYTHON="$python" PYTEST_RANKS_TIMEOUT=390 bash "$root/scripts/pytest-ranks.sh" "$ranks" \
     "${pytest_mode[@]}" -rfs "$@"
-  local log="$log_dir/python.$name.log" line skips allowed=0 other
+  local log="$log_dir/python.$name.log" line skips allowed=0 other step_took=$took
   line=$(grep -E '^(\[rank 0\] )?[0-9]+ (passed|failed)|^(\[rank 0\] )?=+ .*[0-9]+ (passed|failed)' "$log" | tail -1)
   skips=$(grep -E '^(\[rank [0-9]+\] )?SKIPPED \[' "$log")
   # What this run's shape cannot do, said by the test: ranks sharing a GPU (fewer GPUs than
@@ -177,7 +177,7 @@ pytest_step() {
   fi
   local na=""
   (( allowed > 0 )) && na=" ($allowed skip(s) N/A: the run's shape, $ranks rank(s) on $gpus GPU(s))"
-  pytest_verdict+="$name: ${line#\[rank 0\] }$na; "
+  pytest_verdict+="$name: ${line#\[rank 0\] }$na (${step_took}s); "
 }
 
 # The package from this tree, built in build/python (pyproject.toml: kept between calls, so the
@@ -227,6 +227,10 @@ part_label() {  # part_label PART LABEL: the runs needing one GPU per rank are N
   if (( gpus >= 2 )); then ctest_part "$1" "^$2\$"; else
     ctest_part "$1" "^$2\$" '^gpu-per-rank$' "gpu-per-rank runs N/A with $gpus GPU"
   fi
+}
+
+part_sanitize() {  # the runs without the GPU lock (NVSHMEM's and NCCL's, CPU-bound under the tool) in parallel
+  ctest_jobs=4 part_label sanitize gpu-sanitize
 }
 
 part_collectives() {  # with one GPU, the runs of 3-8 ranks (gpu-many-ranks) are N/A: time-sliced
@@ -308,7 +312,7 @@ if (( dry_run )); then
     echo "== $part"
     case $part in
       build) part_build ;; gpu) part_gpu ;; collectives) part_collectives ;; python) part_python ;;
-      compare) part_compare ;;
+      compare) part_compare ;; sanitize) part_sanitize ;;
       *) part_label "$part" "gpu-$part" ;;
     esac
   done
@@ -322,6 +326,7 @@ else
       build) part_build || break ;;
       gpu) part_gpu ;;
       collectives) part_collectives ;;
+      sanitize) part_sanitize ;;
       python) part_python ;;
       compare) part_compare ;;
       *) part_label "$part" "gpu-$part" ;;
