@@ -33,6 +33,10 @@
 #   python       (pytest) pip install of the package; python/tests at 1 rank with every GPU
 #                provider named; at 2 ranks sharing GPU 0 (cuda-ipc, cuda-vmm); the Iris tests
 #                under mpirun; the Iris examples
+#   iris-upstream (scripts/iris-upstream.sh) Iris's own tests and examples, unmodified, through
+#                `python -m aperture.iris`: at 1 rank and at 2 ranks (sharing GPU 0 with one GPU),
+#                from the Iris tree at IRIS_SRC or .deps/iris (docs/IRIS.md: the lead carries it);
+#                N/A, saying so, when neither is there
 #   compare      (bench/gpu-compare.sh) every benchmark in its one-GPU (smoke) form on one GPU,
 #                in full with two or more; results under LOG_DIR/compare
 #
@@ -58,9 +62,9 @@ parts=()
 for arg in "${@:-core}"; do
   case $arg in
     core) parts+=(build gpu churn bulk proxy examples collectives gemm) ;;
-    rest) parts+=(build python sanitize compare) ;;
-    all) parts+=(build gpu churn bulk proxy examples collectives gemm python sanitize compare) ;;
-    build|gpu|churn|bulk|proxy|examples|collectives|gemm|sanitize|python|compare) parts+=("$arg") ;;
+    rest) parts+=(build python iris-upstream sanitize compare) ;;
+    all) parts+=(build gpu churn bulk proxy examples collectives gemm python iris-upstream sanitize compare) ;;
+    build|gpu|churn|bulk|proxy|examples|collectives|gemm|sanitize|python|iris-upstream|compare) parts+=("$arg") ;;
     *) sed -n '2,12p' "${BASH_SOURCE[0]}" >&2; echo "gpu-check: unknown part '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -286,6 +290,28 @@ part_python() {
   else record python FAIL $((SECONDS - start)) "$pytest_verdict (logs python.*.log)"; fi
 }
 
+part_iris_upstream() {
+  local iris_src="${IRIS_SRC:-$root/.deps/iris}"
+  local command=(env IRIS_UPSTREAM_LOGS="$log_dir/iris-upstream" PYTHON="$python" bash "$root/scripts/iris-upstream.sh" "$iris_src")
+  if (( dry_run )); then echo "${command[*]}"; return; fi
+  if [[ ! -d $iris_src/tests ]]; then
+    record iris-upstream N/A 0 "no Iris tree at $iris_src: carry .deps/iris (docs/IRIS.md) or set IRIS_SRC"
+    return
+  fi
+  in_time iris-upstream || return
+  # The package this tree builds (the python part installs it; alone, this part does).
+  if [[ -z ${asked[python]:-} ]]; then
+    if [[ -n ${python_install_job:-} ]]; then wait "$python_install_job"; fi
+    run iris-upstream.install 300 "${python_install[@]}"
+    (( rc == 0 )) || { record iris-upstream FAIL "$took" "pip install: exit $rc"; tail_of iris-upstream.install; return; }
+  fi
+  run iris-upstream 420 "${command[@]}"
+  local verdict
+  verdict=$(grep -E '^iris-upstream: [0-9]+ passed' "$log_dir/iris-upstream.log" | tail -1)
+  if (( rc == 0 )); then record iris-upstream PASS "$took" "${verdict#iris-upstream: }"
+  else record iris-upstream FAIL "$took" "exit $rc: ${verdict#iris-upstream: } (per file: $log_dir/iris-upstream.log)"; tail_of iris-upstream 40; fi
+}
+
 part_compare() {
   local command=(env LOG_DIR="$log_dir/compare" BUILD_DIR="$build_dir" NO_BUILD=1 bash "$root/bench/gpu-compare.sh")
   if (( dry_run )); then echo "${command[*]}"; return; fi
@@ -307,7 +333,7 @@ if (( dry_run )); then
     echo "== $part"
     case $part in
       build) part_build ;; gpu) part_gpu ;; collectives) part_collectives ;; python) part_python ;;
-      compare) part_compare ;;
+      iris-upstream) part_iris_upstream ;; compare) part_compare ;;
       *) part_label "$part" "gpu-$part" ;;
     esac
   done
@@ -322,6 +348,7 @@ else
       gpu) part_gpu ;;
       collectives) part_collectives ;;
       python) part_python ;;
+      iris-upstream) part_iris_upstream ;;
       compare) part_compare ;;
       *) part_label "$part" "gpu-$part" ;;
     esac
