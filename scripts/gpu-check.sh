@@ -36,7 +36,8 @@
 #   iris-upstream (scripts/iris-upstream.sh) Iris's own tests and examples, unmodified, through
 #                `python -m aperture.iris`: at 1 rank and at 2 ranks (sharing GPU 0 with one GPU),
 #                from the Iris tree at IRIS_SRC or .deps/iris (docs/IRIS.md: the lead carries it);
-#                N/A, saying so, when neither is there
+#                N/A, saying so, when neither is there; on one H200 a call of its own per rank
+#                count: NO_BUILD=1 IRIS_RANKS=1 (then =2) scripts/gpu-check.sh iris-upstream
 #   compare      (bench/gpu-compare.sh) every benchmark in its one-GPU (smoke) form on one GPU,
 #                in full with two or more; results under LOG_DIR/compare
 #
@@ -305,7 +306,7 @@ part_iris_upstream() {
     run iris-upstream.install 300 "${python_install[@]}"
     (( rc == 0 )) || { record iris-upstream FAIL "$took" "pip install: exit $rc"; tail_of iris-upstream.install; return; }
   fi
-  run iris-upstream 420 "${command[@]}"
+  run iris-upstream $((deadline - SECONDS - 10)) "${command[@]}"  # the rest of the budget: IRIS_RANKS=1 / =2 split it
   local verdict
   verdict=$(grep -E '^iris-upstream: [0-9]+ passed' "$log_dir/iris-upstream.log" | tail -1)
   if (( rc == 0 )); then record iris-upstream PASS "$took" "${verdict#iris-upstream: }"

@@ -23,8 +23,6 @@ def _install():
             return torch.device("cpu")
         if isinstance(value, str) and value.split(":")[0] == "cuda":
             return "cpu"
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         return value
 
     class CudaMeansCpu(TorchFunctionMode):
