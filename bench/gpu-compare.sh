@@ -29,7 +29,8 @@
 # On one GPU every step runs in its one-GPU form (smoke: 1 rank where NCCL or torch needs a GPU
 # per rank, few sizes, short trials), so the script is exercised every session; those files are
 # named smoke-*, which no target of bench/targets.toml reads. The bulk step runs in full on one
-# GPU: its shared-GPU figure is the one-GPU target of item 10.
+# GPU: its shared-GPU figure is the one-GPU target of item 10 (except with COMPARE_BESIDE=1: run
+# beside other work, as scripts/gpu-check.sh's `rest` does, it is a smoke run too).
 # Results: bench/results/<UTC date>-h200-x<GPUs>/ in the tree, and a copy under $OUT/bench-results
 # (with the regenerated docs/PERFORMANCE.md) when $OUT is set, for the caller to commit.
 # Exit 0 when every step passed; the last line says "gpu-compare: PASSED|FAILED ...".
@@ -87,8 +88,11 @@ common=(env NO_BUILD=1 BUILD_DIR="$build" RESULTS="$results")
 # 2. collectives (one rank per GPU: NCCL refuses two ranks on one GPU).
 step collectives 200 "${common[@]}" COLL_TESTS=0 RESULT_PREFIX="$prefix" BENCH_RANKS="$ranks" \
   bash "$root/bench/gpu-collectives.sh"
-# 3. copy-engine bulk put/get, in full on any machine (seconds).
-step bulk 150 "${common[@]}" BULK_TESTS=0 SMOKE=0 BENCH_RANKS=$(( gpus >= 2 ? 2 : 1 )) bash "$root/bench/gpu-bulk.sh"
+# 3. copy-engine bulk put/get, in full on any machine (seconds); beside other work (COMPARE_BESIDE=1,
+#    as scripts/gpu-check.sh runs it on one GPU) a smoke run too: a figure taken there is not one.
+bulk_form=(SMOKE=0)
+[[ ${COMPARE_BESIDE:-0} == 1 ]] && bulk_form=(SMOKE=1 RESULT_PREFIX=smoke-)
+step bulk 150 "${common[@]}" BULK_TESTS=0 "${bulk_form[@]}" BENCH_RANKS=$(( gpus >= 2 ? 2 : 1 )) bash "$root/bench/gpu-bulk.sh"
 # 4. Python all_reduce, eager and graph-captured.
 if [[ -n $package_job ]] && (( ! dry_run )); then
   wait "$package_job" || steps+=("python-install|FAIL|0|pip install failed: $logs/python-install.log")

@@ -4,8 +4,8 @@
 # The tests themselves are CTest tests with a label per part (tests/gpu/CMakeLists.txt says which)
 # and pytest files; this script only builds, selects and judges.
 #
-#   scripts/gpu-check.sh core        build; gpu, churn, bulk, proxy, examples, collectives, gemm
-#   scripts/gpu-check.sh rest        build (up to date after core); python, sanitize, compare
+#   scripts/gpu-check.sh core        build; gpu, churn, bulk, proxy, examples, collectives, gemm, sanitize
+#   scripts/gpu-check.sh rest        build (up to date after core); python, compare
 #   scripts/gpu-check.sh all         both (more than one 10-minute call on one H200)
 #   scripts/gpu-check.sh gpu proxy   any parts, in that order (build comes first unless NO_BUILD=1)
 #   scripts/gpu-check.sh --dry-run core   the plan: every command, nothing run
@@ -35,7 +35,7 @@
 #                under mpirun; the Iris examples
 #   iris-upstream (scripts/iris-upstream.sh) Iris's own tests and examples, unmodified, through
 #                `python -m aperture.iris`: at 1 rank and at 2 ranks (sharing GPU 0 with one GPU),
-#                from the Iris tree at IRIS_SRC or .deps/iris (docs/IRIS.md: the lead carries it);
+#                from the Iris tree at IRIS_SRC or .deps/iris (docs/IRIS.md: the lead carries it), in `all`;
 #                N/A, saying so, when neither is there; on one H200 a call of its own per rank
 #                count: NO_BUILD=1 IRIS_RANKS=1 (then =2) scripts/gpu-check.sh iris-upstream
 #   compare      (bench/gpu-compare.sh) every benchmark in its one-GPU (smoke) form on one GPU,
@@ -62,9 +62,9 @@ if [[ ${1:-} == --dry-run ]]; then dry_run=1; shift; fi
 parts=()
 for arg in "${@:-core}"; do
   case $arg in
-    core) parts+=(build gpu churn bulk proxy examples collectives gemm) ;;
-    rest) parts+=(build python iris-upstream sanitize compare) ;;
-    all) parts+=(build gpu churn bulk proxy examples collectives gemm python iris-upstream sanitize compare) ;;
+    core) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize) ;;
+    rest) parts+=(build python compare) ;;
+    all) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize python iris-upstream compare) ;;
     build|gpu|churn|bulk|proxy|examples|collectives|gemm|sanitize|python|iris-upstream|compare) parts+=("$arg") ;;
     *) sed -n '2,12p' "${BASH_SOURCE[0]}" >&2; echo "gpu-check: unknown part '$arg'" >&2; exit 2 ;;
   esac
@@ -106,9 +106,14 @@ run() {
   local part=$1 limit=$2 left=$((deadline - SECONDS))
   shift 2
   (( limit > left )) && limit=$left
+  rc=0 took=0
+  if (( limit < 5 )); then  # the budget is spent: not begun (timeout would refuse a limit <= 0)
+    echo "gpu-check: $part: not begun, the time budget (GPU_CHECK_BUDGET_S) was spent" | tee -a "$log_dir/$part.log"
+    rc=124
+    return
+  fi
   note "$part: $*"
   local start=$SECONDS
-  rc=0
   timeout --kill-after=10 "$limit" "$@" >>"$log_dir/$part.log" 2>&1 || rc=$?
   took=$((SECONDS - start))
   (( rc == 124 || rc == 137 )) && echo "gpu-check: $part: timed out after ${limit}s" >>"$log_dir/$part.log"
@@ -123,14 +128,14 @@ tail_of() { echo "---- last lines of $log_dir/$1.log ----"; tail -n "${2:-30}" "
 # ctest_part PART LABEL_REGEX [EXCLUDE_REGEX]: one label's tests; a skip on this machine fails.
 ctest_part() {
   local part=$1 labels=$2 exclude=${3:-} na_note=${4:-}
-  local args=(--test-dir "$build_dir" -L "$labels" --no-tests=error --output-on-failure)
+  local args=(--test-dir "$build_dir" -L "$labels" --no-tests=error --output-on-failure -j "${ctest_jobs:-1}")
   [[ -n $exclude ]] && args+=(-LE "$exclude")
   if (( dry_run )); then echo "ctest ${args[*]}"; return; fi
   in_time "$part" || return
   run "$part" 530 ctest "${args[@]}"
   local log="$log_dir/$part.log"
   local counts skipped
-  counts=$(grep -oE '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  counts=$(grep -oE '[0-9]+% tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$log" | tail -1)
   skipped=$(grep -c '(Skipped)' "$log")
   if (( rc == 0 && skipped == 0 )); then
     record "$part" PASS "$took" "ctest -L '$labels': ${counts:-no count}${na_note:+; $na_note}"
@@ -154,7 +159,7 @@ pytest_step() {
   shift 2
   run "python.$name" 400 env PYTHON="$python" PYTEST_RANKS_TIMEOUT=390 bash "$root/scripts/pytest-ranks.sh" "$ranks" \
     "${pytest_mode[@]}" -rfs "$@"
-  local log="$log_dir/python.$name.log" line skips allowed=0 other
+  local log="$log_dir/python.$name.log" line skips allowed=0 other step_took=$took
   line=$(grep -E '^(\[rank 0\] )?[0-9]+ (passed|failed)|^(\[rank 0\] )?=+ .*[0-9]+ (passed|failed)' "$log" | tail -1)
   skips=$(grep -E '^(\[rank [0-9]+\] )?SKIPPED \[' "$log")
   # What this run's shape cannot do, said by the test: ranks sharing a GPU (fewer GPUs than
@@ -162,6 +167,7 @@ pytest_step() {
   local shape=()
   (( gpus < ranks )) && shape+=('ranks that share a GPU|one GPU per rank')
   (( ranks == 1 )) && shape+=('needs two ranks')
+  (( ranks > 1 )) && shape+=('only in a one-rank job')
   [[ -n $pytest_allowed ]] && shape+=("$pytest_allowed")
   other=$(grep -c . <<<"$skips")
   if (( ${#shape[@]} > 0 )); then
@@ -181,7 +187,7 @@ pytest_step() {
   fi
   local na=""
   (( allowed > 0 )) && na=" ($allowed skip(s) N/A: the run's shape, $ranks rank(s) on $gpus GPU(s))"
-  pytest_verdict+="$name: ${line#\[rank 0\] }$na; "
+  pytest_verdict+="$name: ${line#\[rank 0\] }$na (${step_took}s); "
 }
 
 # The package from this tree, built in build/python (pyproject.toml: kept between calls, so the
@@ -199,6 +205,9 @@ part_build() {
   local build=(cmake --build "$build_dir" --parallel "$(nproc)")
   if (( dry_run )); then echo "${configure[*]}"; echo "${build[*]}"; echo "(background) pip install ... $root"; return; fi
   in_time build || return
+  # With the python part asked, the package builds from the start, beside the C++ build (the
+  # second call's critical path); otherwise after it, beside the GPU tests.
+  [[ " ${parts[*]} " == *" python "* ]] && start_python_install
   run build 200 "${configure[@]}"
   if (( rc == 0 )); then
     local configured=$took
@@ -211,13 +220,17 @@ part_build() {
     return 1
   fi
   record build PASS "$took" "$(grep -m1 -E 'aperture: MPI' "$log_dir/build.log" | sed 's/^-- //'); $(ctest --test-dir "$build_dir" -N -L gpu | tail -1)"
-  # The Python package's build, beside the GPU tests (it needs CPU, they mostly need the GPU).
-  if [[ " ${parts[*]} " == *" python "* || ${PYTHON_PREBUILD:-1} == 1 ]] && "$python" -c 'import torch' 2>/dev/null; then
-    # Bounded by the budget (timeout stops the whole build's process group); the next call's
-    # install carries on from what was built.
-    timeout --kill-after=10 $((deadline - SECONDS - 15)) "${python_install[@]}" >"$log_dir/python-prebuild.log" 2>&1 &
-    python_install_job=$!
-  fi
+  [[ ${PYTHON_PREBUILD:-1} == 1 ]] && start_python_install
+}
+
+# The Python package's install in the background (it needs CPU, the GPU tests mostly the GPU);
+# once. Bounded by the budget (timeout stops the whole build's process group); the next call's
+# install carries on from what was built (build/python).
+start_python_install() {
+  [[ -n ${python_install_job:-} ]] && return
+  "$python" -c 'import torch' 2>/dev/null || return
+  timeout --kill-after=10 $((deadline - SECONDS - 15)) "${python_install[@]}" >"$log_dir/python-prebuild.log" 2>&1 &
+  python_install_job=$!
 }
 
 part_gpu() {
@@ -231,6 +244,10 @@ part_label() {  # part_label PART LABEL: the runs needing one GPU per rank are N
   if (( gpus >= 2 )); then ctest_part "$1" "^$2\$"; else
     ctest_part "$1" "^$2\$" '^gpu-per-rank$' "gpu-per-rank runs N/A with $gpus GPU"
   fi
+}
+
+part_sanitize() {  # the runs without the GPU lock (NVSHMEM's and NCCL's, CPU-bound under the tool) in parallel
+  ctest_jobs=4 part_label sanitize gpu-sanitize
 }
 
 part_collectives() {  # with one GPU, the runs of 3-8 ranks (gpu-many-ranks) are N/A: time-sliced
@@ -250,11 +267,16 @@ part_python() {
   in_time python || return
   local start=$SECONDS
   pytest_verdict=""
-  if [[ -n ${python_install_job:-} ]]; then wait "$python_install_job"; fi
-  run python.install 300 "${python_install[@]}"
+  rc=1
+  if [[ -n ${python_install_job:-} ]]; then wait "$python_install_job"; rc=$?; fi
+  (( rc == 0 )) || run python.install 300 "${python_install[@]}"  # no install in the background, or it failed
   if (( rc != 0 )); then record python FAIL $((SECONDS - start)) "pip install: exit $rc"; tail_of python.install; return; fi
+  start_compare_beside
   local ok=1 tests=(${PYTHON_TESTS:-python/tests})
   # Every GPU provider named: a provider the package lacks must fail, not drop out (conftest).
+  # test_triton_proxy.py's cases skip on one node (no peer needs the proxy) and its trap case
+  # compiled: the step after these runs them as two nodes.
+  pytest_allowed='the ranks share one node: no peer needs the proxy|a compiled kernel traps'
   APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step np1 1 "${tests[@]}" || ok=0
   CUDA_VISIBLE_DEVICES=0 APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" pytest_step np2-one-gpu 2 "${tests[@]}" || ok=0
   # Triton kernels reaching another node through the GPU proxy: 2 ranks sharing GPU 0 as two
@@ -313,12 +335,33 @@ part_iris_upstream() {
   else record iris-upstream FAIL "$took" "exit $rc: ${verdict#iris-upstream: } (per file: $log_dir/iris-upstream.log)"; tail_of iris-upstream 40; fi
 }
 
-part_compare() {
-  local command=(env LOG_DIR="$log_dir/compare" BUILD_DIR="$build_dir" NO_BUILD=1 bash "$root/bench/gpu-compare.sh")
-  if (( dry_run )); then echo "${command[*]}"; return; fi
-  in_time compare || return
+compare_command=(env LOG_DIR="$log_dir/compare" BUILD_DIR="$build_dir" NO_BUILD=1 bash "$root/bench/gpu-compare.sh")
+# On one GPU the compare part is a smoke run (no target reads its files; the bulk step's too,
+# COMPARE_BESIDE=1): it starts beside the python part's tests, once the package is installed, so
+# that `rest` fits one call. With two GPUs or more it measures, and runs alone, in its turn. The
+# one-GPU copy-engine figure is `bash bench/gpu-bulk.sh` alone.
+compare_job="" compare_started=0
+start_compare_beside() {
+  (( gpus == 1 )) && [[ " ${parts[*]} " == *" compare "* ]] || return 0
   local left=$((deadline - SECONDS - 10))
-  run compare "$left" env COMPARE_BUDGET_S="$left" "${command[@]}"
+  (( left > 30 )) || return 0
+  note "compare (beside python): ${compare_command[*]}"
+  compare_started=$SECONDS
+  timeout --kill-after=10 "$left" env COMPARE_BUDGET_S="$left" COMPARE_BESIDE=1 "${compare_command[@]}" >>"$log_dir/compare.log" 2>&1 &
+  compare_job=$!
+}
+
+part_compare() {
+  if (( dry_run )); then echo "${compare_command[*]}"; return; fi
+  if [[ -n $compare_job ]]; then
+    rc=0
+    wait "$compare_job" || rc=$?
+    took=$((SECONDS - compare_started))
+  else
+    in_time compare || return
+    local left=$((deadline - SECONDS - 10))
+    run compare "$left" env COMPARE_BUDGET_S="$left" "${compare_command[@]}"
+  fi
   local verdict
   verdict=$(grep -E '^gpu-compare: (PASSED|FAILED)' "$log_dir/compare.log" | tail -1)
   if (( rc == 0 )); then record compare PASS "$took" "${verdict#gpu-compare: }"
@@ -334,7 +377,7 @@ if (( dry_run )); then
     echo "== $part"
     case $part in
       build) part_build ;; gpu) part_gpu ;; collectives) part_collectives ;; python) part_python ;;
-      iris-upstream) part_iris_upstream ;; compare) part_compare ;;
+      iris-upstream) part_iris_upstream ;; compare) part_compare ;; sanitize) part_sanitize ;;
       *) part_label "$part" "gpu-$part" ;;
     esac
   done
@@ -348,6 +391,7 @@ else
       build) part_build || break ;;
       gpu) part_gpu ;;
       collectives) part_collectives ;;
+      sanitize) part_sanitize ;;
       python) part_python ;;
       iris-upstream) part_iris_upstream ;;
       compare) part_compare ;;

@@ -202,7 +202,7 @@ def test_logging_and_do_bench(ctx):
     assert len(iris.do_bench(lambda: None, n_warmup=0, n_repeat=3, return_mode="all")) == 3
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="runs its own one-rank child")
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
 def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent("""
@@ -237,7 +237,7 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     assert run.returncode == 2 and "real Iris is importable" in run.stderr
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="runs its own two-rank job")
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own two-rank job")
 def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
     # Iris's test runner's shape: workers from torch.multiprocessing, torch.distributed over a tcp://
     # URL, no launcher variables, `import iris` through the mechanism's PYTHONPATH shim.

@@ -330,7 +330,7 @@ def test_all_reduce_rmsnorm_gives_up_on_a_missing_rank(shmem, team, monkeypatch)
     # Rank 0 does not call; every other rank's kernel waits about APERTURE_TIMEOUT (1 s here) for
     # rank 0's rows, then returns, and the call raises aperture.Error: no hang.
     if team.size == 1:
-        pytest.skip("needs a peer that does not come")
+        pytest.skip("needs two ranks: a peer that does not come")
     dev = shmem.get_device()
     shmem._aperture_rmsnorm_flags = None  # fresh flags on every rank (a collective allocation below)
     partial = shmem.zeros((2, 64), dtype=torch.float32)

@@ -36,20 +36,27 @@ def matrix(rows, cols, seed, device="cuda"):
     return (v.to(torch.float32) / 16).to(torch.bfloat16)
 
 
-# The bound of gpu_gemm_test.cu: one bf16 rounding (at most an ulp, 2^-7 relative) of the
-# magnitude the result is made of (the result for ag_gemm; each rank's partial product for
-# gemm_rs, which travels as bf16 and is summed in fp32), plus 2^-15 of the sum of |a b| for the
-# fp32 accumulation. A rank's contribution missing is far outside it (test_the_check_catches_a_missing_rank).
-def off_elements(got, reference, magnitude):
-    """The elements of got (bf16) farther from reference (float64) than one bf16 rounding."""
-    return (got.double() - reference).abs() > magnitude * 2.0 ** -7 + 1e-6
+# The bound of gpu_gemm_test.cu. A bf16 rounding errs by at most half an ulp (2^-8 relative); an
+# ulp is at most 2^-7 relative. ag_gemm rounds once: 2^-7 of the result's magnitude. gemm_rs's
+# partial products travel as bf16 and the reference rounds them too, but a partial at a rounding
+# boundary may round the other way on the GPU (fp32) than here (float64): an ulp, 2^-7 of each
+# partial's magnitude; the sum is rounded once more: 2^-8 of it (`summed`). Both add 2^-15 of the
+# sum of |a b| for the fp32 accumulation (in the magnitude). A rank's contribution missing is far
+# outside it (test_the_check_catches_a_missing_rank).
+def bound(reference, magnitude, summed=False):
+    return magnitude * 2.0 ** -7 + (reference.abs() * 2.0 ** -8 if summed else 0.0) + 1e-6
 
 
-def assert_within_bf16(got, reference, magnitude, what):
-    bad = off_elements(got, reference, magnitude)
+def off_elements(got, reference, magnitude, summed=False):
+    """The elements of got (bf16) farther from reference (float64) than the bound allows."""
+    return (got.double() - reference).abs() > bound(reference, magnitude, summed)
+
+
+def assert_within_bf16(got, reference, magnitude, what, summed=False):
+    bad = off_elements(got, reference, magnitude, summed)
     assert not bool(bad.any()), (f"{what}: {int(bad.sum())} of {bad.numel()} elements off, the first at "
                                  f"{tuple(int(x) for x in bad.nonzero()[0])}: got {got.double()[bad][0].item()}, "
-                                 f"expected {reference[bad][0].item()} within {magnitude[bad][0].item() * 2.0 ** -7:.3g}")
+                                 f"expected {reference[bad][0].item()} within {bound(reference, magnitude, summed)[bad][0].item():.3g}")
 
 
 def ag_inputs(rank, m, n, k, world, step=0, device="cuda"):
@@ -96,7 +103,7 @@ def rs_reference(rank, m, n, k, world, step=0, device="cuda", ranks=None):
 def check_gemm_rs(c_shard, rank, m, n, k, world, step=0):
     assert c_shard.shape == (m // world, n) and c_shard.dtype == torch.bfloat16
     assert_within_bf16(c_shard, *rs_reference(rank, m, n, k, world, step, c_shard.device),
-                       f"gemm_rs m={m} n={n} k={k} step {step}")
+                       f"gemm_rs m={m} n={n} k={k} step {step}", summed=True)
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -111,7 +118,7 @@ def test_the_check_catches_a_missing_rank(world):
         for rank in range(world):
             partials = [rs_reference(rank, m, n, k, world, device="cpu", ranks=[r])[0].float() for r in range(world)]
             c_shard = sum(partials[1:], partials[0]).to(torch.bfloat16)
-            assert not off_elements(c_shard, *rs_reference(rank, m, n, k, world, device="cpu")).any()
+            assert not off_elements(c_shard, *rs_reference(rank, m, n, k, world, device="cpu"), summed=True).any()
             for lost in range(world):
                 others = [r for r in range(world) if r != lost]
                 missing_rows = exact.clone()
@@ -120,8 +127,27 @@ def test_the_check_catches_a_missing_rank(world):
                 rows = caught[lost * (m // world):(lost + 1) * (m // world)]
                 assert rows.float().mean() >= 0.9, f"ag_gemm without rank {lost}: {rows.float().mean():.1%} caught"
                 without = sum(partials[r] for r in others).to(torch.bfloat16)
-                caught = off_elements(without, *rs_reference(rank, m, n, k, world, device="cpu"))
+                caught = off_elements(without, *rs_reference(rank, m, n, k, world, device="cpu"), summed=True)
                 assert caught.float().mean() >= 0.9, f"gemm_rs without rank {lost}: {caught.float().mean():.1%} caught"
+
+
+def test_the_gemm_rs_bound_allows_a_partial_rounded_the_other_way():
+    """gpu_gemm_test's seed 0x8a53fede054d9289 on the GPU: rank 1's partial product is
+    -8.0937496 exactly, within an fp32 step of the bf16 tie -8.09375. The host's reference lands
+    on the tie and rounds it to even (-8.125); the GPU's fp32 sum, in its own order, lands a step
+    short (-8.0625). With rank 0's -1.4023 the GPU's sum rounds to -9.4375 against the reference's
+    -9.5234. That is arithmetic the device may do, so it passes; without the final sum's rounding
+    in the bound, or with an ulp per partial read as half of one, it would not."""
+    exact = torch.tensor([-1.40233214199543, -8.093749612569809], dtype=torch.float64)
+    reference = exact.float().to(torch.bfloat16).double().sum().reshape(1)  # as gpu_gemm_test's host does
+    on_gpu = exact.float()
+    on_gpu[1] = torch.nextafter(torch.tensor(-8.09375), torch.tensor(0.0))  # a step short of the tie
+    got = on_gpu.to(torch.bfloat16).float().sum().to(torch.bfloat16).reshape(1)
+    magnitude = exact.abs().sum().reshape(1) + 164.5 * 2.0 ** -8  # + sum |a b| * 2^-8, as the reference adds
+    assert got.item() == -9.4375 and reference.item() == -9.5234375
+    assert not off_elements(got, reference, magnitude, summed=True).any()
+    assert off_elements(got, reference, magnitude, summed=False).any()
+    assert off_elements(got, reference, magnitude / 2, summed=True).any()
 
 
 def run_both(team, tp):

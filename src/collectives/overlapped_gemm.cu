@@ -165,11 +165,6 @@ struct OverlappedGemm::State {
     for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment, sizeof alignment);
-    // Split-k slices summed in fp32, never in bf16: the in-place and output-type schemes add the
-    // slices in the output type, a bf16 rounding per slice on top of the product's one (the
-    // bound gpu_gemm_test holds every element to; its seed 0x8a53fede054d9289 broke it).
-    const std::uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.b_layout, p.a_layout, p.d_layout, p.d_layout,
