@@ -126,6 +126,26 @@ def test_what_irises_own_tests_call(shmem):
     assert Context is iris.DeviceContext and DeviceContext is iris.DeviceContext and load is iris.load
 
 
+def test_a_dropped_context_goes_without_a_garbage_collection(team):
+    # Iris's tests make a context (and a heap) per test; a reference cycle would hold each heap's
+    # memory until a collection, so a file of 8 GiB heaps would run the GPU out of memory.
+    import gc
+    import weakref
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        ctx = iris.iris(HEAP, team=team)
+        ctx.ccl.barrier()
+        ctx.zeros(4)
+        gone = weakref.ref(ctx)
+        del ctx
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def test_broadcast_from_every_root(shmem, team):
     for root in range(team.size):
         mine = {"root": team.rank, "values": list(range(team.rank + 3))}
