@@ -37,7 +37,8 @@
 #                `python -m aperture.iris`: at 1 rank and at 2 ranks (sharing GPU 0 with one GPU),
 #                from the Iris tree at IRIS_SRC or .deps/iris (docs/IRIS.md: the lead carries it), in `all`;
 #                N/A, saying so, when neither is there; on one H200 a call of its own per rank
-#                count: NO_BUILD=1 IRIS_RANKS=1 (then =2) scripts/gpu-check.sh iris-upstream
+#                count: NO_BUILD=1 IRIS_RANKS=1 (then =2) scripts/gpu-check.sh iris-upstream (IRIS_ONLY=
+#                regex narrows the files, scripts/iris-upstream.sh)
 #   compare      (bench/gpu-compare.sh) every benchmark in its one-GPU (smoke) form on one GPU,
 #                in full with two or more; results under LOG_DIR/compare
 #

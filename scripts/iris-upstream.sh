@@ -3,6 +3,7 @@
 #
 #   scripts/iris-upstream.sh [IRIS_SRC]      IRIS_SRC: an Iris tree (default $IRIS_SRC, else .deps/iris)
 #   IRIS_RANKS="1 2"                         the rank counts (default 1 2; on one GPU the 2 ranks share it)
+#   IRIS_ONLY=REGEX                          only the files (and examples) whose path matches (grep -E)
 #   IRIS_UPSTREAM_LOGS=DIR                   one log per run (default build/iris-upstream-logs)
 #   IRIS_UPSTREAM_TIMEOUT=S                  seconds per run (default 900; 2400 without a GPU)
 #
@@ -134,20 +135,22 @@ run_example() {  # EXAMPLE_DIR RANKS: as tests/examples/test_examples.py runs it
   else record "examples/$dir/example.py" "$n" "FAIL" "exit $rc ($log)"; fi
 }
 
-mapfile -t files < <(cd "$src" && ls tests/unittests/test_*.py tests/ccl/test_*.py 2>/dev/null | grep -v '/test_utils.py$')
+only="${IRIS_ONLY:-.}"
+mapfile -t files < <(cd "$src" && ls tests/unittests/test_*.py tests/ccl/test_*.py 2>/dev/null | grep -v '/test_utils.py$' |
+                     grep -E -- "$only")
 for n in ${IRIS_RANKS:-1 2}; do
   for rel in "${files[@]}"; do run_file "$rel" "$n"; done
 done
 # Examples. Every example sets torch.cuda.set_device(LOCAL_RANK), so a rank per GPU.
 for dir in $(cd "$src/examples" 2>/dev/null && ls -d */ | tr -d /); do
-  [[ -f $src/examples/$dir/example.py ]] || continue
+  [[ -f $src/examples/$dir/example.py ]] && grep -qE -- "$only" <<<"examples/$dir/example.py" || continue
   if grep -qE 'world_size (>=|==) 2' "$src/examples/$dir/example.py"; then
     record "examples/$dir/example.py" 1 "N/A" "asserts 2 ranks"
   else
     run_example "$dir" 1
   fi
 done
-if [[ -f $src/tests/examples/test_examples.py ]]; then
+if [[ -f $src/tests/examples/test_examples.py ]] && grep -qE -- "$only" <<<tests/examples/test_examples.py; then
   if (( gpus == 1 )); then
     record tests/examples/test_examples.py 2 "N/A" "runs every example at 2 ranks, one GPU each (set_device(LOCAL_RANK)): needs 2 GPUs"
   else
