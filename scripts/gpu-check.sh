@@ -24,7 +24,8 @@
 #   churn        gpu-churn: exhaustion and allocate/free churn per GPU provider
 #   bulk         gpu-bulk: gpu_bulk_test on cuda-ipc and cuda-vmm, 1 and 2 ranks
 #   proxy        gpu-proxy: other nodes: the proxy's queue, its channel as one node and as two (MPI),
-#                and the collectives across two "nodes" sharing GPU 0 (cuda-ipc, cuda-vmm)
+#                and the collectives and OverlappedGemm (unfused) across two "nodes" sharing GPU 0
+#                (cuda-ipc, cuda-vmm)
 #   examples     gpu-examples: examples 05 and 06 at 1 and 2 ranks
 #   collectives  gpu-collectives: every collective and type at 1-3 ranks, the tuning paths at 4, 8
 #                (with one GPU only 1 and 2 ranks: the rest, label gpu-many-ranks, is N/A there)

@@ -4,7 +4,8 @@
 #   scripts/pytest-ranks.sh N [--mpi] [--nodes K] [PYTEST ARGS...]
 #     N        ranks (1, 2, 4, ...)
 #     --mpi    ranks started through mpirun (`aperture launch --mpi`): what mpi-window and openshmem need
-#     --nodes K  the ranks split over K simulated nodes of this machine (`aperture launch --nodes K`)
+#     --nodes K  the ranks split over K simulated nodes of this machine (`aperture launch --nodes K`),
+#              in rank blocks (rank r on node r * K / N: 4 ranks over 3 nodes are 2+1+1)
 #     ARGS     test files or options for pytest (default: python/tests, every Python test)
 #   scripts/pytest-ranks.sh 2 python/tests/test_memory.py -k view
 #
@@ -17,7 +18,7 @@
 set -euo pipefail
 
 if [[ $# -lt 1 || ! $1 =~ ^[0-9]+$ ]]; then
-  sed -n '2,16p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,17p' "${BASH_SOURCE[0]}" >&2
   exit 2
 fi
 ranks=$1

@@ -17,7 +17,8 @@
 #    (kept between runs; ccache where installed).
 # 3. pytest (scripts/pytest-ranks.sh) at 1, 2 and 4 ranks on shm, and under --mpi at 2 and 4 ranks
 #    on mpi-window and openshmem, where they are available; test_triton_proxy.py under --mpi at 4
-#    ranks over 2 nodes (the ranks of the other node reached through the GPU proxy).
+#    ranks over 2 nodes (the ranks of the other node reached through the GPU proxy); the
+#    collectives (test_communicator.py, Iris's ccl) at 4 ranks over 2 nodes and over 3 (2+1+1).
 # Prints the seconds each step took and the total; exits non-zero when any step failed.
 set -uo pipefail
 
@@ -108,7 +109,14 @@ if [[ ${#failed[@]} == 0 ]]; then
     # Triton kernels reaching ranks of another node through the GPU proxy: 2 nodes of 2 ranks (a
     # split of this machine), shm memory, mpirun (the engine needs it); interpreted on CPUs.
     step "pytest 2x2 nodes --mpi (shm): Triton through the proxy" env APERTURE_TEST_PROVIDERS=shm \
-      bash scripts/pytest-ranks.sh 4 --mpi --nodes 2 python/tests/test_triton_proxy.py "$@"
+      APERTURE_TEST_EXPECTED_NODES=2 bash scripts/pytest-ranks.sh 4 --mpi --nodes 2 python/tests/test_triton_proxy.py "$@"
+    # The collectives across nodes (the C++ hierarchical algorithms under Python's Communicator,
+    # and Iris's ccl on it): 2 nodes of 2 ranks, then uneven nodes (4 ranks over 3: 2+1+1).
+    step "pytest 2x2 nodes --mpi (shm): collectives, Iris ccl" env APERTURE_TEST_PROVIDERS=shm \
+      APERTURE_TEST_EXPECTED_NODES=2 bash scripts/pytest-ranks.sh 4 --mpi --nodes 2 python/tests/test_communicator.py \
+      python/tests/test_iris_ccl.py::test_ccl_collectives python/tests/test_iris_ccl.py::test_broadcast_src_returns_numpy_for_tensors "$@"
+    step "pytest 2+1+1 nodes --mpi (shm): collectives" env APERTURE_TEST_PROVIDERS=shm \
+      APERTURE_TEST_EXPECTED_NODES=3 bash scripts/pytest-ranks.sh 4 --mpi --nodes 3 python/tests/test_communicator.py "$@"
   else
     echo "python-test: no MPI provider built here: the --mpi runs are skipped"
   fi

@@ -258,6 +258,9 @@ NB_MODULE(_core, m) {
       .def_prop_ro("local_size", &aperture::Team::local_size)
       .def_prop_ro("launched_by", [](const aperture::Team& t) { return std::string(t.launched_by()); })
       .def("same_node", &aperture::Team::same_node, "peer"_a)
+      .def_prop_ro("node", &aperture::Team::node, "this rank's node, 0 .. node_count - 1 (nodes in order of their first rank)")
+      .def_prop_ro("node_count", &aperture::Team::node_count, "nodes the team spans (machines sharing no memory)")
+      .def("node_of", &aperture::Team::node_of, "rank"_a, "the node of `rank`")
       .def("barrier", &aperture::Team::barrier, nb::call_guard<nb::gil_scoped_release>(), "collective")
       .def("__repr__", [](const aperture::Team& t) {
         return "Team(rank=" + std::to_string(t.rank()) + ", size=" + std::to_string(t.size()) + ", launched_by=\"" +

@@ -15,6 +15,10 @@ its tests are not skipped.
     def test_x(team, host_provider):      # one test per host provider
         t = host_provider.zeros((n,), "int64")
 
+Nodes. APERTURE_TEST_EXPECTED_NODES=K (set by python-test.sh's runs over several nodes) fails the
+session at its start when the team does not span K nodes: a run meant to cross nodes that
+formed one would test only the one-node paths.
+
 Markers (registered below; `pytest -m gpu` selects the GPU suite):
     gpu               runs on a GPU: CUDA tensors, or Triton kernels compiled for it (the Triton
                       and Iris tests where Triton does not interpret); skips where there is none
@@ -86,13 +90,17 @@ _team = None
 _providers = {}
 
 
-@pytest.fixture(scope="session")
-def team():
-    """This job's Team (one per process: Team.from_env joins the launcher's job once)."""
+def _the_team():
     global _team
     if _team is None:
         _team = aperture.Team.from_env()
     return _team
+
+
+@pytest.fixture(scope="session")
+def team():
+    """This job's Team (one per process: Team.from_env joins the launcher's job once)."""
+    return _the_team()
 
 
 def provider(team, name):
@@ -162,6 +170,14 @@ def pytest_sessionstart(session):
     if missing:
         raise pytest.UsageError("; ".join(missing) + (f"; the package was built {'with' if _core.with_cuda else 'without'} "
                                                       "CUDA"))
+    # The nodes the caller launched over (APERTURE_TEST_EXPECTED_NODES, told by the script rather
+    # than read back from the launcher under test): a run meant to cross nodes that formed one
+    # node would pass while testing only the one-node paths.
+    expected = os.environ.get("APERTURE_TEST_EXPECTED_NODES")
+    if expected is not None and _the_team().node_count != int(expected):
+        raise pytest.UsageError(f"APERTURE_TEST_EXPECTED_NODES={expected}, but the team spans {_the_team().node_count} "
+                                "node(s): start the ranks with `aperture launch --mpi --nodes K` "
+                                "(scripts/pytest-ranks.sh N --mpi --nodes K)")
 
 
 def pytest_collection_modifyitems(config, items):

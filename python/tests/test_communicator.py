@@ -1,5 +1,7 @@
 """Communicator on host memory: every collective, every element, symmetric and ordinary tensors."""
 
+import functools
+
 import pytest
 import torch
 
@@ -134,3 +136,68 @@ def test_views_of_symmetric_tensors_reduce_in_place(team, host_provider, comm):
     for other in (0, 1, 3):
         assert torch.equal(t[other], values(team.rank, 1200, torch.int64).view(4, 300)[other])
     host_provider.free(t)
+
+
+@functools.lru_cache(maxsize=None)  # the same for every type and reduction: made once
+def ones_and_twos(rank, n):
+    """1 or 2 at element i, from a hash of (rank, i): every sum, product, min and max over up to 4
+    ranks is exact in every element type (float8_e5m2 holds the integers to 8 and the powers of 2
+    to 16), so the result does not depend on the order of the fold (across nodes: node by node)."""
+    i = torch.arange(n, dtype=torch.int64)
+    x = i * 7919 + rank * 104729 + 12345
+    x = (x ^ (x >> 5)) * 31
+    return ((x >> 3) & 1) + 1
+
+
+@functools.lru_cache(maxsize=None)
+def every_rank(world, n):
+    """ones_and_twos of every rank (ranks x n, float64)."""
+    return torch.stack([ones_and_twos(r, n) for r in range(world)]).to(torch.float64)
+
+
+def fold_over_ranks(every, op, dtype, world):
+    """The reduction of `every` (ranks x elements, float64) as the collectives define it."""
+    if op == "sum":
+        return every.sum(0)
+    if op == "prod":
+        return every.prod(0)
+    if op == "min":
+        return every.min(0).values
+    if op == "max":
+        return every.max(0).values
+    if dtype.is_floating_point:  # avg: each input times 1/world (exact where world is a power of 2), summed
+        return every.sum(0) / world
+    return torch.div(every.sum(0), world, rounding_mode="trunc")  # avg on integers: the sum divided, truncated
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "min", "max", "avg"])
+@pytest.mark.parametrize("dtype", [getattr(torch, name) for name in aperture.dtypes.NAMES], ids=str)
+def test_every_element_type_and_reduction(team, host_provider, comm, dtype, op):
+    # all_reduce whole-vector (1001 elements) and, across nodes, sharded over the node's ranks with
+    # padding (40001: above the 32 KiB whole-vector limit in every type, odd); reduce_scatter.
+    # Floats are exact up to 4 ranks (the suite's counts), avg where 1/world is a power of 2; past
+    # that each of the world's steps may round once, so the check allows that many epsilons.
+    # Integers wrap as the type does (a product of 8 twos in int8).
+    world = team.size
+    exact = not dtype.is_floating_point or (world <= 4 and (op != "avg" or world & (world - 1) == 0))
+    tolerance = 0 if exact else world * torch.finfo(dtype).eps
+
+    def check(what, got, want):
+        got = got.to(torch.float64)
+        if not dtype.is_floating_point:
+            want = want.to(torch.int64).to(dtype).to(torch.float64)
+        bad = (got - want).abs() > tolerance * want.abs()
+        assert not bool(bad.any()), (f"rank {team.rank}: {what} {dtype} {op}: elements {bad.nonzero()[:5].view(-1).tolist()} "
+                                     f"are {got[bad][:5].tolist()}, want {want[bad][:5].tolist()}")
+
+    for n in (1001, 40001):
+        t = ones_and_twos(team.rank, n).to(dtype, copy=True)  # a copy even for int64: reduced in place
+        comm.all_reduce(t, op=op)
+        check(f"all_reduce of {n}", t, fold_over_ranks(every_rank(world, n), op, dtype, world))
+    n = 501
+    inp = ones_and_twos(team.rank, world * n).to(dtype, copy=True)
+    out = torch.full((n,), 3, dtype=torch.int64).to(dtype)
+    comm.reduce_scatter(out, inp, op=op)
+    # every rank's slice of this rank: elements rank * n .. of each rank's input
+    every = torch.stack([ones_and_twos(r, world * n)[team.rank * n:(team.rank + 1) * n] for r in range(world)])
+    check(f"reduce_scatter of {n} per rank", out, fold_over_ranks(every.to(torch.float64), op, dtype, world))

@@ -1,7 +1,8 @@
 // src/collectives/overlapped_gemm.cu — aperture::OverlappedGemm: the chunked schedules of
 // aperture/collectives/overlapped_gemm.h, cuBLASLt for the GEMMs, and the tiny kernels that
 // raise and wait on the flags (aperture::signal, aperture::wait_until_ge_for) and sum the
-// partial products.
+// partial products. A team over several nodes runs the unfused form instead (the GEMM beside
+// the Communicator's collective across nodes).
 #include "aperture/collectives/overlapped_gemm.h"
 
 #include <cublasLt.h>
@@ -17,7 +18,9 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
+#include "aperture/collectives/communicator.h"
 #include "aperture/collectives/handle.h"  // kFlagStride
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
@@ -113,6 +116,19 @@ __global__ void sum_partials(const __nv_bfloat16* slots, __nv_bfloat16* out, std
   }
 }
 
+// The unfused gemm_rs's conversions: its bf16 partial product widened to fp32 for the exchange,
+// and the fp32 sum rounded once to bf16 (the collective's bf16 sum would round after every add).
+__global__ void widen_bf16(const __nv_bfloat16* in, float* out, std::uint64_t elements) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < elements; i += stride)
+    out[i] = __bfloat162float(in[i]);
+}
+__global__ void narrow_to_bf16(const float* in, __nv_bfloat16* out, std::uint64_t elements) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < elements; i += stride)
+    out[i] = __float2bfloat16_rn(in[i]);
+}
+
 void check_launch(const char* kernel) {
   APERTURE_CUDA_CHECK(cudaGetLastError(), std::string("OverlappedGemm: launching ") + kernel);
 }
@@ -144,6 +160,16 @@ struct OverlappedGemm::State {
   cudaStream_t side = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
   std::map<std::tuple<std::size_t, std::size_t, std::size_t>, Plan> plans;
+  // Set when some peer is out of load/store reach on a team over several nodes: every call then
+  // runs unfused, the GEMM beside this Communicator's collective (hierarchical across nodes).
+  std::unique_ptr<Communicator> across_nodes;
+  struct Scratch {  // plain device memory of this rank (the collective's user buffers need not be symmetric)
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
+  Scratch gathered;  // ag_gemm: [m][k], the whole A
+  Scratch product;   // gemm_rs: this rank's whole partial product, in bf16 and fp32, and its fp32 shard of the sum
+  cudaEvent_t unfused_done = nullptr;  // the last unfused call's use of the scratch, for a call on another stream
 
   State(Provider& p, Team& t) : provider(p), team(t) {}
 
@@ -215,6 +241,35 @@ struct OverlappedGemm::State {
       throw Error(ErrorCode::unavailable, std::string("OverlappedGemm: provider ") + std::string(provider.name()) +
                   " cannot address every peer's memory directly; ag_gemm and gemm_rs need all ranks on one NVLink/PCIe domain");
   }
+
+  // The unfused form (a team over several nodes). Its collectives wait for the stream on the host
+  // and call MPI between nodes, which a CUDA graph cannot hold: refused before anything is queued.
+  void refuse_capture(const char* call, cudaStream_t stream) const {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    APERTURE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "OverlappedGemm");
+    if (capture != cudaStreamCaptureStatusNone)
+      throw Error(ErrorCode::unavailable,
+                  std::string("OverlappedGemm::") + call + ": the stream is being captured into a CUDA graph, but the team "
+                  "spans " + std::to_string(team.node_count()) + " nodes, where " + call + " runs unfused on the "
+                  "Communicator's collective between nodes, which waits for the stream on the host and exchanges through "
+                  "MPI: neither can be captured. Call it outside the capture (on one node it can be captured)");
+  }
+  // `buffer` holds at least `bytes` afterwards (this rank's memory alone: no peer writes into it).
+  // Growing waits for the calls that still use it.
+  void ensure(Scratch& buffer, std::size_t bytes, cudaStream_t stream) {
+    if (buffer.ptr != nullptr && buffer.bytes >= bytes) return;
+    APERTURE_CUDA_CHECK(cudaStreamSynchronize(stream), "OverlappedGemm");
+    if (unfused_done != nullptr) APERTURE_CUDA_CHECK(cudaEventSynchronize(unfused_done), "OverlappedGemm");
+    APERTURE_CUDA_CHECK(cudaFree(buffer.ptr), "OverlappedGemm");
+    buffer = Scratch{};
+    APERTURE_CUDA_CHECK(cudaMalloc(&buffer.ptr, bytes), "OverlappedGemm: " + std::to_string(bytes) + " bytes of scratch");
+    buffer.bytes = bytes;
+  }
+  // Orders this call's use of the scratch after the previous call's, whatever streams they ran on.
+  void begin_unfused(cudaStream_t stream) {
+    APERTURE_CUDA_CHECK(cudaStreamWaitEvent(stream, unfused_done, 0), "OverlappedGemm");
+  }
+  void end_unfused(cudaStream_t stream) { APERTURE_CUDA_CHECK(cudaEventRecord(unfused_done, stream), "OverlappedGemm"); }
 };
 
 namespace {
@@ -243,6 +298,12 @@ void check_pointer(const char* call, const char* what, const void* p) {
                 "on 16 bytes (cudaMalloc gives 256)");
 }
 
+// The unfused gemm_rs's scratch: the bf16 partial product [m][n], it widened to fp32 [m][n], and
+// this rank's fp32 sum [rows][n].
+std::size_t unfused_rs_bytes(std::size_t m, std::size_t n, std::size_t rows) {
+  return m * n * sizeof(__nv_bfloat16) + m * n * sizeof(float) + rows * n * sizeof(float);
+}
+
 // The checks of an ag_gemm or gemm_rs call (its shape, its three matrices); returns the rows
 // each rank holds.
 std::size_t check_call(const char* call, std::size_t m, std::size_t n, std::size_t k, int world,
@@ -269,9 +330,25 @@ OverlappedGemm::OverlappedGemm(Provider& provider, Team& team) : state_(std::mak
   APERTURE_CUDA_CHECK(cudaPointerGetAttributes(&attributes, s.flags.ptr), "OverlappedGemm: flags");
   APERTURE_CUDA_CHECK(cudaSetDevice(attributes.device), "OverlappedGemm");
   APERTURE_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, attributes.device), "OverlappedGemm");
-  if (!s.flags.map.all_direct())
+  bool unfused = false;
+  if (team.node_count() > 1) {
+    // Every rank takes the same form: unfused as soon as any rank cannot load/store some peer's flags.
+    const std::uint8_t mine = s.flags.map.all_direct() ? 0 : 1;
+    std::vector<std::uint8_t> every(static_cast<std::size_t>(s.world));
+    team.allgather(&mine, every.data(), 1);
+    unfused = std::find(every.begin(), every.end(), std::uint8_t{1}) != every.end();
+  } else if (!s.flags.map.all_direct()) {
     throw Error(ErrorCode::unavailable, "OverlappedGemm: provider " + std::string(provider.name()) +
                 " cannot address every peer's memory directly; ag_gemm and gemm_rs need all ranks on one NVLink/PCIe domain");
+  }
+  if (unfused) {
+    try {
+      s.across_nodes = std::make_unique<Communicator>(provider, team);  // collective, as the flags were
+    } catch (...) {
+      provider.free(s.flags);  // every rank gets here alike (MPI did not start the ranks, ...)
+      throw;
+    }
+  }
   APERTURE_CUDA_CHECK(cudaMemset(s.flags.ptr, 0, flag_bytes), "OverlappedGemm: flags");
   APERTURE_CUDA_CHECK(cudaMalloc(&s.local, kLocalWords * sizeof(std::uint64_t)), "OverlappedGemm: epochs");
   APERTURE_CUDA_CHECK(cudaMemset(s.local, 0, kLocalWords * sizeof(std::uint64_t)), "OverlappedGemm: epochs");
@@ -280,6 +357,7 @@ OverlappedGemm::OverlappedGemm(Provider& provider, Team& team) : state_(std::mak
   APERTURE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking), "OverlappedGemm: the side stream");
   APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming), "OverlappedGemm");
   APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming), "OverlappedGemm");
+  if (unfused) APERTURE_CUDA_CHECK(cudaEventCreateWithFlags(&s.unfused_done, cudaEventDisableTiming), "OverlappedGemm");
   APERTURE_CUDA_CHECK(cudaDeviceSynchronize(), "OverlappedGemm");
   team.barrier();  // every rank's flags are zero before any peer raises one
 }
@@ -289,6 +367,7 @@ OverlappedGemm::~OverlappedGemm() {
   try {
     cudaDeviceSynchronize();
     s.team.barrier();  // no peer still writes into this rank's buffers
+    s.across_nodes.reset();  // collective: frees its scratch
     if (s.recv.ptr != nullptr) s.provider.free(s.recv);
     if (s.gather.ptr != nullptr) s.provider.free(s.gather);
     s.provider.free(s.flags);
@@ -305,6 +384,9 @@ OverlappedGemm::~OverlappedGemm() {
   if (s.fork != nullptr) cudaEventDestroy(s.fork);
   if (s.join != nullptr) cudaEventDestroy(s.join);
   if (s.side != nullptr) cudaStreamDestroy(s.side);
+  if (s.unfused_done != nullptr) cudaEventDestroy(s.unfused_done);
+  cudaFree(s.gathered.ptr);
+  cudaFree(s.product.ptr);
   cudaFree(s.workspace);
   cudaFree(s.local);
 }
@@ -316,6 +398,11 @@ void OverlappedGemm::reserve(std::size_t m, std::size_t n, std::size_t k) {
   State& s = *state_;
   check_shape("reserve", m, n, k, s.world);
   if (s.world == 1) return;  // one rank moves nothing: no symmetric buffers
+  if (s.across_nodes) {
+    s.ensure(s.gathered, m * k * sizeof(__nv_bfloat16), nullptr);
+    s.ensure(s.product, unfused_rs_bytes(m, n, m / static_cast<std::size_t>(s.world)), nullptr);
+    return;
+  }
   s.ensure(s.gather, m * k * sizeof(__nv_bfloat16), "gather", nullptr);
   s.ensure(s.recv, m * n * sizeof(__nv_bfloat16), "receive", nullptr);
 }
@@ -329,6 +416,15 @@ void OverlappedGemm::ag_gemm(const void* a_shard, const void* b, void* c, std::s
   auto* out = static_cast<__nv_bfloat16*>(c);
   if (s.world == 1) {
     s.gemm(own, b, out, rows, n, k, stream);
+    return;
+  }
+  if (s.across_nodes) {  // unfused: gather all of A, then one GEMM
+    s.refuse_capture("ag_gemm", stream);
+    s.ensure(s.gathered, m * k * sizeof(__nv_bfloat16), stream);
+    s.begin_unfused(stream);
+    s.across_nodes->all_gather(a_shard, s.gathered.ptr, rows * k, DataType::bfloat16, stream);
+    s.gemm(s.gathered.ptr, b, out, m, n, k, stream);
+    s.end_unfused(stream);
     return;
   }
   s.ensure(s.gather, m * k * sizeof(__nv_bfloat16), "gather", stream);
@@ -374,6 +470,28 @@ void OverlappedGemm::gemm_rs(const void* a, const void* b, void* c_shard, std::s
     s.gemm(in, b, c_shard, rows, n, k, stream);
     return;
   }
+  if (s.across_nodes) {  // unfused: the whole partial product, then the reduce-scatter across nodes
+    // The partials travel as fp32 (twice the bytes of bf16): summed in fp32 and rounded once at the
+    // end, as on one node, where the collective's bf16 sum would round after each of the W - 1 adds.
+    s.refuse_capture("gemm_rs", stream);
+    s.ensure(s.product, unfused_rs_bytes(m, n, rows), stream);
+    auto* partial = static_cast<__nv_bfloat16*>(s.product.ptr);
+    auto* wide = reinterpret_cast<float*>(partial + m * n);  // [m][n]
+    float* summed = wide + m * n;                            // [rows][n]
+    s.begin_unfused(stream);
+    s.gemm(in, b, partial, m, n, k, stream);
+    const int threads = 256;
+    const auto blocks = [&](std::uint64_t elements) {
+      return static_cast<int>(std::min<std::uint64_t>((elements + threads - 1) / threads, 4ull * s.sms));
+    };
+    widen_bf16<<<blocks(m * n), threads, 0, stream>>>(partial, wide, m * n);
+    check_launch("widen_bf16");
+    s.across_nodes->reduce_scatter(wide, summed, rows * n, DataType::float32, ReduceOp::sum, stream);
+    narrow_to_bf16<<<blocks(rows * n), threads, 0, stream>>>(summed, static_cast<__nv_bfloat16*>(c_shard), rows * n);
+    check_launch("narrow_to_bf16");
+    s.end_unfused(stream);
+    return;
+  }
   s.ensure(s.recv, m * n * sizeof(__nv_bfloat16), "receive", stream);
   auto* slots = static_cast<__nv_bfloat16*>(s.recv.ptr);
   const std::size_t slot_elements = rows * n;
@@ -403,6 +521,7 @@ void OverlappedGemm::check(Stream stream_handle) {
   State& s = *state_;
   APERTURE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_handle)), "OverlappedGemm");
   APERTURE_CUDA_CHECK(cudaStreamSynchronize(s.side), "OverlappedGemm: the side stream");
+  if (s.across_nodes) s.across_nodes->check(stream_handle);  // its node phases' kernel waits
   std::uint64_t status = 0;
   APERTURE_CUDA_CHECK(cudaMemcpy(&status, s.local + kStatus, sizeof status, cudaMemcpyDeviceToHost), "OverlappedGemm: status");
   if (status != 0)

@@ -11,8 +11,19 @@
 // on the GPU than in double on the host: an ulp, 2^-7 of each partial's magnitude; and the sum is
 // rounded once more, 2^-8 of it. Both add 2^-15 of the sum of |a b| for the fp32 accumulation.
 //
+// As two nodes (`aperture launch --mpi --nodes 2`, APERTURE_TEST_EXPECTED_NODES=2) the same calls
+// and checks run OverlappedGemm's unfused form (the Communicator's all_gather and reduce_scatter
+// across nodes), and the graph case checks instead that a capture is refused, naming why. The
+// bound is the same there: ag_gemm's all_gather copies, and gemm_rs rounds each partial product
+// to bf16 as on one node, widens it to fp32, folds the ranks in fp32 (node by node, then over the
+// nodes) and rounds to bf16 once at the end: beside the one-node terms only fp32 roundings, at
+// most W - 1 of 2^-24 relative, inside the 2^-15 term. Had it summed in bf16, each of the W - 1
+// adds would round to bf16 (the collectives round to the element type at every step): W - 1
+// terms of 2^-8 where the bound allows one, over it from 3 ranks up.
+//
 // A plain program (the GPU machine may lack GoogleTest), run as ranks of a job:
 //     aperture launch -n 2 -- gpu_gemm_test
+//     aperture launch --mpi --nodes 2 -n 2 -- gpu_gemm_test     (two nodes sharing a GPU)
 // Prints "SKIP: <reason>" and exits 77 without a GPU; "PASS gpu_gemm_test: N checks" or
 // "FAIL ..." and exits 0 or 1.
 #include <cuda_bf16.h>
@@ -38,7 +49,8 @@ using bf16 = __nv_bfloat16;
 
 void check_cuda(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
-    throw aperture::Error(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+    throw aperture::Error(aperture::ErrorCode::system,
+                          std::string(call) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }
 #define CUDA(call) check_cuda((call), #call)
 
@@ -180,6 +192,40 @@ void shape_case(aperture::OverlappedGemm& tp, cudaStream_t stream, std::size_t r
   }
 }
 
+// Across nodes: a capture is refused before anything is queued (the capture itself stays valid
+// and ends empty), then the same calls outside it still run.
+void graph_refused_case(aperture::OverlappedGemm& tp, cudaStream_t stream) {
+  const std::size_t rows = 48, n = 128, k = 192, m = rows * static_cast<std::size_t>(g_world);
+  tp.reserve(m, n, k);
+  Device a(rows * k), b(k * n), c(m * n), ra(m * k), rb(k * n), rc(rows * n);
+  const auto refused = [&](const char* what, const std::function<void()>& call) {
+    ++g_checks;
+    cudaGraph_t graph = nullptr;
+    CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    std::string error;
+    aperture::ErrorCode code = aperture::ErrorCode::internal;
+    try {
+      call();
+    } catch (const aperture::Error& e) {
+      error = e.what();
+      code = e.code();
+    }
+    CUDA(cudaStreamEndCapture(stream, &graph));
+    std::size_t nodes = 1;
+    CUDA(cudaGraphGetNodes(graph, nullptr, &nodes));
+    CUDA(cudaGraphDestroy(graph));
+    if (code != aperture::ErrorCode::unavailable || error.find("CUDA graph") == std::string::npos ||
+        error.find("nodes") == std::string::npos || nodes != 0) {
+      ++g_failures;
+      std::printf("[rank %d] %s captured across nodes: want an unavailable Error naming the CUDA graph and the nodes, "
+                  "and an empty capture; got code %d, %zu node(s) captured: %s\n",
+                  g_rank, what, static_cast<int>(code), nodes, error.empty() ? "(no error)" : error.c_str());
+    }
+  };
+  refused("ag_gemm", [&] { tp.ag_gemm(a.p, b.p, c.p, m, n, k, stream); });
+  refused("gemm_rs", [&] { tp.gemm_rs(ra.p, rb.p, rc.p, m, n, k, stream); });
+}
+
 // ag_gemm then gemm_rs captured once into a CUDA graph and replayed on three sets of inputs.
 void graph_case(aperture::OverlappedGemm& tp, cudaStream_t stream) {
   const std::size_t rows = 48, n = 128, k = 192, m = rows * static_cast<std::size_t>(g_world);
@@ -261,9 +307,19 @@ int main() {
     if (g_rank == 0) {
       const char* given = std::getenv("APERTURE_TEST_SEED");
       g_seed = given != nullptr ? std::strtoull(given, nullptr, 0) : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-      std::printf("gpu_gemm_test: %d rank(s) on %s, seed %#" PRIx64 "\n", g_world, name.c_str(), g_seed);
+      std::printf("gpu_gemm_test: %d rank(s) on %d node(s) on %s, seed %#" PRIx64 "\n", g_world, team.node_count(), name.c_str(),
+                  g_seed);
     }
     team.broadcast(&g_seed, sizeof g_seed, 0);
+    // What the registration expects (told by CTest, not read back from the launcher under test):
+    // a run meant for two nodes that formed one would test only the fused form.
+    const char* expected_text = std::getenv("APERTURE_TEST_EXPECTED_NODES");
+    const int expected_nodes = expected_text != nullptr ? std::atoi(expected_text) : team.node_count();
+    if (team.node_count() != expected_nodes) {
+      std::printf("FAIL gpu_gemm_test: rank %d: the team spans %d node(s), expected %d (APERTURE_TEST_EXPECTED_NODES; "
+                  "two nodes need `aperture launch --mpi --nodes 2`)\n", g_rank, team.node_count(), expected_nodes);
+      return 1;
+    }
     {
       std::unique_ptr<aperture::OverlappedGemm> made;
       try {
@@ -283,7 +339,11 @@ int main() {
             shape_case(tp, stream, rows, n, k, salt);
             salt += 100;
           }
-      graph_case(tp, stream);
+      if (team.node_count() > 1 && g_world > 1) {
+        graph_refused_case(tp, stream);  // unfused across nodes
+      } else {
+        graph_case(tp, stream);
+      }
       refusal_cases(tp, stream);
       shape_case(tp, stream, 32, 64, 128, salt);  // still works after the refusals
       tp.check(stream);

@@ -26,6 +26,21 @@
 // in device memory: a call may be captured in a CUDA graph and replayed. Device waits give up
 // after APERTURE_TIMEOUT; check() reports that.
 //
+// Across nodes (a team over several nodes where some peer's memory is out of load/store reach;
+// docs/MULTINODE.md) both run UNFUSED, with no overlap, on a Communicator's collectives
+// (hierarchical: the node's ranks by load/store, the nodes through MPI):
+//   ag_gemm  all_gather of the shards into a buffer of A's m x k, then one GEMM of all m rows;
+//   gemm_rs  one GEMM of all m rows into an m x n buffer (the bf16 partial product), widened to
+//            fp32, reduce_scatter (sum) in fp32, and the shard rounded once to bf16: the same
+//            arithmetic as on one node (bf16 partials summed in fp32, rounded once), with the
+//            ranks folded node by node (rank order within a node, then node order), and twice
+//            the bytes between nodes that a bf16 sum would move (which would round after every add).
+// Same shapes, errors and stream order. The constructor then also makes that Communicator
+// (collective; its scratch comes from `provider`: 128 MiB + 4 MiB per rank at its defaults),
+// and the calls cannot be captured in a CUDA graph (the collective waits for the stream on the
+// host and calls MPI): a call while `stream` is capturing throws aperture::Error (unavailable)
+// before it queues anything.
+//
 // Calls are collective (every rank, same order, same shapes) and run on `stream` (the caller's
 // current stream; a cudaStream_t). The symmetric buffers grow on a call that needs more (a
 // collective allocation from the provider); call reserve() with the largest shapes before

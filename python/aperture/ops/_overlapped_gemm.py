@@ -10,7 +10,11 @@ symmetric (the C++ class moves the data through its own symmetric buffers, alloc
 `provider`). The C++ class checks the shapes (m a multiple of the team size, n and k of 64) and
 the 16-byte alignment; this layer checks what the C++ API cannot see (dtypes, devices, matching
 dimensions). Calls are collective and may be captured in a CUDA graph once reserve() has sized
-the buffers for the largest shapes."""
+the buffers for the largest shapes.
+
+Across nodes (ranks started by mpirun or `aperture launch --mpi` on several nodes) both run
+unfused, with no overlap: the GEMM beside the Communicator's all_gather or reduce_scatter across
+nodes (docs/MULTINODE.md); those cannot be captured in a CUDA graph (aperture.Error, unavailable)."""
 
 from .. import _core
 from .._error import ErrorCode, fail

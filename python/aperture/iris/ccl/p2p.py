@@ -13,7 +13,8 @@ peer, so a missing partner never hangs a rank.
 The sender's tensor must lie on the heap, and a send completes when the receiver has taken it
 (a rendezvous); or it is staged through a ``P2PState``, which copies it into this rank's slot for
 the peer (once the peer took the previous message), and the send completes at once (buffered). Ranks reach each other's heaps by
-load/store: peers out of that reach (another node) raise aperture.Error.
+load/store: a peer out of that reach (another node) is refused by isend and irecv at once, on both
+sides, with an aperture.Error (code unavailable).
 """
 
 import os
@@ -91,6 +92,17 @@ class Mailboxes:
         self.acks_map = aperture.address_map(self.acks)
         self.sent = [0] * n  # sequence numbers, per peer
         self.received = [0] * n
+        self.indirect = set(self.inbox_map.indirect_peers)  # ranks of other nodes: no load/store
+
+    def reachable(self, peer, call):
+        """Refuses, on both sides at once, a peer out of load/store reach (a partner that waited for
+        it would otherwise give up only after APERTURE_TIMEOUT)."""
+        if peer in self.indirect:
+            raise aperture.Error(f"aperture: iris.ccl.{call}: rank {peer} is not reachable by load/store from rank "
+                                 f"{self.ctx.get_rank()} (another node: its heap table entry is 0), and send/recv copy "
+                                 "through the heap; exchange with ranks of other nodes through ctx.ccl's collectives "
+                                 "(all_to_all, broadcast, scatter, gather), which reach every node",
+                                 code=aperture.ErrorCode.unavailable)
 
     def post(self, dst, offset, nbytes):
         self.sent[dst] += 1
@@ -179,6 +191,7 @@ def isend(ctx, tensor, dst, p2p_state=None, group=None, tag=0):
     _check_peer(ctx, dst, "isend", "dst")
     dst = int(dst)
     boxes = _mailboxes(ctx)
+    boxes.reachable(dst, "isend")
     if p2p_state is not None:
         # Staged: the slot is free once the peer took the previous message; the caller's tensor is
         # free at once, so the work is complete when returned (a buffered send).
@@ -204,6 +217,7 @@ def irecv(ctx, tensor, src, p2p_state=None, group=None, tag=0):
     _check_group(ctx, group, "irecv")
     _check_peer(ctx, src, "irecv", "src")
     boxes = _mailboxes(ctx)
+    boxes.reachable(int(src), "irecv")
     return P2PWork(lambda: boxes.take(int(src), tensor))
 
 
