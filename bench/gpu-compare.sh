@@ -20,6 +20,8 @@
 #      (gemm-bench.csv, torch-fused.csv);
 #   6. Iris bandwidth: examples/iris/{store,load}_bandwidth.py --compare at 2 ranks (iris-*.txt);
 #   7. Iris's fused all_reduce_rmsnorm against all_reduce + torch's rms_norm (iris-rmsnorm.txt);
+#      iris.ccl's host time over the same Communicator call, one GPU, 1 and 2 ranks
+#      (iris-ccl-overhead-np{1,2}.csv/.txt, full form on any machine);
 #   8. a Triton put to another node through the GPU proxy against a C++ kernel's (2 ranks as two
 #      simulated nodes; triton-proxy.txt);
 #   9. the README (command, machine, commit, each step's status), then `python3
@@ -117,6 +119,13 @@ done
 step iris-rmsnorm 120 "$launcher" launch -n "$ranks" --timeout 110 -- "$python" "$root/bench/python/iris_rmsnorm.py" \
   --iters $(( smoke ? 20 : 200 ))
 (( dry_run )) || cp "$logs/iris-rmsnorm.log" "$results/${prefix}iris-rmsnorm.txt" 2>/dev/null
+# 7b. iris.ccl's host time over the same Communicator call (issue 27's 5 % target): one GPU, at
+#     1 rank and at 2 ranks sharing it, on any machine (full form: it is a one-GPU figure).
+for n in 1 2; do
+  step "iris-ccl-overhead-np$n" 120 env CUDA_VISIBLE_DEVICES=0 "$launcher" launch -n "$n" --timeout 110 -- "$python" \
+    "$root/examples/iris/ccl_overhead.py" --iters 2000 --csv "$results/iris-ccl-overhead-np$n.csv"
+  (( dry_run )) || cp "$logs/iris-ccl-overhead-np$n.log" "$results/iris-ccl-overhead-np$n.txt" 2>/dev/null
+done
 # 8. A Triton put to another node through the GPU proxy against the same put from a C++ kernel:
 #    2 ranks as two simulated nodes (one GPU: both on GPU 0; the proxy's cost, not a cluster's).
 step triton-proxy 150 env CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=256M "$launcher" launch --mpi --nodes 2 -n 2 \

@@ -35,6 +35,12 @@
 #   python       (pytest) pip install of the package; python/tests at 1 rank with every GPU
 #                provider named; at 2 ranks sharing GPU 0 (cuda-ipc, cuda-vmm); the Iris tests
 #                under mpirun; the Iris examples
+#   iris-upstream (scripts/iris-upstream.sh) Iris's own tests and examples, unmodified, through
+#                `python -m aperture.iris`: at 1 rank and at 2 ranks (sharing GPU 0 with one GPU),
+#                from the Iris tree at IRIS_SRC or .deps/iris (docs/IRIS.md: the lead carries it), in `all`;
+#                N/A, saying so, when neither is there; on one H200 a call of its own per rank
+#                count: NO_BUILD=1 IRIS_RANKS=1 (then =2) scripts/gpu-check.sh iris-upstream (IRIS_ONLY=
+#                regex narrows the files, scripts/iris-upstream.sh)
 #   compare      (bench/gpu-compare.sh) every benchmark in its one-GPU (smoke) form on one GPU,
 #                in full with two or more; results under LOG_DIR/compare
 #
@@ -61,8 +67,8 @@ for arg in "${@:-core}"; do
   case $arg in
     core) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize) ;;
     rest) parts+=(build python compare) ;;
-    all) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize python compare) ;;
-    build|gpu|churn|bulk|proxy|examples|collectives|gemm|sanitize|python|compare) parts+=("$arg") ;;
+    all) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize python iris-upstream compare) ;;
+    build|gpu|churn|bulk|proxy|examples|collectives|gemm|sanitize|python|iris-upstream|compare) parts+=("$arg") ;;
     *) sed -n '2,12p' "${BASH_SOURCE[0]}" >&2; echo "gpu-check: unknown part '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -310,6 +316,28 @@ part_python() {
   else record python FAIL $((SECONDS - start)) "$pytest_verdict (logs python.*.log)"; fi
 }
 
+part_iris_upstream() {
+  local iris_src="${IRIS_SRC:-$root/.deps/iris}"
+  local command=(env IRIS_UPSTREAM_LOGS="$log_dir/iris-upstream" PYTHON="$python" bash "$root/scripts/iris-upstream.sh" "$iris_src")
+  if (( dry_run )); then echo "${command[*]}"; return; fi
+  if [[ ! -d $iris_src/tests ]]; then
+    record iris-upstream N/A 0 "no Iris tree at $iris_src: carry .deps/iris (docs/IRIS.md) or set IRIS_SRC"
+    return
+  fi
+  in_time iris-upstream || return
+  # The package this tree builds (the python part installs it; alone, this part does).
+  if [[ -z ${asked[python]:-} ]]; then
+    if [[ -n ${python_install_job:-} ]]; then wait "$python_install_job"; fi
+    run iris-upstream.install 300 "${python_install[@]}"
+    (( rc == 0 )) || { record iris-upstream FAIL "$took" "pip install: exit $rc"; tail_of iris-upstream.install; return; }
+  fi
+  run iris-upstream $((deadline - SECONDS - 10)) "${command[@]}"  # the rest of the budget: IRIS_RANKS=1 / =2 split it
+  local verdict
+  verdict=$(grep -E '^iris-upstream: [0-9]+ passed' "$log_dir/iris-upstream.log" | tail -1)
+  if (( rc == 0 )); then record iris-upstream PASS "$took" "${verdict#iris-upstream: }"
+  else record iris-upstream FAIL "$took" "exit $rc: ${verdict#iris-upstream: } (per file: $log_dir/iris-upstream.log)"; tail_of iris-upstream 40; fi
+}
+
 compare_command=(env LOG_DIR="$log_dir/compare" BUILD_DIR="$build_dir" NO_BUILD=1 bash "$root/bench/gpu-compare.sh")
 # On one GPU the compare part is a smoke run (no target reads its files; the bulk step's too,
 # COMPARE_BESIDE=1): it starts beside the python part's tests, once the package is installed, so
@@ -352,7 +380,7 @@ if (( dry_run )); then
     echo "== $part"
     case $part in
       build) part_build ;; gpu) part_gpu ;; collectives) part_collectives ;; python) part_python ;;
-      compare) part_compare ;; sanitize) part_sanitize ;;
+      iris-upstream) part_iris_upstream ;; compare) part_compare ;; sanitize) part_sanitize ;;
       *) part_label "$part" "gpu-$part" ;;
     esac
   done
@@ -368,6 +396,7 @@ else
       collectives) part_collectives ;;
       sanitize) part_sanitize ;;
       python) part_python ;;
+      iris-upstream) part_iris_upstream ;;
       compare) part_compare ;;
       *) part_label "$part" "gpu-$part" ;;
     esac

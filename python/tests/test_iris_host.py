@@ -104,6 +104,48 @@ def test_out_tensors_and_bad_requests(shmem):
             shmem.zeros(4, device="cpu")
 
 
+def test_what_irises_own_tests_call(shmem):
+    # Iris's tests call its private helpers by their mangled names, match its out= messages and
+    # expect ValueError for a layout; example 07 imports the context from iris.mem.triton.context.
+    raw = shmem._Iris__allocate(6, torch.int32)
+    assert raw.shape == (6,) and raw.dtype == torch.int32 and shmem._Iris__on_symmetric_heap(raw)
+    assert not shmem._Iris__on_symmetric_heap(torch.zeros(6, device=shmem.get_device()))
+    same = shmem.zeros(2, 3, dtype=torch.int32, out=raw)
+    assert same.data_ptr() == raw.data_ptr() and bool((same == 0).all())
+    with pytest.raises(RuntimeError, match="The output tensor has 6 elements, but 9 are required"):
+        shmem.zeros(3, 3, dtype=torch.int32, out=raw)
+    with pytest.raises(RuntimeError, match="The output tensor has dtype torch.int32, but torch.float32 is required"):
+        shmem.zeros(2, 3, dtype=torch.float32, out=raw)
+    with pytest.raises(RuntimeError, match="The output tensor is not on the symmetric heap"):
+        shmem.zeros(2, 3, dtype=torch.int32, out=torch.zeros(2, 3, dtype=torch.int32, device=shmem.get_device()))
+    with pytest.raises(ValueError, match="layout") as refused:
+        shmem.zeros(2, 4, layout=torch.sparse_coo)
+    assert isinstance(refused.value, aperture.Error)
+    from aperture.iris.mem.triton import DeviceContext, load
+    from aperture.iris.mem.triton.context import Context
+    assert Context is iris.DeviceContext and DeviceContext is iris.DeviceContext and load is iris.load
+
+
+def test_a_dropped_context_goes_without_a_garbage_collection(team):
+    # Iris's tests make a context (and a heap) per test; a reference cycle would hold each heap's
+    # memory until a collection, so a file of 8 GiB heaps would run the GPU out of memory.
+    import gc
+    import weakref
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        ctx = iris.iris(HEAP, team=team)
+        ctx.ccl.barrier()
+        ctx.zeros(4)
+        gone = weakref.ref(ctx)
+        del ctx
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def test_broadcast_from_every_root(shmem, team):
     for root in range(team.size):
         mine = {"root": team.rank, "values": list(range(team.rank + 3))}

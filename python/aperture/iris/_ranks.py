@@ -41,7 +41,10 @@ def _team_from_torch_distributed(dist):
     if rank == 0:
         address = os.environ.get("MASTER_ADDR") or socket.gethostbyname(socket.gethostname())
         plan = [(address, _free_port(), secrets.token_hex(8))]
-    dist.broadcast_object_list(plan, src=0)
+    # Over gloo, whatever the job's backend: NCCL would need each rank's GPU chosen first and
+    # refuses two ranks on one GPU, neither of which this host-side plan has to care about.
+    group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+    dist.broadcast_object_list(plan, src=0, group=group)
     address, port, token = plan[0]
     for name in ("APERTURE_RANK", "APERTURE_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
         os.environ.pop(name, None)  # another launcher's variables would win over these

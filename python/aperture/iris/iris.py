@@ -257,6 +257,16 @@ class Iris:
                                  f"job; give 0..{self.num_ranks - 1}", code=aperture.ErrorCode.invalid_argument)
 
     # ---- the heap ---------------------------------------------------------------------
+    # Iris's private helpers, which its own tests call by their mangled names
+    # (shmem._Iris__allocate(n, dtype), shmem._Iris__on_symmetric_heap(t)).
+    def __allocate(self, num_elements, dtype):
+        """``num_elements`` of ``dtype`` from the heap, uninitialised, 1-D."""
+        return self.heap.allocate(int(num_elements), dtype)
+
+    def __on_symmetric_heap(self, tensor):
+        """True when ``tensor`` lies in the symmetric heap."""
+        return self.heap.is_symmetric(tensor)
+
     def is_symmetric(self, tensor):
         """True when ``tensor`` lies in the heap or in one of this context's allocate_symmetric allocations."""
         if self.heap.is_symmetric(tensor):

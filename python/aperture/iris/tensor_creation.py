@@ -19,6 +19,15 @@ def _refuse(detail):
     raise aperture.Error("aperture: iris: " + detail, code=aperture.ErrorCode.invalid_argument)
 
 
+class InvalidArgumentValue(aperture.Error, ValueError):
+    """An aperture.Error that is also the ValueError Iris raises for the same bad argument (a layout
+    other than strided), so programs and tests that catch ValueError keep working."""
+
+
+def _refuse_value(detail):
+    raise InvalidArgumentValue("aperture: iris: " + detail, code=aperture.ErrorCode.invalid_argument)
+
+
 def flatten_size(size):
     # zeros(2, 3), zeros((2, 3)), zeros([2, 3]) and zeros(((2, 3),)) all mean shape (2, 3).
     size = tuple(size) if isinstance(size, (tuple, list, torch.Size)) else (size,)
@@ -47,19 +56,20 @@ def check_device(heap_device, device):
 
 def _check_layout(layout):
     if layout not in (None, torch.strided):
-        _refuse(f"layout {layout} is not supported; heap tensors are torch.strided")
+        _refuse_value(f"layout {layout} is not supported; heap tensors are torch.strided")
 
 
 def _check_out(heap, out, shape, dtype):
     if not isinstance(out, torch.Tensor):
         _refuse(f"out= must be a torch.Tensor on the symmetric heap, got {type(out).__name__}")
     if not heap.is_symmetric(out):
-        _refuse(f"the out tensor (at {out.data_ptr():#x}) is not on the symmetric heap (base "
+        _refuse(f"The output tensor is not on the symmetric heap (it is at {out.data_ptr():#x}; the heap is "
                 f"{heap.memory_pool.data_ptr():#x}, {heap.heap_size} bytes); allocate it with the context's factories")
     if out.dtype != dtype:
-        _refuse(f"the out tensor has dtype {out.dtype}, {dtype} is required")
+        _refuse(f"The output tensor has dtype {out.dtype}, but {dtype} is required")
     if out.numel() != math.prod(shape):
-        _refuse(f"the out tensor has {out.numel()} elements, shape {tuple(shape)} needs {math.prod(shape)}")
+        _refuse(f"The output tensor has {out.numel()} elements, but {math.prod(shape)} are required "
+                f"(shape {tuple(shape)})")
     if tuple(out.shape) != tuple(shape):
         out.resize_(shape)  # torch's out= rule: the same object, reshaped (same element count: no reallocation)
 

@@ -9,6 +9,8 @@ has no subgroups. ``async_op`` is accepted: every call is ordered on the stream,
 the stream sees its result either way.
 """
 
+import weakref
+
 import aperture
 
 from . import p2p
@@ -42,7 +44,9 @@ class CCL:
     """``ctx.ccl``: the collectives of one Iris context."""
 
     def __init__(self, ctx):
-        self._iris = ctx
+        # Weak: the context owns this object, and a cycle would keep its heap (GPU memory) alive
+        # until a garbage collection, past the end of a test that made a context of its own.
+        self._iris = weakref.proxy(ctx)
         self._comm = None
         self._scratch = {}
         self._workspace = None

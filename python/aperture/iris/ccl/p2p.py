@@ -19,6 +19,7 @@ sides, with an aperture.Error (code unavailable).
 
 import os
 import time
+import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -83,7 +84,7 @@ class Mailboxes:
     """Per context: ``inbox[s]`` (what rank s sent me) and ``acks[d]`` (what rank d took from me)."""
 
     def __init__(self, ctx):
-        self.ctx = ctx
+        self.ctx = weakref.proxy(ctx)  # owned by the context (see ccl.CCL)
         n = ctx.get_num_ranks()
         self.inbox = ctx.provider.zeros((n, 4), torch.int64)
         self.acks = ctx.provider.zeros((n,), torch.int64)

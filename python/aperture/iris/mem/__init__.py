@@ -1,0 +1,1 @@
+"""``iris.mem``: where Iris's newest tree keeps its device side (``iris.mem.triton``)."""

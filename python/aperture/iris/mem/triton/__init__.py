@@ -1,0 +1,24 @@
+"""``iris.mem.triton``: the device side at the path Iris's newest tree gives it.
+
+``Context`` (also ``DeviceContext``) and the device functions are aperture.iris's own, the same
+objects as ``iris.DeviceContext`` and ``iris.load`` ...; Iris's tile, signal and tracing helpers of
+this module (``Tile``, ``put_signal``, ``quiet``, ``Tracing`` ...) are not provided (docs/IRIS.md).
+"""
+
+from ..._device import (  # noqa: F401
+    atomic_add,
+    atomic_and,
+    atomic_cas,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_sub,
+    atomic_xchg,
+    atomic_xor,
+    copy,
+    get,
+    load,
+    put,
+    store,
+)
+from .context import Context, DeviceContext  # noqa: F401

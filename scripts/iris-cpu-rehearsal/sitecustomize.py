@@ -1,0 +1,59 @@
+"""CPU rehearsal of Iris's own tests (scripts/iris-upstream.sh on a machine without a GPU): not evidence.
+
+Iris's tests and examples build their reference tensors with ``device="cuda"``, call
+``torch.cuda.synchronize()`` and start torch.distributed on NCCL. Where there is no GPU, this module
+(on PYTHONPATH only when scripts/iris-upstream.sh finds no GPU and APERTURE_IRIS_CPU_REHEARSAL=1)
+makes those CUDA requests mean the CPU, so the tests' own assertions run against aperture.iris's host
+heap with Triton's interpreter: a rehearsal that finds parity gaps before the GPU run. It changes
+nothing where a GPU exists, and aperture.iris itself never relies on it.
+"""
+
+import os
+
+
+def _install():
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    if torch.cuda.is_available():
+        return
+
+    def to_cpu(value):
+        if isinstance(value, torch.device) and value.type == "cuda":
+            return torch.device("cpu")
+        if isinstance(value, str) and value.split(":")[0] == "cuda":
+            return "cpu"
+        return value
+
+    class CudaMeansCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if "device" in kwargs:
+                kwargs["device"] = to_cpu(kwargs["device"])
+            name = getattr(func, "__name__", "")
+            if name == "cuda":  # tensor.cuda(): stays where it is
+                return args[0]
+            if name == "to" and len(args) > 1:
+                args = (args[0], to_cpu(args[1])) + tuple(args[2:])
+            return func(*args, **kwargs)
+
+    CudaMeansCpu().__enter__()  # for the life of the process
+    torch.cuda.synchronize = lambda device=None: None
+    torch.cuda.set_device = lambda device: None
+    torch.cuda.current_device = lambda: 0
+
+    import torch.distributed as dist
+
+    real_init = dist.init_process_group
+
+    def init_process_group(backend=None, *args, **kwargs):
+        if backend is not None and str(backend).lower() == "nccl":
+            backend = "gloo"
+        kwargs.pop("device_id", None)
+        return real_init(backend, *args, **kwargs)
+
+    dist.init_process_group = init_process_group
+
+
+if os.environ.get("APERTURE_IRIS_CPU_REHEARSAL") == "1":
+    _install()
