@@ -210,7 +210,7 @@ part_build() {
   in_time build || return
   # With the python part asked, the package builds from the start, beside the C++ build (the
   # second call's critical path); otherwise after it, beside the GPU tests.
-  [[ " ${parts[*]} " == *" python "* ]] && start_python_install
+  if [[ " ${parts[*]} " == *" python "* ]]; then start_python_install; fi
   run build 200 "${configure[@]}"
   if (( rc == 0 )); then
     local configured=$took
@@ -223,7 +223,8 @@ part_build() {
     return 1
   fi
   record build PASS "$took" "$(grep -m1 -E 'aperture: MPI' "$log_dir/build.log" | sed 's/^-- //'); $(ctest --test-dir "$build_dir" -N -L gpu | tail -1)"
-  [[ ${PYTHON_PREBUILD:-1} == 1 ]] && start_python_install
+  if [[ ${PYTHON_PREBUILD:-1} == 1 ]]; then start_python_install; fi
+  return 0
 }
 
 # The Python package's install in the background (it needs CPU, the GPU tests mostly the GPU);
@@ -391,7 +392,7 @@ if (( gpus == 0 )); then
 else
   for part in "${parts[@]}"; do
     case $part in
-      build) part_build || break ;;
+      build) part_build || { build_failed=1; break; } ;;
       gpu) part_gpu ;;
       collectives) part_collectives ;;
       sanitize) part_sanitize ;;
@@ -403,6 +404,13 @@ else
   done
 fi
 [[ -n ${python_install_job:-} ]] && wait "$python_install_job" 2>/dev/null
+# Every part asked for has its verdict: one the run never reached (the build failed) or never
+# judged is NOT RUN, a failure, never left out of the count.
+for part in "${parts[@]}"; do
+  grep -q "^$part " "$summary" && continue
+  if (( ${build_failed:-0} )); then record "$part" "NOT RUN" 0 "the build did not pass"
+  else record "$part" "NOT RUN" 0 "no verdict recorded (a fault of this script)"; fi
+done
 whole="FAILED"
 (( gpus > 0 && failed == 0 && passed > 0 )) && whole="PASSED"
 echo

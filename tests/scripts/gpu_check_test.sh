@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tests/scripts/gpu_check_test.sh — scripts/gpu-check.sh's verdicts, on any machine: nvidia-smi,
+# cmake and ctest replaced by stand-ins (on PATH) that act out a GPU machine, so the judging is
+# checked where no GPU is. What it guards: every part asked for gets a verdict (a part once
+# dropped silently and the run said PASSED), a failed build leaves the other parts NOT RUN, a
+# skipped test fails its part, and a machine with no GPU checks nothing and exits 1.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+work=$(mktemp -d /tmp/gpu-check-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+mkdir -p "$work/bin"
+# nvidia-smi: GPUS GPUs. cmake: configure and build succeed unless BUILD_FAILS=1. ctest: -N lists
+# three tests; a run passes them, or skips one (CTEST_SKIPS=1), or fails one (CTEST_FAILS=1).
+cat >"$work/bin/nvidia-smi" <<'EOF'
+#!/bin/sh
+i=0
+while [ "$i" -lt "${GPUS:-1}" ]; do echo "GPU $i: Stand-in H200 (UUID: GPU-$i)"; i=$((i + 1)); done
+EOF
+cat >"$work/bin/cmake" <<'EOF'
+#!/bin/sh
+case "$*" in --build*) [ "${BUILD_FAILS:-0}" = 1 ] && { echo "error: stand-in build failure"; exit 1; } ;; esac
+echo "-- aperture: MPI ON"
+EOF
+cat >"$work/bin/ctest" <<'EOF'
+#!/bin/sh
+case "$*" in *" -N"*) echo "Total Tests: 3"; exit 0 ;; esac
+if [ "${CTEST_FAILS:-0}" = 1 ]; then
+  echo "1/3 Test #1: gpu.stand-in ....***Failed 0.1 sec"
+  echo "67% tests passed, 1 tests failed out of 3"; exit 8
+fi
+[ "${CTEST_SKIPS:-0}" = 1 ] && echo "1/3 Test #1: gpu.stand-in .... Skipped 0.1 sec (Skipped)"
+echo "100% tests passed out of 3"
+EOF
+chmod +x "$work/bin/"*
+
+# check NAME EXPECTED_EXIT PATTERN... -- ENV... -- PARTS...: runs gpu-check and checks its exit
+# status and that each pattern is a line of its summary.
+check() {
+  local name=$1 want_rc=$2
+  shift 2
+  local patterns=() env=()
+  while [[ $1 != -- ]]; do patterns+=("$1"); shift; done
+  shift
+  while [[ $1 != -- ]]; do env+=("$1"); shift; done
+  shift
+  local logs="$work/$name" rc=0
+  env PATH="$work/bin:$PATH" LOG_DIR="$logs" BUILD_DIR="$work/build" PYTHON_PREBUILD=0 "${env[@]}" \
+    bash "$root/scripts/gpu-check.sh" "$@" >"$work/$name.out" 2>&1 || rc=$?
+  (( rc == want_rc )) || fail "$name: exit $rc, want $want_rc ($(tail -1 "$logs/summary.txt" 2>/dev/null))"
+  for p in "${patterns[@]}"; do
+    grep -qE "$p" "$logs/summary.txt" 2>/dev/null || { fail "$name: no summary line matches '$p'"; sed 's/^/    /' "$logs/summary.txt"; }
+  done
+}
+
+check every-part-judged 0 '^build +PASS' '^proxy +PASS' '^gemm +PASS' 'PASSED: 3 passed, 0 failed' -- -- proxy gemm
+check no-prebuild-drops-nothing 0 '^proxy +PASS' 'PASSED: 2 passed' -- PYTHON=/bin/false -- proxy
+check build-fails 1 '^build +FAIL' '^proxy +NOT RUN .*the build did not pass' '^gemm +NOT RUN' 'FAILED: 0 passed, 3 failed' \
+  -- BUILD_FAILS=1 -- proxy gemm
+check skip-fails 1 '^proxy +FAIL .*skipped' 'FAILED' -- CTEST_SKIPS=1 -- proxy
+check test-fails 1 '^gemm +FAIL .*exit 8' 'FAILED' -- CTEST_FAILS=1 -- gemm
+check no-gpu 1 '^proxy +N/A' 'nothing was checked' -- GPUS=0 -- proxy
+check budget-spent 1 '^build +NOT RUN .*budget' '^proxy +NOT RUN' -- GPU_CHECK_BUDGET_S=3 -- proxy
+check budget-spent-no-build 1 '^proxy +NOT RUN .*budget' -- GPU_CHECK_BUDGET_S=3 NO_BUILD=1 -- proxy
+
+if (( failures )); then echo "gpu_check_test: $failures failure(s)"; exit 1; fi
+echo "gpu_check_test: PASS (8 cases)"
