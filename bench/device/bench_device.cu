@@ -264,7 +264,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
   for (const std::string& op : ops) {
     if (std::find(kDeviceOps.begin(), kDeviceOps.end(), op) == kDeviceOps.end() &&
         std::find(kMoreDeviceOps.begin(), kMoreDeviceOps.end(), op) == kMoreDeviceOps.end())
-      throw Error("bench: unknown op '" + op + "' for GPU memory; ops are barrier, put, get, ping_pong, broadcast, "
+      throw Error(ErrorCode::invalid_argument, "bench: unknown op '" + op + "' for GPU memory; ops are barrier, put, get, ping_pong, broadcast, "
                   "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_reduce.ll, "
                   "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all, all_gather.symmetric, "
                   "reduce_scatter.symmetric, all_reduce.symmetric, all_reduce.two_shot.symmetric, all_to_all.symmetric, "

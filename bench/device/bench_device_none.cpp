@@ -6,7 +6,7 @@
 namespace aperture::bench {
 
 std::vector<BenchRow> bench_device(Team&, Provider&, const BenchOptions&) {
-  throw Error("bench: the provider serves GPU memory, but aperture was built without CUDA");
+  throw Error(ErrorCode::unavailable, "bench: the provider serves GPU memory, but aperture was built without CUDA");
 }
 
 }  // namespace aperture::bench

@@ -49,7 +49,7 @@ void expect_same(const std::vector<float>& a, const std::vector<float>& b, std::
                  int rank) {
   for (std::size_t i = 0; i < n; ++i)
     if (a[i] != b[i])
-      throw Error("bench: " + what + ": aperture and MPI disagree on rank " + std::to_string(rank) + " at element " +
+      throw Error(ErrorCode::internal, "bench: " + what + ": aperture and MPI disagree on rank " + std::to_string(rank) + " at element " +
                   std::to_string(i) + " (" + std::to_string(a[i]) + " vs " + std::to_string(b[i]) + ")");
 }
 
@@ -91,7 +91,7 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
       const bool node_op = std::find(kNodeOps.begin(), kNodeOps.end(), op) != kNodeOps.end();
       const bool path_op = std::find(kPathOps.begin(), kPathOps.end(), op) != kPathOps.end();
       if (std::find(kHostOps.begin(), kHostOps.end(), op) == kHostOps.end() && !node_op && !path_op)
-        throw Error("bench: unknown op '" + op + "' for host memory; ops are put, get, broadcast, all_gather, "
+        throw Error(ErrorCode::invalid_argument, "bench: unknown op '" + op + "' for host memory; ops are put, get, broadcast, all_gather, "
                     "reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all, barrier, "
                     "broadcast.staged (the staged broadcast at every size), broadcast.in_place, all_reduce.ll (the push "
                     "path at every size), and over nodes "

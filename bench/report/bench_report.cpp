@@ -120,7 +120,7 @@ void write_csv(const std::string& path, const std::vector<BenchRow>& rows) {
 
 std::vector<BenchRow> read_csv(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error("bench: cannot read " + path);
+  if (!in) throw Error(ErrorCode::invalid_argument, "bench: cannot read " + path + ": give the path of a CSV the bench wrote (--csv)");
   std::vector<BenchRow> rows;
   std::string line;
   std::getline(in, line);  // header
