@@ -407,7 +407,8 @@ NB_MODULE(_core, m) {
         b.get().all_to_all(as_pointer(in), as_pointer(out), count, type, as_stream(stream));
       }, "inp"_a, "out"_a, "count"_a, "dtype"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
       .def("check", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
-           "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>());
+           "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("between_nodes", [](CommunicatorBox& b) { return std::string(b.get().between_nodes()); });
 
   // Every matrix is a bf16 address of this rank's GPU; the Python layer
   // (aperture/ops/_overlapped_gemm.py) checks the tensors, the C++ class the shapes and the alignment.

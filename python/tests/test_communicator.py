@@ -126,6 +126,12 @@ def test_barrier_and_the_team_barrier(team, comm):
         team.barrier()
 
 
+def test_between_nodes_names_the_exchange_of_a_team_over_nodes(team, comm):
+    # Host memory crosses nodes on MPI whatever APERTURE_COLLECTIVES_BETWEEN_NODES says; one node
+    # has no exchange between nodes.
+    assert comm.between_nodes == ("mpi" if team.node_count > 1 else "")
+
+
 def test_views_of_symmetric_tensors_reduce_in_place(team, host_provider, comm):
     t = host_provider.zeros((4, 300), torch.int64)
     t.copy_(values(team.rank, 1200, torch.int64).view(4, 300))

@@ -150,6 +150,13 @@ class Communicator(CollectiveObject):
         self._core.broadcast(x.address, x.address, x.count, x.data_type, int(root), x.stream)
         return tensor
 
+    @property
+    def between_nodes(self):
+        """What a team over several nodes exchanges data between nodes on: "nccl" (GPU memory, NCCL
+        built in) or "mpi" (host memory; GPU memory through pinned staging); "" on one node.
+        APERTURE_COLLECTIVES_BETWEEN_NODES chooses (docs/MULTINODE.md)."""
+        return self._core.between_nodes
+
     def check(self):
         """GPU memory: waits for torch's current stream, then raises aperture.Error (code timeout) if a
         kernel's wait gave up (APERTURE_TIMEOUT) since this Communicator was made; host memory: nothing
