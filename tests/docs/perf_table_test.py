@@ -8,11 +8,13 @@
    median over runs, the faster of two baselines, and the verdict against the bound.
 """
 
+import glob
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "perf-table.py")
@@ -59,7 +61,13 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         doc, results = copy_tree(tmp)
-        os.remove(os.path.join(results, "2026-12-02-h200-x1", "gpu-bulk-np1.csv"))
+        # Every file gpu.bulk.local's evidence patterns match, in every dated folder.
+        with open(os.path.join(ROOT, "bench", "targets.toml"), "rb") as f:
+            target = next(t for t in tomllib.load(f)["target"] if t["id"] == "gpu.bulk.local")
+        gone = [path for pattern in target["evidence"] for path in glob.glob(os.path.join(results, pattern))]
+        expect(len(gone) > 0, "gpu.bulk.local's evidence files are found")
+        for path in set(gone):
+            os.remove(path)
         p = run("--print", "--results", results)
         row = [ln for ln in p.stdout.splitlines() if ln.startswith("| gpu.bulk.local |")]
         expect(len(row) == 1 and "not measured" in row[0], "a row whose file is gone says not measured", p)
