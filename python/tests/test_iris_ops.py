@@ -166,6 +166,54 @@ def test_matmul_reduce_scatter_keeps_this_ranks_column_block_of_the_sum(ctx, dty
         assert_within(out, reference[:, cols], magnitude[:, cols], dtype, world, k, f"matmul_reduce_scatter step {step}")
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_matmul_reduce_scatter_hbm_buffer_keeps_this_ranks_row_block_of_the_sum(ctx, dtype):
+    """Rows, not columns; bf16 on a GPU heap with K and N multiples of 64 is OverlappedGemm.gemm_rs."""
+    rank, world = ctx.get_rank(), ctx.get_num_ranks()
+    m_local, k, n = 8, 64, 64
+    m = world * m_local
+    out = ctx.zeros((m_local, n), dtype=dtype)
+    workspace = iris.ops.matmul_reduce_scatter_hbm_buffer_preamble(ctx, ctx.zeros((m, k), dtype=dtype),
+                                                                   ctx.zeros((k, n), dtype=dtype))
+    fused = dtype == torch.bfloat16 and ctx.get_device().type == "cuda"
+    for step in (0, 1):
+        a, b, _ = rank_inputs(rank, m, k, n, step)
+        got = iris.ops.matmul_reduce_scatter_hbm_buffer(ctx, out, on_heap(ctx, a, dtype),
+                                                           on_heap(ctx, b, dtype), workspace=workspace)
+        assert got is workspace and got.operation == "matmul_reduce_scatter_hbm_buffer"
+        assert got.launch_params["path"] == ("OverlappedGemm.gemm_rs" if fused else "matmul, Communicator.reduce_scatter")
+        parts = [rank_inputs(q, m, k, n, step) for q in range(world)]
+        reference = sum(aq @ bq for aq, bq, _ in parts)
+        magnitude = sum(aq.abs() @ bq.abs() for aq, bq, _ in parts)
+        rows = slice(rank * m_local, (rank + 1) * m_local)
+        assert_within(out, reference[rows], magnitude[rows], dtype, world, k, f"matmul_reduce_scatter_hbm_buffer {step}")
+    with pytest.raises(aperture.Error, match="divisible by world_size" if world > 1 else r"\(M / world_size, N\)"):
+        iris.ops.matmul_reduce_scatter_hbm_buffer(ctx, ctx.zeros((m_local + 2, n), dtype=dtype),
+                                                  ctx.zeros((m + 1, k), dtype=dtype),
+                                                  ctx.zeros((k, n), dtype=dtype))
+
+
+def test_all_gather_matmul_hbm_buffer_is_all_gather_matmul(ctx):
+    rank, world = ctx.get_rank(), ctx.get_num_ranks()
+    m, k_local, n = 6, 16, 10
+    dtype = torch.bfloat16
+    b_full = matrix(world * k_local, n, 78)
+    shard, bias = matrix(m, k_local, 3 + rank), vector(m, 9)
+    ws = iris.ops.all_gather_matmul_hbm_buffer_preamble(ctx, on_heap(ctx, shard, dtype), on_heap(ctx, b_full, dtype),
+                                                        staged_a_layout="m_contiguous")
+    out = ctx.zeros((m, n), dtype=dtype)
+    got = iris.ops.all_gather_matmul_hbm_buffer(ctx, out, on_heap(ctx, shard, dtype), on_heap(ctx, b_full, dtype),
+                                                on_heap(ctx, bias, dtype), workspace=ws, num_fetch_sms=4,
+                                                staged_a_layout="m_contiguous", num_warps=4)
+    assert got is ws and ws.operation == "all_gather_matmul_hbm_buffer"
+    a_full = torch.cat([matrix(m, k_local, 3 + q) for q in range(world)], dim=1)
+    assert_within(out, a_full @ b_full + bias[:, None], a_full.abs() @ b_full.abs() + bias.abs()[:, None], dtype, 1,
+                  world * k_local, "all_gather_matmul_hbm_buffer")
+    with pytest.raises(aperture.Error, match="staged_a_layout"):
+        iris.ops.all_gather_matmul_hbm_buffer(ctx, out, on_heap(ctx, shard, dtype), on_heap(ctx, b_full, dtype),
+                                              staged_a_layout="diagonal")
+
+
 def test_the_bound_catches_a_missing_rank(ctx):
     """The check is not vacuous: the sum without one rank's product is far outside the bound."""
     world = ctx.get_num_ranks()
@@ -306,7 +354,8 @@ def test_ops_names_match_iris(ctx):
     assert ctx.ops is ctx.ops and isinstance(ctx.ops, iris.ops.OpsNamespace)
     for name in ("FusedConfig", "FusedWorkspace", "OpsNamespace", "matmul_all_reduce", "matmul_all_reduce_preamble",
                  "all_gather_matmul", "all_gather_matmul_preamble", "matmul_all_gather", "matmul_reduce_scatter",
-                 "matmul_reduce_scatter_preamble"):
+                 "matmul_reduce_scatter_preamble", "all_gather_matmul_hbm_buffer", "all_gather_matmul_hbm_buffer_preamble",
+                 "matmul_reduce_scatter_hbm_buffer", "matmul_reduce_scatter_hbm_buffer_preamble"):
         assert hasattr(iris.ops, name), name
 
 

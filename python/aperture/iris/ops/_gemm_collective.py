@@ -303,3 +303,101 @@ def matmul_reduce_scatter(ctx, output_tensor, A, B, bias=None, async_op=False, c
         ctx._comm().reduce_scatter(mine, blocks, "sum")
         output_tensor.copy_(mine)
     return _finish(ctx, workspace, async_op)
+
+
+# ---- the _hbm_buffer variants (Iris stages through a heap buffer; the results are the above) ---
+
+def all_gather_matmul_hbm_buffer_preamble(ctx, A_sharded, B, config=None, k_per_flag=1,
+                                          staged_a_layout="k_contiguous"):
+    """all_gather_matmul_preamble's workspace, under this variant's name. ``k_per_flag`` and
+    ``staged_a_layout`` tune Iris's fetcher kernel: checked and unused. Collective."""
+    name = "all_gather_matmul_hbm_buffer_preamble"
+    _check_staging(name, k_per_flag, staged_a_layout)
+    workspace = all_gather_matmul_preamble(ctx, A_sharded, B, config)
+    workspace.operation, workspace.variant = "all_gather_matmul_hbm_buffer", f"hbm_buffer_{staged_a_layout}"
+    return workspace
+
+
+def all_gather_matmul_hbm_buffer(ctx, output_tensor, A_sharded, B, bias=None, async_op=False, config=None,
+                                 workspace=None, num_fetch_sms=None, k_per_flag=1, fetch_block_m=None,
+                                 fetch_block_k=None, staged_a_layout="k_contiguous", num_warps=None,
+                                 num_stages=None):
+    """all_gather_matmul's result (output = [A_0 | A_1 | ...] @ B + bias[:, None]); the launch
+    options of Iris's fetcher/GEMM kernel (num_fetch_sms ... num_stages) are accepted and unused."""
+    _check_staging("all_gather_matmul_hbm_buffer", k_per_flag, staged_a_layout)
+    workspace = all_gather_matmul(ctx, output_tensor, A_sharded, B, bias, async_op, config, workspace)
+    workspace.operation, workspace.variant = "all_gather_matmul_hbm_buffer", f"hbm_buffer_{staged_a_layout}"
+    return workspace
+
+
+def _check_staging(name, k_per_flag, staged_a_layout):
+    if staged_a_layout not in ("k_contiguous", "m_contiguous"):
+        _refuse(name, f"staged_a_layout={staged_a_layout!r}; give 'k_contiguous' or 'm_contiguous'")
+    if not isinstance(k_per_flag, int) or k_per_flag <= 0:
+        _refuse(name, f"k_per_flag={k_per_flag!r}; give a positive int")
+
+
+def _row_scatter_shapes(name, ctx, output, A, B):
+    _check_matrices(name, ctx, output, [("A", A), ("B", B)])
+    world = int(ctx.get_num_ranks())
+    (m, k), (k_b, n) = A.shape, B.shape
+    if k != k_b:
+        _refuse(name, f"A is ({m}, {k}) and B ({k_b}, {n}): the inner dimensions must match")
+    if m % world:
+        _refuse(name, f"M = {m} (A's rows) must be divisible by world_size ({world}): each rank keeps M / world_size rows")
+    if output is not None and tuple(output.shape) != (m // world, n):
+        _refuse(name, f"output_tensor is {tuple(output.shape)}; it must be (M / world_size, N) = ({m // world}, {n})")
+    return m, n, k
+
+
+def _fits_gemm_rs(ctx, output, A, B):
+    """OverlappedGemm.gemm_rs computes exactly this operation (rows of the sum over ranks) where
+    it takes the operands: bf16 CUDA matrices, dense, K and N multiples of 64, on a GPU heap."""
+    m, k = A.shape
+    n = B.shape[1]
+    return (A.dtype == torch.bfloat16 and A.is_cuda and getattr(ctx.provider, "memory_kind", "") == "device"
+            and all(t.is_contiguous() for t in (output, A, B)) and k % 64 == 0 and n % 64 == 0
+            and m % int(ctx.get_num_ranks()) == 0)
+
+
+def matmul_reduce_scatter_hbm_buffer_preamble(ctx, A, B, config=None):
+    """The workspace matmul_reduce_scatter_hbm_buffer(output, A, B) reuses: the (M, N) product on
+    the heap (and the OverlappedGemm where it serves). Collective."""
+    name = "matmul_reduce_scatter_hbm_buffer_preamble"
+    _check_config(name, config, ctx.get_num_ranks())
+    m, n, k = _row_scatter_shapes(name, ctx, None, A, B)
+    workspace = _prepared(ctx, None, "matmul_reduce_scatter_hbm_buffer", (m, n, k), A.dtype, "hbm_buffer", (m, n))
+    ctx.barrier()
+    return workspace
+
+
+def matmul_reduce_scatter_hbm_buffer(ctx, output_tensor, A, B, async_op=False, config=None, workspace=None,
+                                     num_scatter_sms=32, num_warps=8, num_stages=2):
+    """output_tensor (M / W, N) = rows [r M / W, (r + 1) M / W) of the sum over ranks of A @ B
+    (A is this rank's (M, K_local) K shard, B its (K_local, N)). No bias (Iris's has none). On
+    bf16 GPU operands with K and N multiples of 64 this is aperture.OverlappedGemm.gemm_rs (the
+    GEMM overlapped with the reduce-scatter, partials summed in fp32 and rounded once);
+    otherwise a torch GEMM into the heap buffer, then Communicator.reduce_scatter.
+    num_scatter_sms, num_warps and num_stages (Iris's launch) are accepted and unused. Collective."""
+    name = "matmul_reduce_scatter_hbm_buffer"
+    _check_config(name, config, ctx.get_num_ranks())
+    _check_workspace(name, workspace)
+    m, n, k = _row_scatter_shapes(name, ctx, output_tensor, A, B)
+    _check_on_heap(name, ctx, "output_tensor", output_tensor)
+    if _fits_gemm_rs(ctx, output_tensor, A, B):
+        workspace = _prepared(ctx, workspace, name, (m, n, k), A.dtype, "hbm_buffer")
+        from ..ccl import _fused  # the OverlappedGemm the context's fused ccl ops share
+
+        _fused._overlapped_gemm(ctx, name).gemm_rs(A, B, out=output_tensor)
+        workspace.launch_params = {"path": "OverlappedGemm.gemm_rs"}
+        return _finish(ctx, workspace, async_op)
+    workspace = _prepared(ctx, workspace, name, (m, n, k), A.dtype, "hbm_buffer", (m, n))
+    _product(A, B, None, workspace.aux_buffer)
+    if output_tensor.is_contiguous():
+        ctx._comm().reduce_scatter(output_tensor, workspace.aux_buffer, "sum")
+    else:
+        mine = torch.empty((m // int(ctx.get_num_ranks()), n), dtype=A.dtype, device=A.device)
+        ctx._comm().reduce_scatter(mine, workspace.aux_buffer, "sum")
+        output_tensor.copy_(mine)
+    workspace.launch_params = {"path": "matmul, Communicator.reduce_scatter"}
+    return _finish(ctx, workspace, async_op)
