@@ -19,7 +19,10 @@ import aperture
 import aperture.iris as iris
 from test_iris_ccl import IN_A_JOB, child_environment
 
-pytestmark = [pytest.mark.iris] + ([pytest.mark.gpu] if torch.cuda.is_available() else [])
+pytestmark = [pytest.mark.iris]
+# The tests of a context run on the heap's device: a GPU's where there is one (marker gpu, so a
+# GPU step requiring gpu runs them); the pure-host ones and the one-rank child program do not.
+on_the_heap = pytest.mark.gpu if torch.cuda.is_available() else pytest.mark.iris
 
 HEAP = 8 << 20
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -77,6 +80,7 @@ def rank_inputs(r, m, k, n, step):
 
 # ---- every operation, every dtype, values per rank and per element ----------------------------
 
+@on_the_heap
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_matmul_all_reduce_sums_every_ranks_product_and_bias(ctx, dtype):
     rank, world = ctx.get_rank(), ctx.get_num_ranks()
@@ -100,6 +104,7 @@ def test_matmul_all_reduce_sums_every_ranks_product_and_bias(ctx, dtype):
         assert_within(out, reference, magnitude, dtype, world, k, f"matmul_all_reduce step {step}")
 
 
+@on_the_heap
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_all_gather_matmul_gathers_the_k_shards_in_rank_order(ctx, dtype):
     rank, world = ctx.get_rank(), ctx.get_num_ranks()
@@ -121,6 +126,7 @@ def test_all_gather_matmul_gathers_the_k_shards_in_rank_order(ctx, dtype):
         assert_within(out, reference, magnitude, dtype, 1, world * k_local, f"all_gather_matmul step {step}")
 
 
+@on_the_heap
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_matmul_all_gather_stacks_every_ranks_product_by_rank(ctx, dtype):
     rank, world = ctx.get_rank(), ctx.get_num_ranks()
@@ -141,6 +147,7 @@ def test_matmul_all_gather_stacks_every_ranks_product_by_rank(ctx, dtype):
         assert_within(out, reference, magnitude, dtype, 1, k, f"matmul_all_gather step {step}")
 
 
+@on_the_heap
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_matmul_reduce_scatter_keeps_this_ranks_column_block_of_the_sum(ctx, dtype):
     rank, world = ctx.get_rank(), ctx.get_num_ranks()
@@ -166,6 +173,7 @@ def test_matmul_reduce_scatter_keeps_this_ranks_column_block_of_the_sum(ctx, dty
         assert_within(out, reference[:, cols], magnitude[:, cols], dtype, world, k, f"matmul_reduce_scatter step {step}")
 
 
+@on_the_heap
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_matmul_reduce_scatter_hbm_buffer_keeps_this_ranks_row_block_of_the_sum(ctx, dtype):
     """Rows, not columns; bf16 on a GPU heap with K and N multiples of 64 is OverlappedGemm.gemm_rs."""
@@ -193,6 +201,7 @@ def test_matmul_reduce_scatter_hbm_buffer_keeps_this_ranks_row_block_of_the_sum(
                                                   ctx.zeros((k, n), dtype=dtype))
 
 
+@on_the_heap
 def test_all_gather_matmul_hbm_buffer_is_all_gather_matmul(ctx):
     rank, world = ctx.get_rank(), ctx.get_num_ranks()
     m, k_local, n = 6, 16, 10
@@ -214,6 +223,7 @@ def test_all_gather_matmul_hbm_buffer_is_all_gather_matmul(ctx):
                                               staged_a_layout="diagonal")
 
 
+@on_the_heap
 def test_the_bound_catches_a_missing_rank(ctx):
     """The check is not vacuous: the sum without one rank's product is far outside the bound."""
     world = ctx.get_num_ranks()
@@ -227,6 +237,7 @@ def test_the_bound_catches_a_missing_rank(ctx):
 
 # ---- workspaces and preambles ------------------------------------------------------------------
 
+@on_the_heap
 def test_a_workspace_of_another_shape_is_prepared_again(ctx):
     rank, world = ctx.get_rank(), ctx.get_num_ranks()
     dtype = torch.float32
@@ -244,6 +255,7 @@ def test_a_workspace_of_another_shape_is_prepared_again(ctx):
     assert_within(out, reference[:, cols], magnitude[:, cols], dtype, world, k, "reprepared workspace")
 
 
+@on_the_heap
 def test_preambles_zero_the_output_and_return_a_workspace_the_op_reuses(ctx):
     world = ctx.get_num_ranks()
     dtype = torch.float32
@@ -280,6 +292,7 @@ def test_fused_config_has_iris_fields_and_checks():
 
 # ---- async_op ------------------------------------------------------------------------------
 
+@on_the_heap
 def test_async_op_false_ends_with_a_barrier_and_true_does_not(ctx, monkeypatch):
     world = ctx.get_num_ranks()
     calls = []
@@ -306,6 +319,7 @@ def test_async_op_false_ends_with_a_barrier_and_true_does_not(ctx, monkeypatch):
 
 # ---- bad input ---------------------------------------------------------------------------------
 
+@on_the_heap
 def test_bad_input_is_refused_with_aperture_error_before_any_collective(ctx):
     world = ctx.get_num_ranks()
     f32 = torch.float32
@@ -350,6 +364,7 @@ def test_bad_input_is_refused_with_aperture_error_before_any_collective(ctx):
 
 # ---- the names, and `import iris.ops` unmodified ---------------------------------------------
 
+@on_the_heap
 def test_ops_names_match_iris(ctx):
     assert ctx.ops is ctx.ops and isinstance(ctx.ops, iris.ops.OpsNamespace)
     for name in ("FusedConfig", "FusedWorkspace", "OpsNamespace", "matmul_all_reduce", "matmul_all_reduce_preamble",
