@@ -87,8 +87,9 @@ def _check_bias(name, bias, rows, output):
 
 def _check_on_heap(name, ctx, role, tensor):
     if not ctx.is_symmetric(tensor):
-        _refuse(name, f"{role} ({tuple(tensor.shape)} {tensor.dtype}) is not on the symmetric heap, and peers "
-                      f"{'read' if role.startswith('A') else 'write'} it; allocate it with ctx.zeros/ctx.empty")
+        _refuse(name, f"{role} ({tuple(tensor.shape)} {tensor.dtype}) is not on the symmetric heap, where Iris "
+                      "needs it (peers reach it) and the collective reads it in place; allocate it with "
+                      "ctx.zeros/ctx.empty, or copy it into such a tensor")
 
 
 def _check_workspace(name, workspace):
