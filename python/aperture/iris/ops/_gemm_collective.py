@@ -197,9 +197,11 @@ def all_gather_matmul_preamble(ctx, A_sharded, B, config=None, workspace=None):
                      aux_shape=(int(ctx.get_num_ranks()) * m, k_local))
 
 
-def all_gather_matmul(ctx, output_tensor, A_sharded, B, bias=None, async_op=False, config=None, workspace=None):
+def all_gather_matmul(ctx, output_tensor, A_sharded, B, bias=None, async_op=False, config=None, workspace=None,
+                      selector=None):
     """output_tensor (M, N) = [A_0 | A_1 | ...] @ B + bias[:, None]: every rank's (M, K_local)
-    column shard, gathered along K in rank order, times the replicated (K, N) B. Collective."""
+    column shard, gathered along K in rank order, times the replicated (K, N) B. ``selector``
+    (an Iris version's tile selector) is accepted and unused. Collective."""
     name = "all_gather_matmul"
     _check_config(name, config, ctx.get_num_ranks())
     _check_workspace(name, workspace)
@@ -220,8 +222,10 @@ def all_gather_matmul(ctx, output_tensor, A_sharded, B, bias=None, async_op=Fals
 
 # ---- matmul_all_gather ---------------------------------------------------------------------
 
-def matmul_all_gather(ctx, output_tensor, A, B, bias=None, async_op=False, config=None, workspace=None):
-    """output_tensor (W M, N): rows [r M, (r + 1) M) = rank r's A @ B + bias[:, None]. Collective."""
+def matmul_all_gather(ctx, output_tensor, A, B, bias=None, async_op=False, config=None, workspace=None,
+                      selector=None):
+    """output_tensor (W M, N): rows [r M, (r + 1) M) = rank r's A @ B + bias[:, None].
+    ``selector`` (an Iris version's tile selector) is accepted and unused. Collective."""
     name = "matmul_all_gather"
     _check_config(name, config, ctx.get_num_ranks())
     _check_workspace(name, workspace)
