@@ -3,12 +3,13 @@
 
 Mirrors Iris's public module tree: ``iris.iris(heap_size, allocator_type=...)`` and class
 ``Iris`` (iris.iris), the device functions, ``DeviceContext``, ``iris.ccl`` (Config, every
-collective, p2p, the fused ops), ``iris.tensor_creation``, the logging names, ``iris.do_bench``
+collective, p2p, the fused ops), ``iris.ops`` (the fused GEMM + collective operations, also
+``ctx.ops``), ``iris.tensor_creation``, the logging names, ``iris.do_bench``
 and ``iris.experimental``. AMD-only names (gluon, SDMA, rocSHMEM, dmabuf, XCC, hip) raise one
 aperture.Error each naming the NVIDIA equivalent. docs/IRIS.md lists every name.
 """
 
-from . import _launch_options, ccl, experimental, tensor_creation
+from . import _launch_options, ccl, experimental, ops, tensor_creation
 from ._amd import AmdOnlyModule
 from ._device import (
     atomic_add,
@@ -49,6 +50,6 @@ def __getattr__(name):
 __all__ = [
     "Iris", "iris", "DeviceContext", "Context", "translate", "load", "store", "get", "put", "copy", "atomic_add",
     "atomic_sub", "atomic_and", "atomic_or", "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas",
-    "do_bench", "tensor_creation", "ccl", "experimental", "hip", "set_logger_level", "logger", "DEBUG", "INFO",
+    "do_bench", "tensor_creation", "ccl", "ops", "experimental", "hip", "set_logger_level", "logger", "DEBUG", "INFO",
     "WARNING", "ERROR",
 ]

@@ -104,11 +104,21 @@ class Iris:
 
         self._p2p_mailboxes = Mailboxes(self)  # collective, so made here: send/recv involve two ranks only
         self.ccl = CCL(self)
+        self._ops = None
         self.barrier()
         self._log_with_rank(logging.INFO, f"init: heap_size={heap_size} rank={self.cur_rank}/{self.num_ranks} "
                                           f"allocator={allocator_type} provider={self.provider.name}")
 
     # ---- compatibility attributes -------------------------------------------------------
+    @property
+    def ops(self):
+        """Iris's fused GEMM + collective operations with this context filled in (iris.ops)."""
+        if self._ops is None:
+            from .ops import OpsNamespace
+
+            self._ops = OpsNamespace(self)
+        return self._ops
+
     @property
     def memory_pool(self):
         return self.heap.memory_pool

@@ -1,0 +1,58 @@
+"""``iris.ops``: Iris's fused GEMM + collective operations, on aperture.
+
+``ctx.ops.matmul_all_reduce(output, A, B)`` (the Iris object's ``ops`` namespace) or
+``iris.ops.matmul_all_reduce(ctx, output, A, B)``, and likewise ``all_gather_matmul``,
+``matmul_all_gather``, ``matmul_reduce_scatter``, the ``_hbm_buffer`` variants of
+all_gather_matmul and of a reduce-scatter by rows; the ``*_preamble`` functions; ``FusedConfig``
+and ``FusedWorkspace``. Each runs as a torch GEMM followed by a collective on the context's
+aperture Communicator (ops/_gemm_collective.py says what each computes), except the row
+reduce-scatter on bf16 GPU operands of suitable shape, which is aperture.OverlappedGemm's
+gemm_rs; docs/IRIS.md lists how this differs from Iris's Triton kernels.
+"""
+
+import weakref
+
+from ._gemm_collective import (
+    OpsError,
+    all_gather_matmul,
+    all_gather_matmul_hbm_buffer,
+    all_gather_matmul_hbm_buffer_preamble,
+    all_gather_matmul_preamble,
+    matmul_all_gather,
+    matmul_all_reduce,
+    matmul_all_reduce_preamble,
+    matmul_reduce_scatter,
+    matmul_reduce_scatter_hbm_buffer,
+    matmul_reduce_scatter_hbm_buffer_preamble,
+    matmul_reduce_scatter_preamble,
+)
+from .config import FusedConfig
+from .workspace import FusedWorkspace
+
+
+class OpsNamespace:
+    """``ctx.ops``: the operations with the context filled in."""
+
+    def __init__(self, ctx):
+        # Weak, as ctx.ccl: the context owns this object.
+        self._shmem = weakref.proxy(ctx)
+
+    def matmul_all_reduce(self, output_tensor, A, B, bias=None, async_op=False, config=None, workspace=None):
+        return matmul_all_reduce(self._shmem, output_tensor, A, B, bias, async_op, config, workspace)
+
+    def all_gather_matmul(self, output_tensor, A_sharded, B, bias=None, async_op=False, config=None, workspace=None):
+        return all_gather_matmul(self._shmem, output_tensor, A_sharded, B, bias, async_op, config, workspace)
+
+    def matmul_all_gather(self, output_tensor, A, B, bias=None, async_op=False, config=None, workspace=None):
+        return matmul_all_gather(self._shmem, output_tensor, A, B, bias, async_op, config, workspace)
+
+    def matmul_reduce_scatter(self, output_tensor, A, B, bias=None, async_op=False, config=None, workspace=None):
+        return matmul_reduce_scatter(self._shmem, output_tensor, A, B, bias, async_op, config, workspace)
+
+
+__all__ = [
+    "FusedConfig", "FusedWorkspace", "OpsNamespace", "OpsError", "matmul_all_reduce", "matmul_all_reduce_preamble",
+    "all_gather_matmul", "all_gather_matmul_preamble", "matmul_all_gather", "matmul_reduce_scatter",
+    "matmul_reduce_scatter_preamble", "all_gather_matmul_hbm_buffer", "all_gather_matmul_hbm_buffer_preamble",
+    "matmul_reduce_scatter_hbm_buffer", "matmul_reduce_scatter_hbm_buffer_preamble",
+]
