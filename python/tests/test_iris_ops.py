@@ -175,6 +175,48 @@ def test_matmul_reduce_scatter_keeps_this_ranks_column_block_of_the_sum(ctx, dty
 
 @on_the_heap
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_matmul_reduce_scatter_full_output_keeps_this_ranks_tiles_of_the_sum(ctx, dtype):
+    """Iris's layout (its tests/ops/test_matmul_reduce_scatter.py): output (M, N); with the
+    config's block_size_m x block_size_n tiles numbered row-major, rank r keeps tiles
+    [r T, (r + 1) T), T = tiles // W, the last rank the remainder too; every other element 0."""
+    rank, world = ctx.get_rank(), ctx.get_num_ranks()
+    m, k, n = 11, 20, 3 * world + 4  # partial tiles at both edges, and tiles // W leaves a remainder
+    config = iris.ops.FusedConfig(block_size_m=4, block_size_n=3, block_size_k=16)
+    tiles_n = -(-n // 3)
+    tiles = -(-m // 4) * tiles_n
+    first = rank * (tiles // world)
+    end = tiles if rank == world - 1 else first + tiles // world
+    tile = (torch.arange(m)[:, None] // 4) * tiles_n + torch.arange(n)[None, :] // 3
+    mine = (tile >= first) & (tile < end)
+    assert bool(mine.any())
+    out = ctx.full((m, n), 7.0, dtype=dtype)  # the elements not kept are written too, with 0
+    workspace = None
+    for step, with_bias in ((0, True), (1, False)):
+        a, b, bias = rank_inputs(rank, m, k, n, step)
+        got = ctx.ops.matmul_reduce_scatter(out, on_heap(ctx, a, dtype), on_heap(ctx, b, dtype),
+                                            bias=on_heap(ctx, bias, dtype) if with_bias else None,
+                                            config=config, workspace=workspace)
+        if workspace is not None:
+            assert got is workspace and got.aux_buffer.data_ptr() == aux
+        workspace, aux = got, got.aux_buffer.data_ptr()
+        assert tuple(got.aux_buffer.shape) == ((m, n) if world > 1 else (1, m, n))
+        parts = [rank_inputs(q, m, k, n, step) for q in range(world)]
+        reference = sum(aq @ bq + (biasq[:, None] if with_bias else 0) for aq, bq, biasq in parts)
+        magnitude = sum(aq.abs() @ bq.abs() + (biasq.abs()[:, None] if with_bias else 0) for aq, bq, biasq in parts)
+        assert_within(out.cpu()[mine], reference[mine], magnitude[mine], dtype, world, k, f"kept tiles, step {step}")
+        assert bool((out.cpu()[~mine] == 0).all()), f"step {step}: an element outside this rank's tiles is not 0"
+    # Iris's module path, as its test imports it.
+    from aperture.iris.ops.matmul_reduce_scatter import matmul_reduce_scatter
+
+    assert matmul_reduce_scatter is iris.ops.matmul_reduce_scatter
+    if world > 1:  # ksplit's layout is (M, N / W) only
+        with pytest.raises(aperture.Error, match=r"ksplit=True"):
+            ctx.ops.matmul_reduce_scatter(out, ctx.ones((m, k), dtype=dtype), ctx.ones((k, n), dtype=dtype),
+                                          config=iris.ops.FusedConfig(ksplit=True))
+
+
+@on_the_heap
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_matmul_reduce_scatter_hbm_buffer_keeps_this_ranks_row_block_of_the_sum(ctx, dtype):
     """Rows, not columns; bf16 on a GPU heap with K and N multiples of 64 is OverlappedGemm.gemm_rs."""
     rank, world = ctx.get_rank(), ctx.get_num_ranks()
@@ -195,6 +237,15 @@ def test_matmul_reduce_scatter_hbm_buffer_keeps_this_ranks_row_block_of_the_sum(
         magnitude = sum(aq.abs() @ bq.abs() for aq, bq, _ in parts)
         rows = slice(rank * m_local, (rank + 1) * m_local)
         assert_within(out, reference[rows], magnitude[rows], dtype, world, k, f"matmul_reduce_scatter_hbm_buffer {step}")
+    # The output may lie off the heap, as in Iris's own test (a plain torch.zeros).
+    plain = torch.full((m_local, n), 7.0, dtype=dtype, device=out.device)
+    a, b, _ = rank_inputs(rank, m, k, n, 2)
+    iris.ops.matmul_reduce_scatter_hbm_buffer(ctx, plain, on_heap(ctx, a, dtype), b.to(dtype).to(out.device),
+                                              workspace=workspace)
+    parts = [rank_inputs(q, m, k, n, 2) for q in range(world)]
+    rows = slice(rank * m_local, (rank + 1) * m_local)
+    assert_within(plain, sum(aq @ bq for aq, bq, _ in parts)[rows], sum(aq.abs() @ bq.abs() for aq, bq, _ in parts)[rows],
+                  dtype, world, k, "matmul_reduce_scatter_hbm_buffer into an output off the heap")
     with pytest.raises(aperture.Error, match="divisible by world_size" if world > 1 else r"\(M / world_size, N\)"):
         iris.ops.matmul_reduce_scatter_hbm_buffer(ctx, ctx.zeros((m_local + 2, n), dtype=dtype),
                                                   ctx.zeros((m + 1, k), dtype=dtype),
@@ -338,7 +389,8 @@ def test_bad_input_is_refused_with_aperture_error_before_any_collective(ctx):
         (lambda: ctx.ops.matmul_all_reduce(out, a, b, config=iris.ccl.Config()), "FusedConfig"),
         (lambda: ctx.ops.matmul_all_reduce(out, a, b, workspace=object()), "FusedWorkspace"),
         (lambda: ctx.ops.matmul_all_reduce(out, a.view(-1), b), "2-D"),
-        (lambda: ctx.ops.matmul_reduce_scatter(ctx.zeros((4, 2 * world + 1)), a, b), "N / world_size"),
+        (lambda: ctx.ops.matmul_reduce_scatter(ctx.zeros((4, 2 * world + 1)), a, b),
+         r"\(M, N\) = \(4, %d\).*N / world_size" % (2 * world)),
         (lambda: ctx.ops.matmul_all_gather(ctx.zeros((4, 2 * world)), a, b) if world > 1 else
             ctx.ops.matmul_all_gather(ctx.zeros((5, 2 * world)), a, b), r"\(M \* world_size, N\)"),
         (lambda: ctx.ops.matmul_all_gather(torch.zeros(4 * world, 2 * world, device=out.device), a, b),
@@ -391,6 +443,19 @@ def test_an_iris_program_imports_iris_ops_unmodified(tmp_path):
         ws = shmem.ops.matmul_all_reduce(C, A, B, config=FusedConfig())
         assert isinstance(ws, FusedWorkspace) and C.tolist() == [[4.0] * 6] * 8
         ws = ops.matmul_all_reduce(shmem, C, A, B, workspace=ws)
+        # Iris's module paths; importing them leaves ops.<name> the function, as in Iris.
+        from iris.ops.matmul_reduce_scatter import matmul_reduce_scatter
+        from iris.ops.matmul_reduce_scatter_hbm_buffer import matmul_reduce_scatter_hbm_buffer
+        import iris.ops.matmul_all_reduce, iris.ops.all_gather_matmul, iris.ops.matmul_all_gather
+        import iris.ops.all_gather_matmul_hbm_buffer
+        assert matmul_reduce_scatter is ops.matmul_reduce_scatter
+        assert matmul_reduce_scatter_hbm_buffer is ops.matmul_reduce_scatter_hbm_buffer
+        for name in ("matmul_all_reduce", "all_gather_matmul", "matmul_all_gather", "matmul_reduce_scatter",
+                     "all_gather_matmul_hbm_buffer", "matmul_reduce_scatter_hbm_buffer"):
+            assert callable(getattr(ops, name)), name
+        D = shmem.zeros((8, 6), dtype=torch.float32)
+        matmul_reduce_scatter(shmem, D, A, B)
+        assert D.tolist() == [[4.0] * 6] * 8
         print("ok", ws.operation)
     """))
     env = child_environment()

@@ -12,19 +12,18 @@ gemm_rs; docs/IRIS.md lists how this differs from Iris's Triton kernels.
 
 import weakref
 
-from ._gemm_collective import (
-    OpsError,
-    all_gather_matmul,
-    all_gather_matmul_hbm_buffer,
-    all_gather_matmul_hbm_buffer_preamble,
-    all_gather_matmul_preamble,
-    matmul_all_gather,
-    matmul_all_reduce,
-    matmul_all_reduce_preamble,
-    matmul_reduce_scatter,
+# Each operation through its module at Iris's path (iris.ops.matmul_reduce_scatter ...), so the
+# module is loaded, and aliased by `python -m aperture.iris`, before a program imports it: the
+# import system would otherwise set iris.ops.<name>, the function, to the module on that import.
+from ._gemm_collective import OpsError
+from .all_gather_matmul import all_gather_matmul, all_gather_matmul_preamble
+from .all_gather_matmul_hbm_buffer import all_gather_matmul_hbm_buffer, all_gather_matmul_hbm_buffer_preamble
+from .matmul_all_gather import matmul_all_gather
+from .matmul_all_reduce import matmul_all_reduce, matmul_all_reduce_preamble
+from .matmul_reduce_scatter import matmul_reduce_scatter, matmul_reduce_scatter_preamble
+from .matmul_reduce_scatter_hbm_buffer import (
     matmul_reduce_scatter_hbm_buffer,
     matmul_reduce_scatter_hbm_buffer_preamble,
-    matmul_reduce_scatter_preamble,
 )
 from .config import FusedConfig
 from .workspace import FusedWorkspace

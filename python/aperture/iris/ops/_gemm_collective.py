@@ -8,7 +8,8 @@ What each computes (rank r's operands are A_r, B_r, bias_r; W ranks):
 - matmul_all_reduce: output = sum_r (A_r @ B_r + bias_r[:, None])       (M, N) on every rank
 - all_gather_matmul: output = [A_0 | A_1 | ... ] @ B + bias[:, None]     A_r is (M, K / W)
 - matmul_all_gather: output rows [r M, (r + 1) M) = A_r @ B_r + bias_r[:, None]
-- matmul_reduce_scatter: output = columns [r N / W, (r + 1) N / W) of the matmul_all_reduce sum
+- matmul_reduce_scatter: output (M, N) = this rank's block of tiles of the matmul_all_reduce sum,
+  zero elsewhere (Iris's tile layout); or output (M, N / W) = columns [r N / W, (r + 1) N / W)
 
 The bias is a row bias of M elements, added to each rank's product before the collective, so a
 reducing operation adds every rank's bias once (Iris's kernels add it to the tile's accumulator
@@ -252,47 +253,85 @@ def matmul_all_gather(ctx, output_tensor, A, B, bias=None, async_op=False, confi
 
 # ---- matmul_reduce_scatter -----------------------------------------------------------------
 
-def _reduce_scatter_shapes(name, ctx, output, A, B):
+def tile_owner_range(m, n, config, rank, world):
+    """Iris's tile layout of matmul_reduce_scatter: the (M, N) product cut into block_size_m x
+    block_size_n tiles numbered row-major; rank r keeps tiles [r T, (r + 1) T) with T = tiles // W,
+    and the last rank also the remainder. Returns (first, end) of this rank's tile numbers."""
+    tiles = -(-m // config.block_size_m) * -(-n // config.block_size_n)
+    per_rank = tiles // world
+    first = rank * per_rank
+    return first, tiles if rank == world - 1 else first + per_rank
+
+
+def _reduce_scatter_layout(name, ctx, output, A, B, config):
+    """The output's layout: "tiles" for Iris's (M, N), "columns" for ksplit's (M, N / W)."""
     _check_matrices(name, ctx, output, [("A", A), ("B", B)])
     world = int(ctx.get_num_ranks())
     (m, k), (k_b, n) = A.shape, B.shape
     if k != k_b:
         _refuse(name, f"A is ({m}, {k}) and B ({k_b}, {n}): the inner dimensions must match")
-    if n % world:
-        _refuse(name, f"N = {n} (B's columns) must be divisible by world_size ({world}): each rank keeps N / "
-                      "world_size columns")
-    if tuple(output.shape) != (m, n // world):
-        _refuse(name, f"output_tensor is {tuple(output.shape)}; it must be (M, N / world_size) = ({m}, {n // world})")
-    return m, n, k
+    shape = tuple(output.shape)
+    if n % world == 0 and shape == (m, n // world):  # one rank: both layouts are the whole sum
+        return m, n, k, "columns"
+    if shape == (m, n) and not config.ksplit:
+        return m, n, k, "tiles"
+    if config.ksplit:
+        _refuse(name, f"output_tensor is {shape}; with FusedConfig(ksplit=True) it must be (M, N / world_size) = "
+                      f"({m}, {n / world:g}), and N = {n} divisible by world_size ({world})")
+    _refuse(name, f"output_tensor is {shape}; it must be (M, N) = ({m}, {n}) (Iris's: this rank's block of tiles "
+                  f"of the sum, zero elsewhere) or (M, N / world_size) (this rank's column block; N = {n} must "
+                  f"then be divisible by world_size ({world}))")
+
+
+def _reduce_scatter_workspace(ctx, workspace, m, n, k, dtype, layout):
+    world = int(ctx.get_num_ranks())
+    aux = (m, n) if layout == "tiles" else (world, m, n // world)
+    return _prepared(ctx, workspace, "matmul_reduce_scatter", (m, n, k), dtype, "two_shot", aux)
 
 
 def matmul_reduce_scatter_preamble(ctx, output_tensor, A, B, config=None, workspace=None):
     """The workspace matmul_reduce_scatter(output_tensor, A, B) reuses (the heap buffer of the
     product); zeroes output_tensor and waits for every rank (Iris's preamble). Collective."""
     name = "matmul_reduce_scatter_preamble"
-    _check_config(name, config, ctx.get_num_ranks())
+    config = _check_config(name, config, ctx.get_num_ranks())
     _check_workspace(name, workspace)
-    m, n, k = _reduce_scatter_shapes(name, ctx, output_tensor, A, B)
-    world = int(ctx.get_num_ranks())
-    workspace = _prepared(ctx, workspace, "matmul_reduce_scatter", (m, n, k), A.dtype, "two_shot",
-                          (world, m, n // world))
+    m, n, k, layout = _reduce_scatter_layout(name, ctx, output_tensor, A, B, config)
+    workspace = _reduce_scatter_workspace(ctx, workspace, m, n, k, A.dtype, layout)
     output_tensor.zero_()
     ctx.barrier()
     return workspace
 
 
 def matmul_reduce_scatter(ctx, output_tensor, A, B, bias=None, async_op=False, config=None, workspace=None):
-    """output_tensor (M, N / W) = this rank's column block of the sum over ranks of
-    A @ B + bias[:, None] (block r: columns [r N / W, (r + 1) N / W)). Collective."""
+    """This rank's share of S = the sum over ranks of A @ B + bias[:, None], in one of two layouts:
+
+    - output (M, N), Iris's: the rank's block of tiles of S (tile_owner_range, config's block
+      sizes), every other element zero;
+    - output (M, N / W), Iris's ksplit layout: columns [r N / W, (r + 1) N / W) of S.
+
+    Collective."""
     name = "matmul_reduce_scatter"
-    _check_config(name, config, ctx.get_num_ranks())
+    config = _check_config(name, config, ctx.get_num_ranks())
     _check_workspace(name, workspace)
-    m, n, k = _reduce_scatter_shapes(name, ctx, output_tensor, A, B)
+    m, n, k, layout = _reduce_scatter_layout(name, ctx, output_tensor, A, B, config)
     bias = _check_bias(name, bias, m, output_tensor)
     _check_on_heap(name, ctx, "output_tensor", output_tensor)
     world = int(ctx.get_num_ranks())
+    workspace = _reduce_scatter_workspace(ctx, workspace, m, n, k, A.dtype, layout)
+    if layout == "tiles":
+        # The whole sum on every rank, then this rank's tiles of it (a tile block is not one
+        # contiguous piece of memory unless block_size_n >= N, so no reduce_scatter here).
+        total = workspace.aux_buffer
+        _product(A, B, bias, total)
+        ctx._comm().all_reduce(total, "sum")
+        first, end = tile_owner_range(m, n, config, int(ctx.get_rank()), world)
+        rows = torch.arange(m, device=total.device) // config.block_size_m
+        cols = torch.arange(n, device=total.device) // config.block_size_n
+        tile = rows[:, None] * (-(-n // config.block_size_n)) + cols[None, :]
+        output_tensor.copy_(torch.where((tile >= first) & (tile < end), total, torch.zeros((), dtype=total.dtype,
+                                                                                             device=total.device)))
+        return _finish(ctx, workspace, async_op)
     n_local = n // world
-    workspace = _prepared(ctx, workspace, name, (m, n, k), A.dtype, "two_shot", (world, m, n_local))
     # The product laid out by column block (block r contiguous), the order reduce_scatter splits in.
     blocks = workspace.aux_buffer
     b_blocks = B.view(k, world, n_local).transpose(0, 1) if B.is_contiguous() else \
@@ -388,7 +427,8 @@ def matmul_reduce_scatter_hbm_buffer(ctx, output_tensor, A, B, async_op=False, c
     _check_config(name, config, ctx.get_num_ranks())
     _check_workspace(name, workspace)
     m, n, k = _row_scatter_shapes(name, ctx, output_tensor, A, B)
-    _check_on_heap(name, ctx, "output_tensor", output_tensor)
+    # output_tensor may lie off the heap, as in Iris (its tests pass a plain torch.zeros): peers
+    # read this rank's heap buffer, and only this rank writes its output.
     if _fits_gemm_rs(ctx, output_tensor, A, B):
         workspace = _prepared(ctx, workspace, name, (m, n, k), A.dtype, "hbm_buffer")
         from ..ccl import _fused  # the OverlappedGemm the context's fused ccl ops share
