@@ -6,6 +6,11 @@ Iris's tests and examples build their reference tensors with ``device="cuda"``, 
 makes those CUDA requests mean the CPU, so the tests' own assertions run against aperture.iris's host
 heap with Triton's interpreter: a rehearsal that finds parity gaps before the GPU run. It changes
 nothing where a GPU exists, and aperture.iris itself never relies on it.
+
+Most of Iris's runner-form tests ask for an 8 GiB heap per rank (``iris.iris(2**33)``) and use at
+most a few hundred MiB of it; a host heap that size is touched in full (half a minute each, 8 GiB
+of this machine's memory per rank). With APERTURE_IRIS_CPU_REHEARSAL_HEAP=BYTES a larger request
+gets BYTES instead, said on stderr; on a GPU the tests get what they ask for.
 """
 
 import os
@@ -55,5 +60,48 @@ def _install():
     dist.init_process_group = init_process_group
 
 
+def _cap_heap(limit):
+    """aperture.iris.Iris(heap_size > limit) gets limit bytes: patched in as aperture.iris.iris loads."""
+    import importlib.abc
+    import importlib.machinery
+    import sys
+
+    def patch(module):
+        original = module.Iris.__init__
+
+        def __init__(self, heap_size=1 << 30, *args, **kwargs):
+            if heap_size > limit:
+                print(f"iris-cpu-rehearsal: a heap of {heap_size} bytes asked for, {limit} given (the tests "
+                      "use less; on a GPU they get what they ask)", file=sys.stderr)
+                heap_size = limit
+            original(self, heap_size, *args, **kwargs)
+
+        module.Iris.__init__ = __init__
+
+    class Loader(importlib.abc.Loader):
+        def __init__(self, inner):
+            self._inner = inner
+
+        def create_module(self, spec):
+            return self._inner.create_module(spec)
+
+        def exec_module(self, module):
+            self._inner.exec_module(module)
+            patch(module)
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname != "aperture.iris.iris":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = Loader(spec.loader)
+            return spec
+
+    sys.meta_path.insert(0, Finder())
+
+
 if os.environ.get("APERTURE_IRIS_CPU_REHEARSAL") == "1":
     _install()
+    if os.environ.get("APERTURE_IRIS_CPU_REHEARSAL_HEAP"):
+        _cap_heap(int(os.environ["APERTURE_IRIS_CPU_REHEARSAL_HEAP"]))
