@@ -147,6 +147,10 @@ class _RowFlags:
         self.counters = ctx.zeros((2, self.rows * int(ctx.get_num_ranks())), dtype=torch.int32)
         self.failed = torch.zeros(1, dtype=torch.int32, device=self.counters.device)  # local only
         self.epoch = 0
+        # Every rank's words are zero before any peer raises one: without this a fast rank's
+        # first signal could land before a slow peer's zero-fill, which then erased it (every
+        # rank waited out APERTURE_TIMEOUT, seen once in CI at 4 ranks).
+        ctx.barrier()
 
     def check(self, name):
         """Raises aperture.Error if a wait of an earlier call ran out (reads the device word: a sync)."""
