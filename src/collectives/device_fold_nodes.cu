@@ -67,22 +67,11 @@ void device_fold_nodes(DataType type, ReduceOp op, const void* parts, int nodes,
     using T = CudaType<D>;
     const auto* p = static_cast<const T*>(parts);
     auto* o = static_cast<T*>(out);
-    const bool divide = op == ReduceOp::avg;
-    switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg:
-        fold_nodes_kernel<ReduceOp::sum, T><<<blocks_for(count), kThreads, 0, s>>>(p, nodes, o, count, world, divide);
-        break;
-      case ReduceOp::prod:
-        fold_nodes_kernel<ReduceOp::prod, T><<<blocks_for(count), kThreads, 0, s>>>(p, nodes, o, count, world, false);
-        break;
-      case ReduceOp::min:
-        fold_nodes_kernel<ReduceOp::min, T><<<blocks_for(count), kThreads, 0, s>>>(p, nodes, o, count, world, false);
-        break;
-      case ReduceOp::max:
-        fold_nodes_kernel<ReduceOp::max, T><<<blocks_for(count), kThreads, 0, s>>>(p, nodes, o, count, world, false);
-        break;
-    }
+    visit_reduce_op(op, [&]<ReduceOp Op>() {
+      // avg folds as a sum, then divides integers (its floats were pre-scaled: device_prescale).
+      constexpr ReduceOp folded = Op == ReduceOp::avg ? ReduceOp::sum : Op;
+      fold_nodes_kernel<folded, T><<<blocks_for(count), kThreads, 0, s>>>(p, nodes, o, count, world, Op == ReduceOp::avg);
+    });
   });
   check_launch("the fold of the nodes' partial results");
 }
