@@ -334,8 +334,7 @@ def test_all_reduce_rmsnorm_gives_up_on_a_missing_rank(shmem, team, monkeypatch)
     dev = shmem.get_device()
     shmem._aperture_rmsnorm_flags = None  # fresh flags on every rank (a collective allocation below)
     partial = shmem.zeros((2, 64), dtype=torch.float32)
-    flags = _fused._RowFlags(shmem, 2)
-    shmem.barrier()
+    flags = _fused._RowFlags(shmem, 2)  # collective, ends with a barrier
     if team.rank != 0:
         shmem._aperture_rmsnorm_flags = flags
         monkeypatch.setenv("APERTURE_TIMEOUT", "1")
