@@ -436,7 +436,14 @@ void Communicator::check(Stream stream) {
   if (kind_ != MemoryKind::device) return;
   if (hierarchy_) hierarchy_->check();  // an NCCL exchange between nodes that failed
   std::uint64_t status[collectives::kStatusWords] = {};
-  collectives::detail::device_read_status(handle_, stream, status);
+  try {
+    collectives::detail::device_read_status(handle_, stream, status);
+  } catch (const Error&) {
+    // A stream that fails after the watch aborted the NCCL exchanges (NCCL's kernels ended
+    // unfinished): the abort's cause, a lost rank, is the error to report.
+    if (hierarchy_) hierarchy_->check();
+    throw;
+  }
   if (status[0] == collectives::kStatusLayoutsDiffer)
     throw layouts_differ("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                              "): a zero-copy collective (a form with in_map) failed on every rank; results since are invalid",

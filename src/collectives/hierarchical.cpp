@@ -413,7 +413,12 @@ void Hierarchy::check() const {
 void Hierarchy::barrier(void* stream) {
   local(Kind::barrier, nullptr, nullptr, 0, DataType::uint8, ReduceOp::sum, 0, stream);
   // A barrier meets on the host on either path (it moves no data; NCCL has none): MPI's.
-  if (kind_ == MemoryKind::device) device_stream_sync(stream);
+  try {
+    if (kind_ == MemoryKind::device) device_stream_sync(stream);
+  } catch (const Error&) {
+    check();  // the stream failed after the watch aborted NCCL's kernels: report the cause
+    throw;
+  }
   check();  // an NCCL exchange before it that failed (the watch aborted it, so the wait above ended)
   if (layout_.local == 0) {
     MPI_Request r;

@@ -37,6 +37,22 @@ std::string job_failure() {
   return watch == nullptr ? std::string() : watch();
 }
 
+// A rank that dies shows in NCCL first, as a connection its proxy finds closed, and NCCL's
+// account of that names no rank; the job watch names the rank a moment later (the hub sees the
+// same connection close). How long a failure found in NCCL or on the GPU waits for that name.
+constexpr auto kLostRankGrace = std::chrono::milliseconds(500);
+
+// The job watch's failure ("rank 0: the job failed: rank 1 ... was killed"), waited for up to
+// kLostRankGrace; "" when the job reports none.
+std::string lost_rank_within_grace() {
+  const auto until = Clock::now() + kLostRankGrace;
+  for (;;) {
+    if (std::string lost = job_failure(); !lost.empty()) return lost;
+    if (Clock::now() >= until) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 // An exchange enqueued on a stream, not yet seen finished by the watch.
 struct Pending {
   cudaEvent_t done = nullptr;
@@ -85,6 +101,16 @@ struct NcclBetweenNodes::State {
       }
   }
 
+  // fail() for a failure NCCL or the GPU reported: where the job lost a rank, the lost rank is
+  // the cause, named (and the code peer_lost).
+  void fail_naming_lost(ErrorCode code, std::string text) {
+    if (std::string lost = lost_rank_within_grace(); !lost.empty()) {
+      text += "; " + lost;
+      code = ErrorCode::peer_lost;
+    }
+    fail(code, std::move(text));
+  }
+
   [[noreturn]] void throw_failure() const { throw Error(failure_code, failure); }
 
   // Polls `comm` until NCCL's work on the host side is done (creation, an enqueue NCCL reported in
@@ -100,7 +126,7 @@ struct NcclBetweenNodes::State {
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) {
         const std::string text = aperture::detail::nccl_error_text(state, comm);
-        fail(aperture::detail::nccl_error_code(state), std::string(kWho) + ": " + what + " failed: " + text);
+        fail_naming_lost(aperture::detail::nccl_error_code(state), std::string(kWho) + ": " + what + " failed: " + text);
         throw_failure();
       }
       const bool more = backoff.pause([&] { lost = job_failure(); });
@@ -133,9 +159,9 @@ struct NcclBetweenNodes::State {
         const ncclResult_t asked = ncclCommGetAsyncError(comms[g], &state);
         if (asked != ncclSuccess) state = asked;
         if (state != ncclSuccess && state != ncclInProgress)
-          fail(aperture::detail::nccl_error_code(state),
-               std::string(kWho) + ": NCCL among ranks " + ranks[g] + " failed: " +
-                   aperture::detail::nccl_error_text(state, comms[g]));
+          fail_naming_lost(aperture::detail::nccl_error_code(state),
+                           std::string(kWho) + ": NCCL among ranks " + ranks[g] + " failed: " +
+                               aperture::detail::nccl_error_text(state, comms[g]));
       }
       const auto now = Clock::now();
       while (failure.empty() && !pending.empty()) {
@@ -146,12 +172,13 @@ struct NcclBetweenNodes::State {
           continue;
         }
         if (e != cudaErrorNotReady) {
-          fail(ErrorCode::system, std::string(kWho) + ": " + pending.front().what + " failed on the GPU: " +
-                                      cudaGetErrorString(e));
+          fail_naming_lost(ErrorCode::system, std::string(kWho) + ": " + pending.front().what + " failed on the GPU: " +
+                                                  cudaGetErrorString(e));
         } else if (now > pending.front().deadline) {
-          fail(ErrorCode::timeout, std::string(kWho) + ": " + pending.front().what +
-                                       " did not finish on the GPU within APERTURE_TIMEOUT (" + seconds(timeout_ns) +
-                                       "): a rank of another node did not make the same call, or is lost");
+          fail_naming_lost(ErrorCode::timeout, std::string(kWho) + ": " + pending.front().what +
+                                                   " did not finish on the GPU within APERTURE_TIMEOUT (" +
+                                                   seconds(timeout_ns) +
+                                                   "): a rank of another node did not make the same call, or is lost");
         }
         break;
       }
@@ -217,7 +244,7 @@ struct NcclBetweenNodes::State {
       wait_ready(c, described);
     } else if (r != ncclSuccess) {
       const std::string text = aperture::detail::nccl_error_text(r, c);
-      fail(aperture::detail::nccl_error_code(r), std::string(kWho) + ": " + described + " failed: " + text);
+      fail_naming_lost(aperture::detail::nccl_error_code(r), std::string(kWho) + ": " + described + " failed: " + text);
       throw_failure();
     }
     cudaEvent_t done = nullptr;

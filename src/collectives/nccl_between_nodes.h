@@ -10,7 +10,9 @@
 // Team's job watch reports a lost rank. What runs on the GPU after the call returns is watched
 // by a thread: an exchange not finished within APERTURE_TIMEOUT, an asynchronous NCCL error or a
 // lost rank aborts every communicator (ncclCommAbort, which ends NCCL's kernels), and the next
-// call, or check(), throws the failure. After a failure the object refuses every exchange.
+// call, or check(), throws the failure; a failure NCCL or the GPU reports while the job watch
+// reports a lost rank (within 0.5 s) names that rank. After a failure the object refuses every
+// exchange.
 //
 // nccl_between_nodes.cpp where aperture_collectives is built with NCCL;
 // nccl_between_nodes_none.cpp otherwise (built() is false and nothing else is reached).
