@@ -6,6 +6,18 @@
 // it prints "collective-fault ok (rank R): <message>" and exits 0, otherwise
 // "collective-fault FAILED ..." and 1. SIGTERM is blocked (mpirun stops the survivors with it once a
 // rank died, and a survivor must still say what it saw).
+//
+// Built a second time with CUDA (gpu_collective_fault_test, APERTURE_TEST_GPU; tests/gpu): the
+// buffers are then GPU memory of device 0 from the provider APERTURE_GPU_PROVIDER (default
+// cuda-ipc), the calls go on a stream of the test's own, and every round ends in
+// Communicator::check(stream), a stream synchronize. "ready" comes after a first round, so that the
+// NCCL path has made its communicators (in its first exchange) before the kill. A survivor must
+// come back out of that synchronize: whatever waits on the GPU for the dead rank (NCCL's kernels)
+// must be ended by the library (the NCCL path's watch aborts its communicators on the lost rank),
+// not by APERTURE_TIMEOUT or the launcher's kill. A survivor stuck there is the bug this test
+// exists to find.
+//
+// APERTURE_TEST_EXPECT_BETWEEN_NODES=nccl or mpi: fail unless Communicator::between_nodes() says so.
 #include <aperture/aperture.h>
 #include <aperture/collectives/collectives.h>
 
@@ -14,40 +26,19 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-int main() {
-  sigset_t term;
-  sigemptyset(&term);
-  sigaddset(&term, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &term, nullptr);
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::vector<int> others;  // ranks on other nodes than this one
-  int me = -1;
-  std::string message = "(no error)";
-  try {
-    aperture::Team team = aperture::Team::from_env();
-    me = team.rank();
-    for (int r = 0; r < team.size(); ++r)
-      if (!team.same_node(r)) others.push_back(r);
-    auto provider = aperture::make_provider("shm", team);
-    aperture::Communicator comm(*provider, team);
-    const std::size_t count = 64 * 1024;  // 256 KiB of floats: the sharded all_reduce
-    std::vector<float> in(count * team.size(), static_cast<float>(me)), out(count * team.size());
-    comm.barrier();
-    std::printf("collective-fault ready (rank %d, node %d, pid %d)\n", me, team.node(), static_cast<int>(getpid()));
-    for (std::uint64_t round = 1;; ++round) {
-      comm.all_reduce(in.data(), out.data(), count, aperture::ReduceOp::sum);
-      comm.all_reduce(in.data(), out.data(), 100, aperture::ReduceOp::max);
-      comm.all_gather(in.data(), out.data(), 1000);
-      comm.broadcast(in.data(), out.data(), 1000, static_cast<int>(round % static_cast<std::uint64_t>(team.size())));
-    }
-  } catch (const aperture::Error& e) {
-    message = e.what();
-  } catch (const std::exception& e) {
-    message = std::string("not an aperture::Error: ") + e.what();
-  }
+#if defined(APERTURE_TEST_GPU)
+#  include <cuda_runtime.h>
+#endif
+
+namespace {
+
+// The verdict on what a survivor caught: "ok" (0) where it names a rank of another node.
+int verdict(int me, const std::vector<int>& others, const std::string& message) {
   for (int r : others) {
     const std::string needle = "rank " + std::to_string(r);
     for (auto at = message.find(needle); at != std::string::npos; at = message.find(needle, at + 1)) {
@@ -60,4 +51,85 @@ int main() {
   std::printf("collective-fault FAILED (rank %d): expected an aperture::Error naming a rank of another node, got: %s\n", me,
               message.c_str());
   return 1;
+}
+
+std::string describe(const std::exception& e) {
+  return dynamic_cast<const aperture::Error*>(&e) != nullptr ? std::string(e.what())
+                                                              : std::string("not an aperture::Error: ") + e.what();
+}
+
+}  // namespace
+
+int main() {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::vector<int> others;  // ranks on other nodes than this one
+  int me = -1;
+  try {
+    aperture::Team team = aperture::Team::from_env();
+    me = team.rank();
+    for (int r = 0; r < team.size(); ++r)
+      if (!team.same_node(r)) others.push_back(r);
+#if defined(APERTURE_TEST_GPU)
+    if (cudaSetDevice(0) != cudaSuccess) throw std::runtime_error("cudaSetDevice(0) failed");
+    const char* gpu_provider = std::getenv("APERTURE_GPU_PROVIDER");
+    auto provider = aperture::make_provider(gpu_provider != nullptr ? gpu_provider : "cuda-ipc", team);
+#else
+    auto provider = aperture::make_provider("shm", team);
+#endif
+    aperture::Communicator comm(*provider, team);
+    if (const char* want = std::getenv("APERTURE_TEST_EXPECT_BETWEEN_NODES");
+        want != nullptr && comm.between_nodes() != want) {
+      std::printf("collective-fault FAILED (rank %d): the exchange between nodes runs on '%s', the test expects '%s'\n",
+                  me, std::string(comm.between_nodes()).c_str(), want);
+      return 1;
+    }
+    const std::size_t count = 64 * 1024;  // 256 KiB of floats: the sharded all_reduce
+    std::vector<float> in(count * team.size(), static_cast<float>(me)), out(count * team.size());
+    float* source = in.data();
+    float* result = out.data();
+    aperture::Stream stream = nullptr;
+#if defined(APERTURE_TEST_GPU)
+    // Never freed: on the way out (an error) the provider's heap goes with the provider.
+    const std::size_t bytes = in.size() * sizeof(float);
+    aperture::Allocation buffers = provider->allocate(2 * bytes);
+    source = buffers.as<float>();
+    result = source + in.size();
+    cudaStream_t cuda_stream = nullptr;
+    if (cudaMemcpy(source, in.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&cuda_stream, cudaStreamNonBlocking) != cudaSuccess)
+      throw std::runtime_error("cudaMemcpy/cudaStreamCreateWithFlags failed");
+    stream = cuda_stream;
+#endif
+    const auto run_round = [&](std::uint64_t round) {
+      comm.all_reduce(source, result, count, aperture::ReduceOp::sum, aperture::AllReduceAlgorithm::automatic, stream);
+      comm.all_reduce(source, result, 100, aperture::ReduceOp::max, aperture::AllReduceAlgorithm::automatic, stream);
+      comm.all_gather(source, result, 1000, stream);
+      comm.broadcast(source, result, 1000, static_cast<int>(round % static_cast<std::uint64_t>(team.size())), stream);
+#if defined(APERTURE_TEST_GPU)
+      comm.check(stream);
+#endif
+    };
+    comm.barrier(stream);
+    std::uint64_t round = 1;
+#if defined(APERTURE_TEST_GPU)
+    run_round(round++);
+    if (me == 0) std::printf("collective-fault between nodes: %s\n", std::string(comm.between_nodes()).c_str());
+#endif
+    std::printf("collective-fault ready (rank %d, node %d, pid %d)\n", me, team.node(), static_cast<int>(getpid()));
+    try {
+      for (;; ++round) run_round(round);
+    } catch (const std::exception& e) {
+      // Said before the teardown (the Communicator, the provider, CUDA): mpirun SIGKILLs the
+      // survivors about 1 s after it saw a rank die, and the teardown can wait for the dead rank
+      // (seen here: the shm provider's MPI engine in MPI_Win_free, collective), so the verdict
+      // must not wait for it.
+      return verdict(me, others, describe(e));
+    }
+  } catch (const std::exception& e) {
+    return verdict(me, others, describe(e));
+  }
 }

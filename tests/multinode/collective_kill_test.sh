@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
-# tests/multinode/collective_kill_test.sh LAUNCHER COLLECTIVE_FAULT — a node lost in the middle of
-# collectives across nodes: an MPI job of 2 nodes x 2 ranks split on this machine (aperture launch
-# --mpi --nodes 2); once every rank runs collectives, both ranks of node 1 get SIGKILL. Checks
-# that each survivor errors naming a lost rank before APERTURE_TIMEOUT, that the job ends
-# non-zero within it, and that no process or /dev/shm file of the job is left.
+# tests/multinode/collective_kill_test.sh LAUNCHER COLLECTIVE_FAULT [RANKS] — a node lost in the
+# middle of collectives across nodes: an MPI job of RANKS ranks (default 4) as 2 nodes split on
+# this machine (aperture launch --mpi --nodes 2); once every rank runs collectives, every rank of
+# node 1 (the second half) gets SIGKILL. Checks that each survivor (node 0's ranks) errors naming
+# a lost rank before APERTURE_TIMEOUT, that the job ends non-zero within it, and that no process
+# or /dev/shm file of the job is left. The GPU build of the program (tests/gpu) runs with RANKS 2:
+# two ranks sharing GPU 0 as two nodes.
 set -uo pipefail
-launcher="$1" program="$2"
+launcher="$1" program="$2" ranks="${3:-4}"
+(( ranks >= 2 && ranks % 2 == 0 )) || { echo "FAIL: RANKS must be even and at least 2, not '$ranks'"; exit 1; }
+per_node=$((ranks / 2))
 fail() { echo "FAIL: $*"; echo "--- job output"; cat "$log"; exit 1; }
 export APERTURE_TIMEOUT=20 APERTURE_HEAP_SIZE=64M
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 before_shm="$(ls /dev/shm | sort)"
-"$launcher" launch --mpi --nodes 2 -n 4 --timeout 120 -- "$program" >"$log" 2>&1 &
+"$launcher" launch --mpi --nodes 2 -n "$ranks" --timeout 120 -- "$program" >"$log" 2>&1 &
 job=$!
 for _ in $(seq 600); do
-  [[ $(grep -c "collective-fault ready" "$log") == 4 ]] && break
+  [[ $(grep -c "collective-fault ready" "$log") == "$ranks" ]] && break
   sleep 0.1
 done
-[[ $(grep -c "collective-fault ready" "$log") == 4 ]] || fail "the ranks did not all start"
+[[ $(grep -c "collective-fault ready" "$log") == "$ranks" ]] || fail "the ranks did not all start"
 sleep 0.5  # mid-collective
 pids="$(sed -n 's/.*collective-fault ready (rank [0-9]*, node 1, pid \([0-9]*\)).*/\1/p' "$log")"
-[[ $(wc -w <<<"$pids") == 2 ]] || fail "node 1's ranks not found"
+[[ $(wc -w <<<"$pids") == "$per_node" ]] || fail "node 1's ranks not found"
 killed_at=$SECONDS
 kill -KILL $pids
 wait "$job"
@@ -28,7 +32,7 @@ status=$?
 took=$((SECONDS - killed_at))
 [[ $status != 0 ]] || fail "the launcher exited 0 after a node was lost"
 (( took < APERTURE_TIMEOUT )) || fail "the job took $took s to end, not less than APERTURE_TIMEOUT=$APERTURE_TIMEOUT"
-for r in 0 1; do
+for ((r = 0; r < per_node; ++r)); do
   grep -q "^\[rank $r\] collective-fault ok (rank $r)" "$log" || fail "survivor rank $r did not report an error naming a lost rank"
 done
 left="$(pgrep -x "$(basename "$program" | cut -c1-15)" || true)"
