@@ -24,15 +24,17 @@
 #      (iris-ccl-overhead-np{1,2}.csv/.txt, full form on any machine);
 #   8. a Triton put to another node through the GPU proxy against a C++ kernel's (2 ranks as two
 #      simulated nodes; triton-proxy.txt);
-#   9. the README (command, machine, commit, each step's status), then `python3
+#   9. gpu-compare.md (command, machine, commit, each step's status; a folder's README.md, which
+#      the runs of a day share, is written only when there is none), then `python3
 #      scripts/perf-table.py` when that script is in the tree.
 # On one GPU every step runs in its one-GPU form (smoke: 1 rank where NCCL or torch needs a GPU
 # per rank, few sizes, short trials), so the script is exercised every session; those files are
 # named smoke-*, which no target of bench/targets.toml reads. The bulk step runs in full on one
 # GPU: its shared-GPU figure is the one-GPU target of item 10 (except with COMPARE_BESIDE=1: run
 # beside other work, as scripts/gpu-check.sh's `rest` does, it is a smoke run too).
-# Results: bench/results/<UTC date>-h200-x<GPUs>/ in the tree, and a copy under $OUT/bench-results
-# (with the regenerated docs/PERFORMANCE.md) when $OUT is set, for the caller to commit.
+# Results: bench/results/<UTC date>-h200-x<GPUs>/ in the tree, and a copy of the files this run
+# wrote under $OUT/bench-results (with the regenerated docs/PERFORMANCE.md) when $OUT is set, for
+# the caller to commit.
 # Exit 0 when every step passed; the last line says "gpu-compare: PASSED|FAILED ...".
 set -uo pipefail
 dry_run=0
@@ -70,6 +72,7 @@ step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and the budget; out
 
 if (( ! dry_run )); then
   mkdir -p "$results" "$logs"
+  touch "$logs/.started"  # what this run writes is newer (the copy under $OUT)
   { date -u; nvidia-smi -L; nvidia-smi topo -m; } >"$results/machine.txt" 2>&1
 fi
 echo "gpu-compare: $gpus GPU(s) ($machine), ${ranks} rank(s) where one per GPU, $( (( smoke )) && echo smoke || echo full) form; results in $results"
@@ -120,20 +123,28 @@ step iris-rmsnorm 120 "$launcher" launch -n "$ranks" --timeout 110 -- "$python" 
   --iters $(( smoke ? 20 : 200 ))
 (( dry_run )) || cp "$logs/iris-rmsnorm.log" "$results/${prefix}iris-rmsnorm.txt" 2>/dev/null
 # 7b. iris.ccl's host time over the same Communicator call (issue 27's 5 % target): one GPU, at
-#     1 rank and at 2 ranks sharing it, on any machine (full form: it is a one-GPU figure).
+#     1 rank and at 2 ranks sharing it, on any machine (full form: it is a one-GPU figure). Two
+#     processes on one GPU take turns in time slices, so every collective there waits for one:
+#     100 calls a round at 2 ranks (2000 never ended in 110 s), few enough that the launch queue
+#     never fills and the time stays host time.
 for n in 1 2; do
   step "iris-ccl-overhead-np$n" 120 env CUDA_VISIBLE_DEVICES=0 "$launcher" launch -n "$n" --timeout 110 -- "$python" \
-    "$root/examples/iris/ccl_overhead.py" --iters 2000 --csv "$results/iris-ccl-overhead-np$n.csv"
+    "$root/examples/iris/ccl_overhead.py" --iters $(( n == 1 ? 2000 : 100 )) --csv "$results/iris-ccl-overhead-np$n.csv"
   (( dry_run )) || cp "$logs/iris-ccl-overhead-np$n.log" "$results/iris-ccl-overhead-np$n.txt" 2>/dev/null
 done
 # 8. A Triton put to another node through the GPU proxy against the same put from a C++ kernel:
 #    2 ranks as two simulated nodes (one GPU: both on GPU 0; the proxy's cost, not a cluster's).
-step triton-proxy 150 env CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=256M "$launcher" launch --mpi --nodes 2 -n 2 \
-  --timeout 140 -- "$python" "$root/bench/python/triton_proxy.py" --provider cuda-ipc --rounds $(( smoke ? 3 : 7 ))
+#    The smoke form puts far fewer times: beside other work on the GPU (gpu-check's `rest`) each
+#    put waits for time slices of a shared GPU, and 2000 of them per round outlasted the step.
+proxy_puts=()
+(( smoke )) && proxy_puts=(--small-puts 100 --large-puts 4)
+step triton-proxy 150 env CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=256M APERTURE_TIMEOUT=120 "$launcher" launch --mpi \
+  --nodes 2 -n 2 --timeout 140 -- "$python" "$root/bench/python/triton_proxy.py" --provider cuda-ipc \
+  --rounds $(( smoke ? 3 : 7 )) "${proxy_puts[@]}"
 (( dry_run )) || cp "$logs/triton-proxy.log" "$results/${prefix}triton-proxy.txt" 2>/dev/null
-(( dry_run )) && { echo "README.md, then python3 scripts/perf-table.py"; exit 0; }
+(( dry_run )) && { echo "gpu-compare.md (README.md where none), then python3 scripts/perf-table.py"; exit 0; }
 
-# 7. the README, then the table.
+# 9. this run's page (and the folder's README where it has none), then the table.
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "unknown (not a git checkout)")
 {
   echo "# $folder: the multi-GPU comparison (bench/gpu-compare.sh)"
@@ -147,7 +158,9 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "unknown (not
   for s in "${steps[@]}"; do IFS='|' read -r n st sec d <<<"$s"; echo "| $n | $st | $sec | ${d//|//} |"; done
   echo
   echo "Files: $(cd "$results" && ls | grep -v '^README.md$' | paste -sd' ')"
-} >"$results/README.md"
+} >"$results/gpu-compare.md"
+[[ -f $results/README.md ]] || printf '# %s\n\nbench/gpu-compare.sh ran here: gpu-compare.md says how and what each step did.\n' \
+  "$folder" >"$results/README.md"
 if [[ -f $root/scripts/perf-table.py ]]; then
   if python3 "$root/scripts/perf-table.py" >"$logs/perf-table.log" 2>&1; then
     steps+=("perf-table|PASS|0|docs/PERFORMANCE.md regenerated")
@@ -158,8 +171,8 @@ else
   steps+=("perf-table|N/A|0|scripts/perf-table.py is not in this tree: regenerate the table where it is")
 fi
 if [[ -n ${OUT:-} ]]; then
-  mkdir -p "$OUT/bench-results"
-  cp -r "$results" "$OUT/bench-results/"
+  mkdir -p "$OUT/bench-results/$folder"
+  find "$results" -maxdepth 1 -type f -newer "$logs/.started" -exec cp {} "$OUT/bench-results/$folder/" \;
   cp "$root/docs/PERFORMANCE.md" "$OUT/bench-results/PERFORMANCE.md" 2>/dev/null
 fi
 bad=0

@@ -17,12 +17,13 @@ enum class BetweenNodes { mpi, nccl };
 inline const char* between_nodes_name(BetweenNodes path) { return path == BetweenNodes::nccl ? "nccl" : "mpi"; }
 
 // Host memory: MPI, whatever the variable says (NCCL moves GPU memory). GPU memory: NCCL when the
-// variable says nccl; MPI when it says mpi or auto. auto stays on MPI until the NCCL path has
-// passed its GPU runs (gpu.collectives.*.nodes2.nccl.np2, docs/MULTINODE.md): a default must be
-// a path that has run. nccl without NCCL built in is an error, not a quiet MPI.
+// variable says nccl, or auto with NCCL built in (the path that moves GPU buffers without host
+// staging; it passed its GPU runs, gpu.collectives.*.nodes2.nccl.np2, on 2026-12-03); MPI when it
+// says mpi, or auto without NCCL. nccl without NCCL built in is an error, not a quiet MPI.
 inline BetweenNodes choose_between_nodes(MemoryKind memory, bool nccl_built, env::BetweenNodes setting) {
-  if (memory != MemoryKind::device || setting != env::BetweenNodes::nccl) return BetweenNodes::mpi;
+  if (memory != MemoryKind::device || setting == env::BetweenNodes::mpi) return BetweenNodes::mpi;
   if (nccl_built) return BetweenNodes::nccl;
+  if (setting == env::BetweenNodes::automatic) return BetweenNodes::mpi;
   throw Error(ErrorCode::unavailable,
               "Communicator (across nodes): APERTURE_COLLECTIVES_BETWEEN_NODES=nccl, but aperture_collectives was "
               "built without NCCL; rebuild with NCCL 2.28+ found (NCCL_HOME, or the nvidia-nccl wheel), or set "

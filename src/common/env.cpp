@@ -51,8 +51,8 @@ constexpr Variable kVariables[] = {
     {"APERTURE_COLLECTIVES_PDL", "flag", "1", "0 or 1",
      "Collectives: 0 turns off programmatic dependent launch on GPUs that have it (compute capability 9.0+)."},
     {"APERTURE_COLLECTIVES_BETWEEN_NODES", "text", "auto", "auto, nccl or mpi",
-     "Collectives across nodes, GPU memory: the exchange between nodes on NCCL (nccl, when built with NCCL) or MPI "
-     "through pinned host staging (mpi, and auto until the NCCL path has run on a GPU); host memory always takes MPI. "
+     "Collectives across nodes, GPU memory: the exchange between nodes on NCCL (nccl; auto when built with NCCL) or MPI "
+     "through pinned host staging (mpi; auto when built without NCCL); host memory always takes MPI. "
      "Every rank must set the same."},
 };
 

@@ -20,9 +20,9 @@ TEST(BetweenNodesChoice, HostMemoryAlwaysTakesMpi) {
       EXPECT_EQ(choose_between_nodes(MemoryKind::host, built, s), BetweenNodes::mpi);
 }
 
-// auto stays on MPI until the NCCL path has passed on a GPU (between_nodes_choice.h).
-TEST(BetweenNodesChoice, GpuMemoryTakesNcclWhereAskedForAndBuilt) {
-  EXPECT_EQ(choose_between_nodes(MemoryKind::device, true, Setting::automatic), BetweenNodes::mpi);
+// auto takes NCCL for GPU memory wherever it is built in, MPI where it is not.
+TEST(BetweenNodesChoice, GpuMemoryTakesNcclWhereBuiltUnlessMpiIsAskedFor) {
+  EXPECT_EQ(choose_between_nodes(MemoryKind::device, true, Setting::automatic), BetweenNodes::nccl);
   EXPECT_EQ(choose_between_nodes(MemoryKind::device, true, Setting::nccl), BetweenNodes::nccl);
   EXPECT_EQ(choose_between_nodes(MemoryKind::device, true, Setting::mpi), BetweenNodes::mpi);
   EXPECT_EQ(choose_between_nodes(MemoryKind::device, false, Setting::automatic), BetweenNodes::mpi);
