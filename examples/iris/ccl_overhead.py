@@ -21,8 +21,9 @@ time-slice the GPU, so a collective completes only after a switch between them: 
 on an H200 (aperture bench, 2026-12-02), against about 10 us of host time. The figure is still the
 host time of a launch whose peer is another process (the batches keep the queue from filling); the
 GPU's time is not in it. The run's length is the GPU's: 2 sides x 7 rows x ``--rounds`` x
-``--iters`` collectives (98 x iters with the defaults), so --iters 200 there takes about 45 s of
-collectives; each op's progress line gives its seconds, so a slow run shows where it is.
+``--iters`` collectives (98 x iters with the defaults), so gpu-compare's --iters 100 there takes
+about 23 s of them; each op's progress line gives its seconds, so a slow run shows where it is.
+A figure is only as quiet as the machine: run it alone, not beside other GPU or CPU work.
 
 ``--csv`` writes the rows in `aperture bench --csv`'s form (aperture_us: through iris.ccl;
 baseline_us: the Communicator), which bench/targets.toml's row iris.ccl.host_overhead reads.
