@@ -6,6 +6,8 @@
 #   IRIS_ONLY=REGEX                          only the files (and examples) whose path matches (grep -E)
 #   IRIS_UPSTREAM_LOGS=DIR                   one log per run (default build/iris-upstream-logs)
 #   IRIS_UPSTREAM_TIMEOUT=S                  seconds per run (default 900; 2400 without a GPU)
+#   IRIS_JOBS=K                              runs at once (default 4 with a GPU, 1 without): each
+#                                            picks its own free port, and one H200 holds 4 jobs' heaps
 #
 # The Iris tree is read and run, never copied into this repository (docs/IRIS.md says how the lead
 # provides .deps/iris and which Iris files it holds). Each test file runs the way Iris's authors run
@@ -47,8 +49,18 @@ fi
 limit=${limit:-$(( gpus == 0 ? 2400 : 900 ))}
 echo "iris-upstream: Iris tree $src; $mode; ranks ${IRIS_RANKS:-1 2}; logs in $logs"
 
-results=()  # "file|ranks|STATUS|detail"
-record() { results+=("$1|$2|$3|$4"); printf 'iris-upstream: %-44s np%s %-4s %s\n' "$1" "$2" "$3" "$4"; }
+# One line per run, "file|ranks|STATUS|detail", appended by runs that may go on at once.
+results_file="$logs/results.txt"
+: >"$results_file"
+record() { echo "$1|$2|$3|$4" >>"$results_file"; printf 'iris-upstream: %-44s np%s %-4s %s\n' "$1" "$2" "$3" "$4"; }
+jobs_max=${IRIS_JOBS:-$(( gpus > 0 ? 4 : 1 ))}
+started=0  # runs begun: each must leave exactly one line in results_file
+at_most_jobs() {  # at_most_jobs COMMAND...: in the background once fewer than IRIS_JOBS run
+  started=$((started + 1))
+  if (( jobs_max <= 1 )); then "$@"; return; fi
+  while (( $(jobs -rp | wc -l) >= jobs_max )); do wait -n; done
+  "$@" &
+}
 
 # Why a file cannot apply on NVIDIA (empty: it applies).
 amd_only() {
@@ -154,29 +166,35 @@ only="${IRIS_ONLY:-.}"
 mapfile -t files < <(cd "$src" && ls tests/unittests/test_*.py tests/ccl/test_*.py tests/ops/test_*.py 2>/dev/null | grep -v '/test_utils.py$' |
                      grep -E -- "$only")
 for n in ${IRIS_RANKS:-1 2}; do
-  for rel in "${files[@]}"; do run_file "$rel" "$n"; done
+  for rel in "${files[@]}"; do at_most_jobs run_file "$rel" "$n"; done
 done
 # Examples. Every example sets torch.cuda.set_device(LOCAL_RANK), so a rank per GPU.
 for dir in $(cd "$src/examples" 2>/dev/null && ls -d */ | tr -d /); do
   [[ -f $src/examples/$dir/example.py ]] && grep -qE -- "$only" <<<"examples/$dir/example.py" || continue
   if grep -qE 'world_size (>=|==) 2' "$src/examples/$dir/example.py"; then
-    record "examples/$dir/example.py" 1 "N/A" "asserts 2 ranks"
+    started=$((started + 1)); record "examples/$dir/example.py" 1 "N/A" "asserts 2 ranks"
   else
-    run_example "$dir" 1
+    at_most_jobs run_example "$dir" 1
   fi
 done
 if [[ -f $src/tests/examples/test_examples.py ]] && grep -qE -- "$only" <<<tests/examples/test_examples.py; then
   if (( gpus == 1 )); then
+    started=$((started + 1))
     record tests/examples/test_examples.py 2 "N/A" "runs every example at 2 ranks, one GPU each (set_device(LOCAL_RANK)): needs 2 GPUs"
   else
-    run_file tests/examples/test_examples.py 1  # it starts its own 2-rank jobs
+    at_most_jobs run_file tests/examples/test_examples.py 1  # it starts its own 2-rank jobs
   fi
 fi
+wait
 
 pass=0 fail=0 na=0
-for r in "${results[@]}"; do
-  case "$(cut -d'|' -f3 <<<"$r")" in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) na=$((na + 1)) ;; esac
-done
+while IFS='|' read -r _ _ status _; do
+  case $status in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) na=$((na + 1)) ;; esac
+done <"$results_file"
+if (( pass + fail + na != started )); then
+  echo "iris-upstream: $started runs begun, $((pass + fail + na)) verdicts: a run ended without one"
+  fail=$((fail + 1))
+fi
 echo "iris-upstream: $pass passed, $fail failed, $na not applicable ($mode)"
 (( fail == 0 )) || { echo "iris-upstream: FAILED"; exit 1; }
 echo "iris-upstream: PASSED"

@@ -271,3 +271,36 @@ def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
                          timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "spawned ok" in run.stdout
+
+
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+def test_ccl_overhead_example_writes_what_perf_table_reads(tmp_path):
+    # examples/iris/ccl_overhead.py is the evidence of bench/targets.toml's iris.ccl.host_overhead:
+    # a progress line per op, and a CSV that scripts/perf-table.py reads, ratio = iris.ccl / Communicator.
+    import importlib.util
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = tmp_path / "overhead.csv"
+    env = child_environment()
+    env["APERTURE_PROVIDER"] = "shm"
+    run = subprocess.run([sys.executable, os.path.join(root, "examples", "iris", "ccl_overhead.py"), "--sizes", "4K",
+                          "--iters", "5", "--rounds", "2", "--batch", "2", "--csv", str(out)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ops = ("all_reduce", "all_gather", "broadcast", "barrier")
+    for op in ops:
+        assert f"ccl_overhead: {op} {0 if op == 'barrier' else 4096} B: native " in run.stdout, run.stdout
+    assert "ccl_overhead: done" in run.stdout
+    spec = importlib.util.spec_from_file_location("perf_table", os.path.join(root, "scripts", "perf-table.py"))
+    perf_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(perf_table)
+    rows = perf_table.read_bench_csv(str(out))
+    assert [r["op"] for r in rows] == [f"iris_ccl_{op}" for op in ops]
+    for r, op in zip(rows, ops):
+        assert (r["type"], r["ranks"], r["bytes"], r["baseline"]) == \
+            ("float32", 1, 0 if op == "barrier" else 4096, f"Communicator.{op}")
+        assert r["aperture_us"] > 0 and r["baseline_us"] > 0
+    with open(out) as f:
+        written = [line.split(",") for line in f.read().splitlines()[1:]]
+    for r, fields in zip(rows, written):
+        assert fields[5] == "5" and float(fields[11]) == pytest.approx(r["aperture_us"] / r["baseline_us"], rel=5e-3)

@@ -326,6 +326,53 @@ def test_all_reduce_rmsnorm_refuses_bad_input(shmem):
         _fused.all_reduce_rmsnorm(shmem, on_heap, None, weight, group=object())
 
 
+def test_all_reduce_rmsnorm_launch_key_is_as_fine_as_tritons(monkeypatch):
+    # On a GPU, a call whose _launch_key was seen launches that call's compiled kernel directly:
+    # right only if equal keys mean equal specialisations in Triton's own binder (here a CUDA
+    # target's, which needs no GPU). Fails when a Triton version specialises on more.
+    import inspect
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import JITFunction, create_function_from_signature
+
+    fn = _fused._ar_rmsnorm_kernel.fn
+    names = list(inspect.signature(fn).parameters)
+    assert tuple(names[-len(_fused._CONSTEXPRS):]) == _fused._CONSTEXPRS
+    jit = JITFunction(fn, do_not_specialize=_fused._NOT_SPECIALISED)
+    binder = create_function_from_signature(jit.signature, jit.params, make_backend(GPUTarget("cuda", 90, 32)))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    plan = object()
+    memory = torch.zeros(1 << 16, dtype=torch.float32)
+    flags = torch.zeros(64, dtype=torch.int32)
+    bases = torch.zeros(4, dtype=torch.int64)
+
+    def args(dtype=torch.bfloat16, shift=(0, 0, 0, 0), flag_shift=0, hidden=64, stride=64, epoch=5, budget=10 ** 6,
+             tokens=2, w_dtype=None):
+        def at(i):
+            return memory.view(dtype)[4096 * (i + 1) + shift[i]:]
+
+        return (at(0), at(1), at(2).to(w_dtype) if w_dtype else at(2), at(3), flags[flag_shift:], flags[32:],
+                flags[:1], epoch, budget, bases, tokens, hidden, stride, stride, stride, 1e-6)
+
+    variants = [args(), args(torch.float32), args(torch.float16), args(w_dtype=torch.float32),
+                args(shift=(1, 0, 0, 0)), args(shift=(0, 1, 0, 0)), args(shift=(0, 0, 1, 0)), args(shift=(0, 0, 0, 1)),
+                args(shift=(8, 8, 8, 8)), args(flag_shift=1), args(hidden=1, stride=1), args(hidden=63, stride=63),
+                args(hidden=48, stride=48), args(hidden=64, stride=80), args(epoch=1), args(epoch=16), args(epoch=17),
+                args(budget=6 * 10 ** 7), args(tokens=1), args(tokens=16), args(epoch=2 ** 31)]
+    constexprs = dict(zip(_fused._CONSTEXPRS, (0, 1, False, 1, 64, 1, True)))
+    keys, specs = [], []
+    for a in variants:
+        keys.append(_fused._launch_key(plan, a))
+        specs.append(binder(*a, **constexprs)[1])
+    distinct_specs = 0
+    for i in range(len(variants)):
+        for j in range(i):
+            if keys[i] == keys[j]:
+                assert specs[i] == specs[j], f"variants {i} and {j}: one launch key, Triton specialises them apart"
+            distinct_specs += specs[i] != specs[j]
+    assert distinct_specs > 0 and len(set(keys)) > 10  # the variants do differ where it matters
+
+
 def test_all_reduce_rmsnorm_gives_up_on_a_missing_rank(shmem, team, monkeypatch):
     # Rank 0 does not call; every other rank's kernel waits about APERTURE_TIMEOUT (1 s here) for
     # rank 0's rows, then returns, and the call raises aperture.Error: no hang.

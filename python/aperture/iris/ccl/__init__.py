@@ -47,6 +47,7 @@ class CCL:
         # Weak: the context owns this object, and a cycle would keep its heap (GPU memory) alive
         # until a garbage collection, past the end of a test that made a context of its own.
         self._iris = weakref.proxy(ctx)
+        self._num_ranks = ctx.num_ranks  # fixed for the context's life; read here, not through the proxy per call
         self._comm = None
         self._scratch = {}
         self._workspace = None
@@ -139,7 +140,7 @@ class CCL:
         """In place: every rank's tensor becomes rank src's."""
         if group is not None:
             self._group(group, "broadcast")
-        if src.__class__ is not int or not 0 <= src < self._iris.num_ranks:
+        if src.__class__ is not int or not 0 <= src < self._num_ranks:
             self._iris._check_rank(src, "ccl.broadcast", "src")
             src = int(src)
         (self._comm or self._communicator()).broadcast(tensor, src)

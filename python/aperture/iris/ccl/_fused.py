@@ -74,7 +74,13 @@ def _await_peers(flags, row, epoch, budget, failed, RANK: tl.constexpr, WORLD: t
     return budget
 
 
-@triton.jit
+# epoch and budget change between calls, and M with the token count: not specialised, so no
+# value (an epoch of 1 or a multiple of 16, a row count of 1) compiles a variant of its own in the
+# middle of a run (Triton 3.6 specialises ints equal to 1 and multiples of 16 otherwise).
+_NOT_SPECIALISED = ("epoch", "budget", "M")
+
+
+@triton.jit(do_not_specialize=_NOT_SPECIALISED)
 def _ar_rmsnorm_kernel(partial, residual, weight, out, ready, done, failed, epoch, budget, heap_bases, M, H, stride_p,
                        stride_r, stride_o, eps, RANK: tl.constexpr, WORLD: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                        ROWS_PER_PROGRAM: tl.constexpr, BLOCK_H: tl.constexpr, NUM_TILES: tl.constexpr,
@@ -145,8 +151,11 @@ class _RowFlags:
     def __init__(self, ctx, rows):
         self.rows = max(int(rows), 128)
         self.counters = ctx.zeros((2, self.rows * int(ctx.get_num_ranks())), dtype=torch.int32)
+        self.ready, self.done = self.counters[0], self.counters[1]
         self.failed = torch.zeros(1, dtype=torch.int32, device=self.counters.device)  # local only
         self.epoch = 0
+        self.plans = {}  # (tokens, hidden, residual?, device) -> _Plan
+        self.launchers = {}  # _launch_key -> a compiled kernel's launcher (GPU only)
         # Every rank's words are zero before any peer raises one: without this a fast rank's
         # first signal could land before a slow peer's zero-fill, which then erased it (every
         # rank waited out APERTURE_TIMEOUT, seen once in CI at 4 ranks).
@@ -166,12 +175,19 @@ def _timeout_seconds():
     return float(os.environ.get("APERTURE_TIMEOUT", "60"))
 
 
+_budgets = {}  # (APERTURE_TIMEOUT's text, on_gpu) -> polls: read per call (a test changes it), parsed once
+
+
 def _poll_budget(on_gpu):
     # Polls of a flag in APERTURE_TIMEOUT seconds, about: a system-scope acquire load of local
     # memory takes under a microsecond on a GPU, the interpreter about a millisecond (5 ms on a
     # loaded 2-core machine: the wait then lasts 5x longer, and still ends).
-    per_second = 1_000_000 if on_gpu else 1_000
-    return int(min(_timeout_seconds() * per_second, 2 ** 31 - 1))
+    key = (os.environ.get("APERTURE_TIMEOUT"), on_gpu)
+    budget = _budgets.get(key)
+    if budget is None:
+        per_second = 1_000_000 if on_gpu else 1_000
+        budget = _budgets[key] = int(min(_timeout_seconds() * per_second, 2 ** 31 - 1))
+    return budget
 
 
 def _congruent(ctx):
@@ -206,6 +222,70 @@ def _workspace_out(workspace, shape, dtype, device):
     if out is not None and tuple(out.shape) == tuple(shape) and out.dtype == dtype and out.device == device:
         return out
     return None
+
+
+_CONSTEXPRS = ("RANK", "WORLD", "HAS_RESIDUAL", "ROWS_PER_PROGRAM", "BLOCK_H", "NUM_TILES", "CONGRUENT")
+_sm_counts = {}  # torch.device -> streaming multiprocessors (a property query costs microseconds)
+
+
+def _sm_count(device):
+    count = _sm_counts.get(device)
+    if count is None:
+        count = _sm_counts[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return count
+
+
+class _Plan:
+    """What all_reduce_rmsnorm's launch takes from the call's shape alone (tokens, hidden, whether
+    there is a residual, the device): the grid, the kernel's constexprs and launch options. Made
+    once per shape and kept with the row flags, so a call computes none of it."""
+
+    def __init__(self, ctx, tokens, hidden, has_residual, device):
+        if hidden <= _MAX_ONE_TILE:
+            block, tiles = triton.next_power_of_2(hidden), 1
+        else:
+            block, tiles = _TILE, triton.cdiv(hidden, _TILE)
+        if device.type == "cuda":
+            programs = min(tokens, _sm_count(device))
+            self.options = {"num_warps": 16 if block >= 4096 else max(4, block // 256), "num_stages": 1}
+        else:
+            programs, self.options = min(tokens, 4), {}
+        self.grid = (programs,)
+        # In the kernel's parameter order (its last parameters): a compiled kernel's launcher takes
+        # every argument, constexprs included.
+        self.constexpr_values = (int(ctx.get_rank()), int(ctx.get_num_ranks()), has_residual,
+                                 triton.cdiv(tokens, programs), block, tiles, _congruent(ctx))
+        self.constexprs = dict(zip(_CONSTEXPRS, self.constexpr_values))
+
+
+def _launch_key(plan, args):
+    """What Triton (3.6) specialises the kernel on besides the plan's constexprs and options, for
+    these arguments: each tensor's dtype and whether its address is a multiple of 16, and the ints
+    that are specialised (H, the strides: exactly, so also their classes "1", "multiple of 16");
+    epoch, budget and M are not, but a value of 2**31 or more would make them 64-bit. Two calls with
+    one key run the same compiled kernel (test_iris_ranks checks this key against Triton's own)."""
+    (partial, res, weight, out, ready, done, failed, epoch, budget, heap_bases, tokens, hidden, stride_p, stride_r,
+     stride_o, _) = args
+    return (plan, torch.cuda.current_device(), partial.dtype, weight.dtype, partial.data_ptr() % 16 == 0,
+            res.data_ptr() % 16 == 0, weight.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0,
+            ready.data_ptr() % 16 == 0, done.data_ptr() % 16 == 0, failed.data_ptr() % 16 == 0,
+            heap_bases.dtype, heap_bases.data_ptr() % 16 == 0, hidden, stride_p, stride_r, stride_o,
+            max(epoch, budget, tokens) < 2 ** 31)
+
+
+def _launch_compiled(flags, plan, args):
+    """Launches the kernel on the GPU. The first call with a given _launch_key goes through
+    Triton's JIT (which compiles, or finds the compiled kernel, and launches it); later ones launch
+    that compiled kernel directly (CompiledKernel[grid]), skipping the JIT's per-call binding and
+    specialisation of 23 arguments, most of the launch's host time."""
+    key = _launch_key(plan, args)
+    launcher = flags.launchers.get(key)
+    if launcher is not None:
+        launcher(*args, *plan.constexpr_values)
+        return
+    compiled = _ar_rmsnorm_kernel[plan.grid](*args, **plan.constexprs, **plan.options)
+    if isinstance(compiled, triton.compiler.CompiledKernel):
+        flags.launchers[key] = compiled[plan.grid]
 
 
 def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, async_op=False, config=None,
@@ -258,27 +338,21 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     if flags is None or flags.rows < tokens:
         flags = ctx._aperture_rmsnorm_flags = _RowFlags(ctx, tokens)
     flags.epoch += 1
-    if flags.epoch > 1 and not partial.is_cuda:
+    on_gpu = partial.is_cuda
+    if flags.epoch > 1 and not on_gpu:
         flags.check(name)
 
-    if hidden <= _MAX_ONE_TILE:
-        block, tiles = triton.next_power_of_2(hidden), 1
-    else:
-        block, tiles = _TILE, triton.cdiv(hidden, _TILE)
-    if partial.is_cuda:
-        programs = min(tokens, torch.cuda.get_device_properties(partial.device).multi_processor_count)
-        launch = {"num_warps": 16 if block >= 4096 else max(4, block // 256), "num_stages": 1}
-    else:
-        programs, launch = min(tokens, 4), {}
-    rows_per_program = triton.cdiv(tokens, programs)
-    heap_bases = ctx.get_heap_bases()
+    plan_key = (tokens, hidden, residual is not None, partial.device)
+    plan = flags.plans.get(plan_key)
+    if plan is None:
+        plan = flags.plans[plan_key] = _Plan(ctx, *plan_key)
     res = residual if residual is not None else partial  # unused when there is none
-    _ar_rmsnorm_kernel[(programs,)](
-        partial, res, weight, out, flags.counters[0], flags.counters[1], flags.failed, flags.epoch,
-        _poll_budget(partial.is_cuda), heap_bases, tokens, hidden,
-        partial.stride(0), res.stride(0), out.stride(0), float(eps), RANK=int(ctx.get_rank()),
-        WORLD=int(ctx.get_num_ranks()), HAS_RESIDUAL=residual is not None, ROWS_PER_PROGRAM=rows_per_program,
-        BLOCK_H=block, NUM_TILES=tiles, CONGRUENT=_congruent(ctx), **launch)
+    args = (partial, res, weight, out, flags.ready, flags.done, flags.failed, flags.epoch, _poll_budget(on_gpu),
+            ctx.get_heap_bases(), tokens, hidden, partial.stride(0), res.stride(0), out.stride(0), float(eps))
+    if on_gpu:
+        _launch_compiled(flags, plan, args)
+    else:
+        _ar_rmsnorm_kernel[plan.grid](*args, **plan.constexprs, **plan.options)
     if not async_op:
         flags.check(name)
         ctx.barrier()
