@@ -6,6 +6,7 @@ GPU heap and under Triton's interpreter on the shm heap (CI, at 1, 2 and 4 ranks
 import contextlib
 import re
 import time
+import types
 
 import pytest
 import torch
@@ -371,6 +372,80 @@ def test_all_reduce_rmsnorm_launch_key_is_as_fine_as_tritons(monkeypatch):
                 assert specs[i] == specs[j], f"variants {i} and {j}: one launch key, Triton specialises them apart"
             distinct_specs += specs[i] != specs[j]
     assert distinct_specs > 0 and len(set(keys)) > 10  # the variants do differ where it matters
+
+
+def test_all_reduce_rmsnorm_direct_launch_passes_what_tritons_jit_passes(monkeypatch):
+    # The direct launch (a compiled kernel's launcher, GPU only) must hand Triton's launcher what
+    # the JIT hands it: a grid of three and every argument, constexprs included, in the kernel's
+    # order (the JIT passes its binder's bound arguments). Run here with a CUDA target's binder and
+    # a compiled kernel whose handles and launcher are stand-ins: the H200 found the one-element
+    # grid this checks (IndexError on every call after the first).
+    import triton.compiler.compiler as compiler
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import JITFunction, create_function_from_signature
+
+    jit = JITFunction(_fused._ar_rmsnorm_kernel.fn, do_not_specialize=_fused._NOT_SPECIALISED)
+    binder = create_function_from_signature(jit.signature, jit.params, make_backend(GPUTarget("cuda", 90, 32)))
+    launches = []
+
+    class StandInCompiled(compiler.CompiledKernel):
+        def __init__(self):  # no module to load
+            self.function, self.packed_metadata = "function", "metadata"
+
+        def _init_handles(self):
+            pass
+
+        def launch_metadata(self, grid, stream, *args):
+            return None
+
+        def run(self, *launch):
+            launches.append(launch)
+
+    stand_in = StandInCompiled()
+
+    class StandInJit:  # the first call with a key: Triton's JIT launches and returns the kernel
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                bound = binder(*args, **{k: v for k, v in kwargs.items() if k in _fused._CONSTEXPRS})[0]
+                stand_in.run(*grid, "stream", "function", "metadata", None, None, None, *bound.values())
+                return stand_in
+            return launch
+
+    class StandInDriver:
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device):
+            return "stream"
+
+    monkeypatch.setattr(_fused, "_ar_rmsnorm_kernel", StandInJit())
+    monkeypatch.setattr(compiler.driver, "_active", StandInDriver())  # what driver.active returns
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+    class Ctx:
+        address_map = None
+
+        def get_rank(self):
+            return 0
+
+        def get_num_ranks(self):
+            return 1
+
+    plan = _fused._Plan(Ctx(), 2, 64, False, torch.device("cpu"))
+    flags = types.SimpleNamespace(launchers={})
+    memory = torch.zeros(1 << 14, dtype=torch.bfloat16)
+    words = torch.zeros(64, dtype=torch.int32)
+    args = (memory[:128], memory[:128], memory[4096:4160], memory[8192:8320], words[:32], words[32:], words[:1], 7,
+            10 ** 6, torch.zeros(1, dtype=torch.int64), 2, 64, 64, 64, 64, 1e-6)
+    _fused._launch_compiled(flags, plan, args)  # through the JIT
+    _fused._launch_compiled(flags, plan, args)  # direct
+    assert len(flags.launchers) == 1 and len(launches) == 2
+    through_jit, direct = launches
+    assert direct[:3] == (plan.grid[0], 1, 1) and all(isinstance(g, int) for g in direct[:3])
+    assert len(direct) == len(through_jit)
+    for got, want in zip(direct[9:], through_jit[9:]):
+        assert got is want or got == want
 
 
 def test_all_reduce_rmsnorm_gives_up_on_a_missing_rank(shmem, team, monkeypatch):

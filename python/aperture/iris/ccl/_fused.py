@@ -250,7 +250,7 @@ class _Plan:
             self.options = {"num_warps": 16 if block >= 4096 else max(4, block // 256), "num_stages": 1}
         else:
             programs, self.options = min(tokens, 4), {}
-        self.grid = (programs,)
+        self.grid = (programs, 1, 1)  # all three: a compiled kernel's launcher reads grid[1] and grid[2]
         # In the kernel's parameter order (its last parameters): a compiled kernel's launcher takes
         # every argument, constexprs included.
         self.constexpr_values = (int(ctx.get_rank()), int(ctx.get_num_ranks()), has_residual,
