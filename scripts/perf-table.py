@@ -209,12 +209,8 @@ def evaluate(t: dict, results: str) -> dict:
         return {"measured": False}
     folder, files, k = found
     points: dict[tuple, list[tuple[float, float, float]]] = {}
-    runs = 0
     for f in files:
         rows = [r for r in read_rows(os.path.join(results, f), t) if selected(r, t)]
-        if not rows:
-            continue
-        runs += 1
         for r in rows:
             v = metric(r, t["metric"])
             if v is None:
@@ -224,6 +220,8 @@ def evaluate(t: dict, results: str) -> dict:
     if not points:
         return {"measured": False}
     med = {key: tuple(statistics.median(x[i] for x in vals) for i in range(3)) for key, vals in points.items()}
+    # Runs of one measurement: the most any point has (files of other rank counts add points, not runs).
+    runs = max(len(vals) for vals in points.values())
     values = [v[0] for v in med.values()]
     missed = sum(1 for v in values if not check_bound(v, t["bound"]))
     date, machine = FOLDER.match(folder).groups()
