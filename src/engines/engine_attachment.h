@@ -4,8 +4,8 @@
 // The own-heap providers hold one for their heap (LinearHeapProvider::engine_), the providers
 // over a foreign allocator one per allocation (LiveAllocations' entries). Closing is collective,
 // so it happens only while every rank is in step: close() where an error must reach the caller
-// (free), release() where none can (destructors, cleanup), and never while an exception unwinds,
-// when ranks may be out of step and a collective close would wait for ranks that never come;
+// (free), release() where none can (destructors, cleanup), and never while an exception unwinds
+// or after the job lost a rank, when a collective close would wait for ranks that never come;
 // abandon() where the other ranks are known not to come (the allocator's runtime is gone).
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "aperture/address_map.h"
+#include "aperture/detail/host_wait.h"  // job_watch
 #include "engines/engine.h"
 
 namespace aperture::detail {
@@ -50,11 +51,13 @@ class EngineAttachment {
     if (engine) close_engine(engine);
   }
 
-  // Collective unless an exception is unwinding, when the engine is only dropped. Never throws:
-  // a close that fails (a node is gone) leaves nothing more to do, and the memory goes anyway.
+  // Collective unless an exception is unwinding or the job watch reports a lost rank (a survivor's
+  // teardown after the error: the dead rank would never join MPI_Win_free), when the engine is
+  // only dropped. Never throws: a close that fails leaves nothing more to do, and the memory goes
+  // anyway.
   void release() noexcept {
     OpenEngine engine = std::exchange(engine_, OpenEngine{});
-    if (!engine || std::uncaught_exceptions() > 0) return;
+    if (!engine || std::uncaught_exceptions() > 0 || job_failed()) return;
     try {
       close_engine(engine);
     } catch (...) {  // nothing to do about it here
@@ -65,6 +68,15 @@ class EngineAttachment {
   void abandon() noexcept { engine_ = OpenEngine{}; }
 
  private:
+  static bool job_failed() noexcept {
+    const JobWatch watch = job_watch.load(std::memory_order_acquire);
+    try {
+      return watch != nullptr && !watch().empty();
+    } catch (...) {
+      return false;
+    }
+  }
+
   OpenEngine engine_;
 };
 

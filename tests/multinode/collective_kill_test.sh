@@ -3,7 +3,8 @@
 # middle of collectives across nodes: an MPI job of RANKS ranks (default 4) as 2 nodes split on
 # this machine (aperture launch --mpi --nodes 2); once every rank runs collectives, every rank of
 # node 1 (the second half) gets SIGKILL. Checks that each survivor (node 0's ranks) errors naming
-# a lost rank before APERTURE_TIMEOUT, that the job ends non-zero within it, and that no process
+# a lost rank before APERTURE_TIMEOUT and then tears down without waiting for the lost node, that
+# the job ends non-zero within it, and that no process
 # or /dev/shm file of the job is left. The GPU build of the program (tests/gpu) runs with RANKS 2:
 # two ranks sharing GPU 0 as two nodes.
 set -uo pipefail
@@ -34,6 +35,8 @@ took=$((SECONDS - killed_at))
 (( took < APERTURE_TIMEOUT )) || fail "the job took $took s to end, not less than APERTURE_TIMEOUT=$APERTURE_TIMEOUT"
 for ((r = 0; r < per_node; ++r)); do
   grep -q "^\[rank $r\] collective-fault ok (rank $r)" "$log" || fail "survivor rank $r did not report an error naming a lost rank"
+  grep -q "^\[rank $r\] collective-fault teardown done (rank $r)" "$log" ||
+    fail "survivor rank $r did not finish its teardown (a close that waited for the lost node?)"
 done
 left="$(pgrep -x "$(basename "$program" | cut -c1-15)" || true)"
 [[ -z $left ]] || fail "processes of the job left: $left"
@@ -42,5 +45,5 @@ sleep 0.5
 left_shm="$(comm -13 <(echo "$before_shm") <(ls /dev/shm | sort))"
 [[ -z $left_shm ]] || fail "/dev/shm files left: $left_shm"
 echo "PASS: node 1 killed mid-collective; survivors errored and the job ended in $took s"
-grep -E "collective-fault ok|aperture launch:" "$log"
+grep -E "collective-fault (ok|teardown)|aperture launch:" "$log"
 exit 0
