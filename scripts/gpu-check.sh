@@ -26,7 +26,9 @@
 #   proxy        gpu-proxy: other nodes: the proxy's queue, its channel as one node and as two (MPI),
 #                and the collectives and OverlappedGemm (unfused) across two "nodes" sharing GPU 0
 #                (cuda-ipc, cuda-vmm; the collectives' exchange between them forced to NCCL and to
-#                MPI, each run required to take it), and node 1 killed mid-collective on each path
+#                MPI, and left to auto, each run required to take the path it must), NCCL windows
+#                through the proxy as two nodes, and node 1 killed mid-collective on each path.
+#                Never beside other GPU work: two ranks time-slicing a busy GPU outlast their waits
 #   examples     gpu-examples: examples 05 and 06 at 1 and 2 ranks
 #   collectives  gpu-collectives: every collective and type at 1-3 ranks, the tuning paths at 4, 8
 #                (with one GPU only 1 and 2 ranks: the rest, label gpu-many-ranks, is N/A there)
