@@ -268,9 +268,7 @@ struct Hierarchy::Mpi {
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
       if (done) return;
       const bool more = backoff.pause([&] {
-        const auto watch = aperture::detail::job_watch.load(std::memory_order_acquire);
-        if (watch == nullptr) return;
-        const std::string failure = watch();
+        const std::string failure = aperture::detail::reported_job_failure();
         if (!failure.empty())
           throw Error(ErrorCode::peer_lost, std::string("Communicator (across nodes): ") + what + " among ranks " + peers +
                                                 " abandoned: " + failure);

@@ -32,10 +32,7 @@ constexpr const char* kAfterFailure =
 
 std::string seconds(std::uint64_t ns) { return std::to_string(static_cast<double>(ns) / 1e9) + " s"; }
 
-std::string job_failure() {
-  const auto watch = aperture::detail::job_watch.load(std::memory_order_acquire);
-  return watch == nullptr ? std::string() : watch();
-}
+using aperture::detail::reported_job_failure;
 
 // A rank that dies shows in NCCL first, as a connection its proxy finds closed, and NCCL's
 // account of that names no rank; the job watch names the rank a moment later (the hub sees the
@@ -47,7 +44,7 @@ constexpr auto kLostRankGrace = std::chrono::milliseconds(500);
 std::string lost_rank_within_grace() {
   const auto until = Clock::now() + kLostRankGrace;
   for (;;) {
-    if (std::string lost = job_failure(); !lost.empty()) return lost;
+    if (std::string lost = reported_job_failure(); !lost.empty()) return lost;
     if (Clock::now() >= until) return {};
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -129,7 +126,7 @@ struct NcclBetweenNodes::State {
         fail_naming_lost(aperture::detail::nccl_error_code(state), std::string(kWho) + ": " + what + " failed: " + text);
         throw_failure();
       }
-      const bool more = backoff.pause([&] { lost = job_failure(); });
+      const bool more = backoff.pause([&] { lost = reported_job_failure(); });
       if (!lost.empty()) {
         fail(ErrorCode::peer_lost, std::string(kWho) + ": " + what + " abandoned: " + lost);
         throw_failure();
@@ -184,7 +181,7 @@ struct NcclBetweenNodes::State {
       }
       if (failure.empty() && !pending.empty() && now >= next_job_check) {
         next_job_check = now + std::chrono::milliseconds(10);
-        if (std::string lost = job_failure(); !lost.empty())
+        if (std::string lost = reported_job_failure(); !lost.empty())
           fail(ErrorCode::peer_lost, std::string(kWho) + ": " + pending.front().what + " abandoned: " + lost);
       }
     }
@@ -272,7 +269,7 @@ struct NcclBetweenNodes::State {
       while (finished) {
         const cudaError_t e = cudaEventQuery(p.done);
         if (e == cudaSuccess) break;
-        if (e != cudaErrorNotReady || Clock::now() > deadline || !job_failure().empty()) finished = false;
+        if (e != cudaErrorNotReady || Clock::now() > deadline || !reported_job_failure().empty()) finished = false;
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
       spare_events.push_back(p.done);

@@ -69,10 +69,9 @@ class EngineAttachment {
 
  private:
   static bool job_failed() noexcept {
-    const JobWatch watch = job_watch.load(std::memory_order_acquire);
     try {
-      return watch != nullptr && !watch().empty();
-    } catch (...) {
+      return !reported_job_failure().empty();
+    } catch (...) {  // no memory for the message: close as if all were well
       return false;
     }
   }

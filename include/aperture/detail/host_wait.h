@@ -29,12 +29,17 @@ inline std::uint64_t host_timeout_ns() { return static_cast<std::uint64_t>(timeo
 using JobWatch = std::string (*)();
 APERTURE_API inline std::atomic<JobWatch> job_watch{nullptr};
 
+// Why the job failed, as the job watch says, or "" while all is well or no watch is installed.
+// Never blocks.
+inline std::string reported_job_failure() {
+  const JobWatch watch = job_watch.load(std::memory_order_acquire);
+  return watch == nullptr ? std::string() : watch();
+}
+
 // Throws aperture::Error (peer_lost) when the job watch reports a failure; for hand-written wait
 // loops.
 inline void check_job_alive(const std::uint64_t* flag, std::uint64_t value) {
-  const JobWatch watch = job_watch.load(std::memory_order_acquire);
-  if (watch == nullptr) return;
-  const std::string failure = watch();
+  const std::string failure = reported_job_failure();
   if (failure.empty()) return;
   char text[128];
   std::snprintf(text, sizeof text, "wait_until_ge(flag=%p, value=%llu) abandoned: ", static_cast<const void*>(flag),
