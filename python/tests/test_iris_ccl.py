@@ -33,6 +33,15 @@ def child_environment():
     return {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARIABLES)}
 
 
+def run_through_shim(prog, *args, env=None, timeout=120):
+    """Runs `python -m aperture.iris PROG ARGS` as a one-rank job of its own on the shm heap."""
+    if env is None:
+        env = child_environment()
+        env["APERTURE_PROVIDER"] = "shm"
+    return subprocess.run([sys.executable, "-m", "aperture.iris", str(prog), *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
 @pytest.fixture
 def ctx(team):
     return iris.iris(HEAP, team=team)
@@ -223,8 +232,7 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     """))
     env = child_environment()
     env["APERTURE_PROVIDER"] = "shm"
-    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog), "a", "b"], capture_output=True, text=True,
-                         env=env, timeout=120)
+    run = run_through_shim(prog, "a", "b", env=env)
     assert run.returncode == 0, run.stderr
     assert "ok ['a', 'b']" in run.stdout
     # A real Iris on the path is refused, not shadowed.
@@ -232,8 +240,7 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("REAL = True\n")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "site"), env.get("PYTHONPATH")]))
-    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
-                         timeout=120)
+    run = run_through_shim(prog, env=env)
     assert run.returncode == 2 and "real Iris is importable" in run.stderr
 
 
@@ -265,10 +272,7 @@ def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
             mp.spawn(worker, args=(2, f"tcp://127.0.0.1:{port}"), nprocs=2)
             print("spawned ok")
     """))
-    env = child_environment()
-    env["APERTURE_PROVIDER"] = "shm"
-    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
-                         timeout=300)
+    run = run_through_shim(prog, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "spawned ok" in run.stdout
 

@@ -5,8 +5,6 @@ bound derived from the dtype; workspace reuse, the preambles, async_op, each bad
 `import iris.ops` through the unmodified-program mechanism. Host memory (shm) in CI; the heap's
 GPU where there is one."""
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -17,7 +15,7 @@ import triton_world  # noqa: F401
 
 import aperture
 import aperture.iris as iris
-from test_iris_ccl import IN_A_JOB, child_environment
+from test_iris_ccl import IN_A_JOB, run_through_shim
 
 pytestmark = [pytest.mark.iris]
 # The tests of a context run on the heap's device: a GPU's where there is one (marker gpu, so a
@@ -458,9 +456,6 @@ def test_an_iris_program_imports_iris_ops_unmodified(tmp_path):
         assert D.tolist() == [[4.0] * 6] * 8
         print("ok", ws.operation)
     """))
-    env = child_environment()
-    env["APERTURE_PROVIDER"] = "shm"
-    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
-                         timeout=120)
+    run = run_through_shim(prog)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "ok matmul_all_reduce" in run.stdout
