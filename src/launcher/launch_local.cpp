@@ -23,6 +23,7 @@
 #include "launch_modes.h"
 #include "line_forwarder.h"
 #include "nccl_host_id.h"
+#include "node_place.h"
 #include "reaper.h"
 #include "signals.h"
 #include "spawn.h"
@@ -64,23 +65,6 @@ std::string rank_list(const std::vector<int>& ranks, std::size_t limit = 16) {
   }
   if (shown < ranks.size()) text += " and " + std::to_string(ranks.size() - shown) + " more";
   return text;
-}
-
-// Where rank r of a job over `nodes` nodes runs: rank blocks, as Team reads APERTURE_NODES.
-struct NodePlace {
-  int node = 0;
-  int local_rank = 0;
-  int local_size = 0;
-};
-NodePlace node_place(int rank, int ranks, int nodes) {
-  NodePlace place;
-  place.node = env::node_of_block(rank, ranks, nodes);
-  for (int r = 0; r < ranks; ++r) {
-    if (env::node_of_block(r, ranks, nodes) != place.node) continue;
-    if (r < rank) ++place.local_rank;
-    ++place.local_size;
-  }
-  return place;
 }
 
 // APERTURE_NODE_EXEC split into words (at spaces; no quoting), {node} replaced by `node`.

@@ -24,9 +24,9 @@
 #include "launcher/args.h"
 #include "launcher/launch.h"
 
-#include "common/env.h"  // node_of_block: the node APERTURE_NODES gives a rank
 #include "mpirun_flags.h"
 #include "nccl_host_id.h"
+#include "node_place.h"
 
 namespace aperture::launcher {
 
@@ -51,7 +51,9 @@ int mpi_rank_main(int argc, char** argv) {
                                              std::pair{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}})
     if (const char* value = std::getenv(mpi_name)) ::setenv(torch_name, value, 1);
   // Nodes split out of this machine by APERTURE_NODES (`aperture launch --mpi --nodes K` without a
-  // hostfile): NCCL_HOSTID per node (nccl_host_id.h), the node as the Team computes it.
+  // hostfile): NCCL_HOSTID per node (nccl_host_id.h), and the node's local rank and size in place
+  // of mpirun's, which count the whole machine (node_place.h), as `aperture launch --nodes` sets
+  // them without --mpi: a provider that refuses two ranks per GPU then asks about this node.
   const char* nodes = std::getenv("APERTURE_NODES");
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
@@ -59,9 +61,12 @@ int mpi_rank_main(int argc, char** argv) {
     const long world = std::strtol(size, nullptr, 10), count = std::strtol(nodes, nullptr, 10),
                me = std::strtol(rank, nullptr, 10);
     if (world > 0 && world <= (1L << 24) && count > 1 && count <= world && me >= 0 && me < world) {
-      const int node = env::node_of_block(static_cast<int>(me), static_cast<int>(world), static_cast<int>(count));
-      if (auto host_id = nccl_host_id(node, std::getenv("NCCL_HOSTID")))
+      const NodePlace place = node_place(static_cast<int>(me), static_cast<int>(world), static_cast<int>(count));
+      if (auto host_id = nccl_host_id(place.node, std::getenv("NCCL_HOSTID")))
         ::setenv(host_id->first.c_str(), host_id->second.c_str(), 1);
+      const std::string local_rank = std::to_string(place.local_rank), local_size = std::to_string(place.local_size);
+      for (const char* name : {"APERTURE_LOCAL_RANK", "LOCAL_RANK"}) ::setenv(name, local_rank.c_str(), 1);
+      for (const char* name : {"APERTURE_LOCAL_SIZE", "LOCAL_WORLD_SIZE"}) ::setenv(name, local_size.c_str(), 1);
     }
   }
   ::execv(argv[3], argv + 3);

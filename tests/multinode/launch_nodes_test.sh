@@ -34,21 +34,32 @@ check_host_ids() {  # MODE OUTPUT: ranks 0-1 on node 0, 2-3 on node 1
   done
 }
 show_id='echo "hostid ${APERTURE_RANK:-$OMPI_COMM_WORLD_RANK} ${NCCL_HOSTID-unset}"'
+# And the node's local rank and size (not the machine's), which a provider's status() reads before
+# any Team exists: nccl refused two ranks of one GPU split into two nodes when they were mpirun's.
+check_local_places() {  # MODE OUTPUT: ranks 0-1 on node 0, 2-3 on node 1
+  local r
+  for r in 0 1 2 3; do
+    grep -q "^\[rank $r\] local $r $((r % 2)) 2 $((r % 2)) 2$" <<<"$2" || fail "$1: rank $r's local rank and size in: $2"
+  done
+}
+show_place='echo "local ${APERTURE_RANK:-$OMPI_COMM_WORLD_RANK} $APERTURE_LOCAL_RANK $APERTURE_LOCAL_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE"'
 out="$(env -u APERTURE_NODE_EXEC -u APERTURE_HUB_HOST -u NCCL_HOSTID "$launcher" launch --nodes 2 -n 4 --timeout 60 -- \
-  sh -c "$show_id" 2>&1)" || fail "launch --nodes 2 -n 4: $out"
+  sh -c "$show_id; $show_place" 2>&1)" || fail "launch --nodes 2 -n 4: $out"
 check_host_ids "launch --nodes 2" "$out"
+check_local_places "launch --nodes 2" "$out"
 out="$(env -u APERTURE_NODE_EXEC -u APERTURE_HUB_HOST NCCL_HOSTID=mine "$launcher" launch --nodes 2 -n 2 --timeout 60 -- \
   sh -c "$show_id" 2>&1)" || fail "launch --nodes 2 -n 2: $out"
 [[ $(grep -c "hostid [01] mine$" <<<"$out") == 2 ]] || fail "the user's NCCL_HOSTID was not kept: $out"
 if command -v mpirun >/dev/null; then
-  out="$(env -u NCCL_HOSTID -u APERTURE_NODES "$launcher" launch --mpi --nodes 2 -n 4 --timeout 60 -- sh -c "$show_id" 2>&1)" ||
-    fail "launch --mpi --nodes 2 -n 4: $out"
+  out="$(env -u NCCL_HOSTID -u APERTURE_NODES "$launcher" launch --mpi --nodes 2 -n 4 --timeout 60 -- \
+    sh -c "$show_id; $show_place" 2>&1)" || fail "launch --mpi --nodes 2 -n 4: $out"
   check_host_ids "launch --mpi --nodes 2" "$out"
+  check_local_places "launch --mpi --nodes 2" "$out"
   out="$(env -u NCCL_HOSTID -u APERTURE_NODES "$launcher" launch --mpi -n 2 --timeout 60 -- sh -c "$show_id" 2>&1)" ||
     fail "launch --mpi -n 2: $out"
   [[ $(grep -c "hostid [01] unset$" <<<"$out") == 2 ]] || fail "one node got an NCCL_HOSTID: $out"
 fi
-echo "ok: NCCL_HOSTID per node"
+echo "ok: NCCL_HOSTID, local rank and local size per node"
 
 # Bad shapes are refused with the reason.
 err="$("$launcher" launch --nodes 3 -n 2 -- true 2>&1)" && fail "--nodes 3 -n 2 was accepted"
