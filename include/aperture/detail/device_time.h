@@ -1,5 +1,6 @@
 // aperture/detail/device_time.h — a GPU thread's clock and back-off sleep, and DeviceBackoff, the
-// one policy every device wait follows between two polls (signal.h, proxy_queue.h).
+// one policy every device wait follows between two polls (signal.h, proxy_queue.h), with the
+// cancel word that ends such a wait early (device_cancelled).
 //
 // CUDA: %globaltimer (nanoseconds) and __nanosleep. HIP (compile-checked, not run): the
 // constant-rate wall clock, which counts at 100 MHz on gfx90a and gfx942, and s_sleep, which
@@ -30,19 +31,29 @@ __device__ inline void device_sleep_ns(unsigned ns) {
 #endif
 
 #if APERTURE_HAS_CUDA_COMPILER || (APERTURE_HAS_HIP_COMPILER && defined(__HIP_DEVICE_COMPILE__))
+// Whether the host has raised `cancel` (non-zero: give up now); never, where it is null. The word
+// lives where the host can store into it while a kernel runs (pinned, mapped host memory), and
+// orders nothing: a volatile load sees the host's store without caching it.
+__device__ inline bool device_cancelled(const std::uint64_t* cancel) {
+  return cancel != nullptr && *static_cast<const volatile std::uint64_t*>(cancel) != 0;
+}
+
 // Between two polls of a device wait. A signal usually lands within a microsecond: poll flat out
 // first, then back off so a long wait does not keep the memory system busy, sleeping from 32 ns
 // doubling to 1 us. The clock is read only from then on (the timeout counts from the first
-// backoff): a wait that succeeds in its first polls costs no clock read.
+// backoff): a wait that succeeds in its first polls costs no clock read. The cancel word (null:
+// none) is read there too, beside the clock, so the polls before cost nothing more for it.
 //
-//   DeviceBackoff backoff(timeout_ns);
+//   DeviceBackoff backoff(timeout_ns, cancel);
 //   while (!ready())
-//     if (!backoff.pause()) return timed_out;
+//     if (!backoff.pause()) return timed_out;   // or cancelled
 class DeviceBackoff {
  public:
-  __device__ explicit DeviceBackoff(std::uint64_t timeout_ns) : timeout_ns_(timeout_ns) {}
+  __device__ explicit DeviceBackoff(std::uint64_t timeout_ns, const std::uint64_t* cancel = nullptr)
+      : timeout_ns_(timeout_ns), cancel_(cancel) {}
 
-  // Pauses before the next poll; false once timeout_ns have passed since the first sleep.
+  // Pauses before the next poll; false once timeout_ns have passed since the first sleep, or
+  // once the host raised the cancel word.
   __device__ bool pause() {
     if (polls_ < kDeviceSpinPolls) {
       ++polls_;
@@ -50,7 +61,7 @@ class DeviceBackoff {
     }
     const std::uint64_t now = device_time_ns();
     if (start_ == 0) start_ = now;
-    if (now - start_ >= timeout_ns_) return false;
+    if (now - start_ >= timeout_ns_ || device_cancelled(cancel_)) return false;
     device_sleep_ns(sleep_ns_);
     if (sleep_ns_ < kMaxSleepNs) sleep_ns_ *= 2;
     return true;
@@ -60,6 +71,7 @@ class DeviceBackoff {
   static constexpr unsigned kFirstSleepNs = 32;
   static constexpr unsigned kMaxSleepNs = 1024;
   std::uint64_t timeout_ns_;
+  const std::uint64_t* cancel_;
   std::uint64_t start_ = 0;
   unsigned polls_ = 0;
   unsigned sleep_ns_ = kFirstSleepNs;
