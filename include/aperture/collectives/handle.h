@@ -39,7 +39,7 @@
 // host raises it (non-zero) once the job has failed, and every device wait of the collectives
 // gives up at its next backoff poll, as at its timeout (the host then names the failure instead
 // of a timeout). Only the node's phases of a team across nodes get one (a pinned, mapped host
-// word of src/collectives/device_cancel.h): their kernels may wait for a node peer that has
+// word of src/collectives/kernel_cancel.h): their kernels may wait for a node peer that has
 // already thrown. On one node, and in Communicator::collective_view(), it stays null: a null word
 // is tested only between backoff sleeps, never in the polls before them.
 //
