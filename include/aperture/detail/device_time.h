@@ -33,10 +33,24 @@ __device__ inline void device_sleep_ns(unsigned ns) {
 #if APERTURE_HAS_CUDA_COMPILER || (APERTURE_HAS_HIP_COMPILER && defined(__HIP_DEVICE_COMPILE__))
 // Whether the host has raised `cancel` (non-zero: give up now); never, where it is null. The word
 // lives where the host can store into it while a kernel runs (pinned, mapped host memory), and
-// orders nothing: a volatile load sees the host's store without caching it.
+// orders nothing: a volatile load sees the host's store without caching it. On CUDA the test and
+// the load are one predicated load in inline PTX, with no branch the optimiser sees: the kernels
+// around it then compile nearly as they did without it (docs/MULTINODE.md, "A lost rank and the
+// node's kernels", says what still differs).
+#if APERTURE_HAS_CUDA_COMPILER
+__device__ __forceinline__ bool device_cancelled(const std::uint64_t* cancel) {
+  std::uint64_t raised = 0;
+  asm volatile(
+      "{\n\t.reg .pred given;\n\tsetp.ne.u64 given, %1, 0;\n\tmov.u64 %0, 0;\n\t@given ld.volatile.u64 %0, [%1];\n\t}"
+      : "=l"(raised)
+      : "l"(cancel));
+  return raised != 0;
+}
+#else
 __device__ inline bool device_cancelled(const std::uint64_t* cancel) {
   return cancel != nullptr && *static_cast<const volatile std::uint64_t*>(cancel) != 0;
 }
+#endif
 
 // Between two polls of a device wait. A signal usually lands within a microsecond: poll flat out
 // first, then back off so a long wait does not keep the memory system busy, sleeping from 32 ns
@@ -61,7 +75,8 @@ class DeviceBackoff {
     }
     const std::uint64_t now = device_time_ns();
     if (start_ == 0) start_ = now;
-    if (now - start_ >= timeout_ns_ || device_cancelled(cancel_)) return false;
+    // (The null test first: where no word is given, e.g. proxy_queue.h's waits, it folds away.)
+    if (now - start_ >= timeout_ns_ || (cancel_ != nullptr && device_cancelled(cancel_))) return false;
     device_sleep_ns(sleep_ns_);
     if (sleep_ns_ < kMaxSleepNs) sleep_ns_ *= 2;
     return true;
