@@ -22,10 +22,13 @@
 //   all(ok)                 sync() that also ANDs `ok` over the group's threads
 //   fence()                 called by one thread about to signal, after sync(): makes the group's
 //                           earlier writes visible system-wide first (fences are cumulative)
-//   wait(flag, value, timeout_ns)   THIS thread waits (acquire, system scope) until *flag >= value;
-//                           false when it gave up after timeout_ns. A CoopHost throws
-//                           aperture::Error instead (timeout_ns 0: APERTURE_TIMEOUT), like every
-//                           host wait, and pauses between polls as detail/backoff.h says.
+//   wait(flag, value, timeout_ns[, cancel])   THIS thread waits (acquire, system scope) until
+//                           *flag >= value; false when it gave up after timeout_ns, or (on a GPU)
+//                           once the host raised the cancel word `cancel` (null, the default:
+//                           none; signal.h's wait_until_ge_for). A CoopHost throws aperture::Error
+//                           instead (timeout_ns 0: APERTURE_TIMEOUT), like every host wait, pauses
+//                           between polls as detail/backoff.h says, and asks the job watch rather
+//                           than a cancel word.
 //   meta_group_rank(), meta_group_size()   which of the groups that share this rank's work this
 //                           one is: the block in the grid, the warp (or thread) in the grid; 0 of 1
 //                           on a CPU thread. (Cooperative groups count a tile within its block;
@@ -65,10 +68,11 @@ struct CoopHost {
   APERTURE_HD void fence() const {
     APERTURE_IF_DEVICE_ELSE((__threadfence_system();), (std::atomic_thread_fence(std::memory_order_release);))
   }
-  APERTURE_HD bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns) const {
+  APERTURE_HD bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns,
+                        const std::uint64_t* cancel = nullptr) const {
     APERTURE_IF_DEVICE_ELSE(
-        (return wait_until_ge_for(flag, value, timeout_ns, nullptr);),
-        (std::uint64_t seen = 0;
+        (return wait_until_ge_for(flag, value, timeout_ns, nullptr, cancel);),
+        ((void)cancel; std::uint64_t seen = 0;
          if (!detail::host_wait_until_ge_for(
                  flag, value, timeout_ns != 0 ? timeout_ns : detail::host_timeout_ns(), &seen,
                  [](const std::uint64_t* f) { return detail::load_acquire(f); }, spins))
@@ -96,8 +100,9 @@ struct CoopThread {
   __device__ void sync() const {}
   __device__ bool all(bool ok) const { return ok; }
   __device__ void fence() const { __threadfence_system(); }
-  __device__ bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns) const {
-    return wait_until_ge_for(flag, value, timeout_ns, nullptr);
+  __device__ bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns,
+                       const std::uint64_t* cancel = nullptr) const {
+    return wait_until_ge_for(flag, value, timeout_ns, nullptr, cancel);
   }
 };
 
@@ -114,8 +119,9 @@ struct CoopWarp {
     return APERTURE_DEVICE_WARP_ALL(ok ? 1 : 0) != 0;
   }
   __device__ void fence() const { __threadfence_system(); }
-  __device__ bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns) const {
-    return wait_until_ge_for(flag, value, timeout_ns, nullptr);
+  __device__ bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns,
+                       const std::uint64_t* cancel = nullptr) const {
+    return wait_until_ge_for(flag, value, timeout_ns, nullptr, cancel);
   }
 };
 
@@ -131,8 +137,9 @@ struct CoopBlock {
   // The other threads' stores reached this one through __syncthreads; the system fence makes
   // them visible to other GPUs before this thread's signal (fences are cumulative).
   __device__ void fence() const { __threadfence_system(); }
-  __device__ bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns) const {
-    return wait_until_ge_for(flag, value, timeout_ns, nullptr);
+  __device__ bool wait(const std::uint64_t* flag, std::uint64_t value, std::uint64_t timeout_ns,
+                       const std::uint64_t* cancel = nullptr) const {
+    return wait_until_ge_for(flag, value, timeout_ns, nullptr, cancel);
   }
 };
 

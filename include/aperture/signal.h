@@ -10,7 +10,7 @@
 // (default 60), or as soon as this process's Team learns that the job failed (a rank died: the
 // error names it; see detail/host_wait.h). Device waits back off with __nanosleep
 // (detail/device_time.h's DeviceBackoff, the one policy of every device wait);
-// wait_until_ge_for bounds them.
+// wait_until_ge_for bounds them, and may be given a cancel word the host raises to end them.
 #pragma once
 
 #include <cstdint>
@@ -50,17 +50,21 @@ APERTURE_HD void signal(std::uint64_t* flag, std::uint64_t value, int from_rank,
 
 // Waits until the caller's own *local_flag is >= value (acquire, system scope), for at most
 // timeout_ns nanoseconds. Returns true and the value seen in *seen when it got there.
+// `cancel` (device waits; null: none): a word the host may raise (non-zero) while the wait runs,
+// in memory it can store into then (pinned, mapped host memory); the wait then gives up as at its
+// timeout. It is read only between backoff sleeps, never in the first polls. Host waits ignore
+// it: they ask the job watch (detail/host_wait.h).
 APERTURE_HD bool wait_until_ge_for(const std::uint64_t* local_flag, std::uint64_t value, std::uint64_t timeout_ns,
-                                   std::uint64_t* seen) {
+                                   std::uint64_t* seen, const std::uint64_t* cancel = nullptr) {
   APERTURE_IF_DEVICE_ELSE(
-      (detail::DeviceBackoff backoff(timeout_ns); for (;;) {
+      (detail::DeviceBackoff backoff(timeout_ns, cancel); for (;;) {
          const std::uint64_t v = detail::load_acquire(local_flag);
          if (v >= value || !backoff.pause()) {
            if (seen) *seen = v;
            return v >= value;
          }
        }),
-      (return detail::host_wait_until_ge_for(
+      ((void)cancel; return detail::host_wait_until_ge_for(
            local_flag, value, timeout_ns, seen, [](const std::uint64_t* f) { return detail::load_acquire(f); });))
 }
 

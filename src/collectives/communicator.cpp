@@ -444,6 +444,9 @@ void Communicator::check(Stream stream) {
     if (hierarchy_) hierarchy_->check();
     throw;
   }
+  // Across nodes, a kernel that gave up because the job failed (the cancel word): that failure,
+  // naming the lost rank, rather than a timeout.
+  if (status[0] == collectives::kStatusWaitGaveUp && hierarchy_) hierarchy_->check();
   if (status[0] == collectives::kStatusLayoutsDiffer)
     throw layouts_differ("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                              "): a zero-copy collective (a form with in_map) failed on every rank; results since are invalid",

@@ -169,7 +169,7 @@ const void* Hierarchy::to_host(int slot, const void* p, std::size_t bytes, void*
   if (kind_ == MemoryKind::host) return p;
   void* host = stage(slot, bytes);
   device_copy(host, p, bytes, stream);
-  device_stream_sync(stream);
+  sync(stream);
   return host;
 }
 
@@ -354,7 +354,10 @@ Hierarchy::Hierarchy(Team& team, MemoryKind kind, const CollectiveHandle& world_
   team.check_same("Communicator (across nodes)",
                   {{"APERTURE_COLLECTIVES_BETWEEN_NODES (1 nccl, 0 mpi)", between_ == BetweenNodes::nccl ? 1u : 0u}});
   if (nccl()) {
-    nccl_ = std::make_unique<NcclBetweenNodes>(mpi_->timeout_ns);
+    // A failed exchange also stops this rank's node kernels (made below; none run before).
+    nccl_ = std::make_unique<NcclBetweenNodes>(mpi_->timeout_ns, [this](const std::string& failure) {
+      if (cancel_) cancel_->raise(failure);
+    });
     nccl_groups_.resize(NcclBetweenNodes::kGroups);
     const std::pair<MPI_Comm*, const std::string*> groups[] = {
         {&mpi_->column, &mpi_->peers_column}, {&mpi_->leaders, &mpi_->peers_leaders}, {&mpi_->world, &mpi_->peers_world}};
@@ -385,6 +388,17 @@ Hierarchy::Hierarchy(Team& team, MemoryKind kind, const CollectiveHandle& world_
   if (kind_ == MemoryKind::device) {
     device_table(&local_table_, host_table_.data(), host_table_.size());
     local_handle_.peer_bases = local_table_;
+    // The node's kernels stop waiting once the job fails (kernel_cancel.h); host waits already
+    // ask the job watch themselves.
+    const std::uint64_t* word_for_kernels = nullptr;
+    cancel_word_ = cancel_word_alloc(&word_for_kernels);
+    try {
+      cancel_ = std::make_unique<KernelCancel>(cancel_word_, [] { return aperture::detail::reported_job_failure(); });
+    } catch (...) {
+      cancel_word_free(cancel_word_);
+      throw;
+    }
+    local_handle_.cancel = word_for_kernels;
   } else {
     local_handle_.peer_bases = host_table_.data();
   }
@@ -395,10 +409,30 @@ Hierarchy::~Hierarchy() {
   work_.clear();
   stage_.clear();
   if (local_table_ != nullptr) device_free(local_table_);
+  if (cancel_word_ != nullptr) {
+    device_quiesce();  // no kernel reads the word after this (the watch still ends a stuck one)
+    cancel_.reset();
+    cancel_word_free(cancel_word_);
+  }
 }
 
 void Hierarchy::check() const {
   if (nccl_) nccl_->check();
+  if (cancel_ && cancel_->raised())
+    throw Error(ErrorCode::peer_lost, "Communicator (rank " + std::to_string(team_.rank()) +
+                                          ", across nodes): the collectives were abandoned (the node's kernels were "
+                                          "told to stop waiting): " +
+                                          cancel_->reason());
+}
+
+void Hierarchy::sync(void* stream) {
+  try {
+    device_stream_sync(stream);
+  } catch (const Error&) {
+    check();  // the stream failed after the watch aborted NCCL's kernels: report the cause
+    throw;
+  }
+  check();
 }
 
 #if defined(APERTURE_WITH_MPI)
@@ -410,14 +444,9 @@ void Hierarchy::check() const {
 
 void Hierarchy::barrier(void* stream) {
   local(Kind::barrier, nullptr, nullptr, 0, DataType::uint8, ReduceOp::sum, 0, stream);
-  // A barrier meets on the host on either path (it moves no data; NCCL has none): MPI's.
-  try {
-    if (kind_ == MemoryKind::device) device_stream_sync(stream);
-  } catch (const Error&) {
-    check();  // the stream failed after the watch aborted NCCL's kernels: report the cause
-    throw;
-  }
-  check();  // an NCCL exchange before it that failed (the watch aborted it, so the wait above ended)
+  // A barrier meets on the host on either path (it moves no data; NCCL has none): MPI's. An NCCL
+  // exchange before it that failed, or a lost rank, ends the wait (sync() throws it).
+  if (kind_ == MemoryKind::device) sync(stream);
   if (layout_.local == 0) {
     MPI_Request r;
     Mpi::check(MPI_Ibarrier(mpi_->leaders, &r), "MPI_Ibarrier");
@@ -441,9 +470,9 @@ void Hierarchy::broadcast(const void* in, void* out, std::size_t count, DataType
     void* host = kind_ == MemoryKind::host ? out : stage(0, bytes);
     if (kind_ == MemoryKind::device && layout_.node == root_node) {
       device_copy(host, out, bytes, stream);
-      device_stream_sync(stream);
+      sync(stream);
     }
-    if (kind_ == MemoryKind::device && layout_.node != root_node) device_stream_sync(stream);  // staging free again
+    if (kind_ == MemoryKind::device && layout_.node != root_node) sync(stream);  // staging free again
     MPI_Request r;
     Mpi::check(MPI_Ibcast(host, mpi_count(bytes), MPI_BYTE, root_node, mpi_->leaders, &r), "MPI_Ibcast");
     mpi_->wait(r, "the broadcast between nodes", mpi_->peers_leaders);

@@ -9,6 +9,10 @@
 //
 // Reductions fold each node's ranks in rank order, then the nodes' partial results in node
 // order, on every rank alike: every rank gets bit-identical results.
+//
+// On GPU memory the node's kernels get a cancel word (kernel_cancel.h), raised once the job
+// fails: a kernel waiting for a node peer that has already thrown then gives up at once, and the
+// host throws the failure that raised it (check()).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,7 @@
 #include "aperture/provider.h"
 #include "between_nodes_choice.h"
 #include "dispatch.h"
+#include "kernel_cancel.h"
 #include "nccl_between_nodes.h"
 
 namespace aperture {
@@ -73,7 +78,8 @@ class Hierarchy {
   // What the exchange between nodes runs on (APERTURE_COLLECTIVES_BETWEEN_NODES), the same on
   // every rank (the constructor checks).
   BetweenNodes between_nodes() const { return between_; }
-  // Throws the failure of an NCCL exchange that the watch found since (nccl_between_nodes.h).
+  // Throws the failure of an NCCL exchange that the watch found since (nccl_between_nodes.h), or
+  // the job's failure that raised the kernels' cancel word (code peer_lost, naming the rank).
   void check() const;
 
   void barrier(void* stream);
@@ -93,6 +99,9 @@ class Hierarchy {
   void local(Kind kind, const void* in, void* out, std::size_t count, DataType type, ReduceOp op, int root, void* stream);
   void local_all_reduce(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
   void copy(void* out, const void* in, std::size_t bytes, void* stream);
+  // Waits for the stream; throws check()'s failure where there is one (kernels that gave up on
+  // the cancel word, or NCCL's aborted, end the wait early with what they left unfinished).
+  void sync(void* stream);
   // Host memory that holds `bytes` of `p` (kind_ memory): p itself, or staging filled from it.
   const void* to_host(int slot, const void* p, std::size_t bytes, void* stream);
   // The input of a reduction, scaled by 1/world where op is avg on floats (NCCL's pre-multiply),
@@ -107,6 +116,10 @@ class Hierarchy {
 
   Team& team_;
   MemoryKind kind_;
+  // GPU memory: the node's kernels' cancel word and its watch (before the rest: freed last, once
+  // no kernel can read it).
+  std::uint64_t* cancel_word_ = nullptr;
+  std::unique_ptr<KernelCancel> cancel_;
   NodeLayout layout_;
   LocalChoices choices_;
   CollectiveHandle local_handle_{};
@@ -138,5 +151,10 @@ void* pinned_alloc(std::size_t bytes);
 void pinned_free(void* p);
 void device_stream_sync(void* stream);
 void device_table(std::int64_t** table, const std::int64_t* host, std::size_t entries);  // allocates and copies
+// The node's kernels' cancel word (kernel_cancel.h): pinned, mapped host memory, zero; its address
+// for the kernels in *device.
+std::uint64_t* cancel_word_alloc(const std::uint64_t** device);
+void cancel_word_free(std::uint64_t* word);
+void device_quiesce();  // cudaDeviceSynchronize, its error ignored (a destructor's)
 
 }  // namespace aperture::collectives::detail

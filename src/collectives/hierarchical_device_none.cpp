@@ -20,6 +20,9 @@ void* pinned_alloc(std::size_t) { no_cuda("pinned_alloc"); }
 void pinned_free(void*) {}
 void device_stream_sync(void*) { no_cuda("device_stream_sync"); }
 void device_table(std::int64_t**, const std::int64_t*, std::size_t) { no_cuda("device_table"); }
+std::uint64_t* cancel_word_alloc(const std::uint64_t**) { no_cuda("cancel_word_alloc"); }
+void cancel_word_free(std::uint64_t*) {}
+void device_quiesce() {}
 void device_fold_nodes(DataType, ReduceOp, const void*, int, void*, std::size_t, int, void*) {
   no_cuda("device_fold_nodes");
 }

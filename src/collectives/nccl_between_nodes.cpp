@@ -61,6 +61,7 @@ struct Pending {
 
 struct NcclBetweenNodes::State {
   std::uint64_t timeout_ns = 0;
+  std::function<void(const std::string&)> on_failure;  // told of the first failure
   int device = -1;  // the GPU the communicators were made on (the watch's current device)
 
   std::mutex mutex;  // everything below; held around every NCCL call, by the caller and the watch
@@ -90,6 +91,7 @@ struct NcclBetweenNodes::State {
     if (failure.empty()) {
       failure = std::move(text) + kAfterFailure;
       failure_code = code;
+      if (on_failure) on_failure(failure);
     }
     for (ncclComm_t& c : comms)
       if (c != nullptr) {
@@ -261,10 +263,11 @@ struct NcclBetweenNodes::State {
   }
 
   // The destructor's: every exchange finished (bounded), then each communicator finalized and
-  // destroyed; after a failure, or when they do not finish, aborted. Never throws.
+  // destroyed; after a failure, when they do not finish, or once the job lost a rank (a finalize
+  // may wait for it), aborted. Never throws.
   void close() {
     const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout_ns);
-    bool finished = failure.empty();
+    bool finished = failure.empty() && reported_job_failure().empty();
     for (Pending& p : pending) {
       while (finished) {
         const cudaError_t e = cudaEventQuery(p.done);
@@ -281,7 +284,7 @@ struct NcclBetweenNodes::State {
       while (clean) {
         ncclResult_t state = ncclInProgress;
         if (ncclCommGetAsyncError(c, &state) != ncclSuccess || (state != ncclSuccess && state != ncclInProgress) ||
-            Clock::now() > deadline)
+            Clock::now() > deadline || !reported_job_failure().empty())
           clean = false;
         if (state == ncclSuccess) break;
         std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -300,8 +303,10 @@ struct NcclBetweenNodes::State {
 
 bool NcclBetweenNodes::built() { return true; }
 
-NcclBetweenNodes::NcclBetweenNodes(std::uint64_t timeout_ns) : state_(std::make_unique<State>()) {
+NcclBetweenNodes::NcclBetweenNodes(std::uint64_t timeout_ns, std::function<void(const std::string&)> on_failure)
+    : state_(std::make_unique<State>()) {
   state_->timeout_ns = timeout_ns;
+  state_->on_failure = std::move(on_failure);
 }
 
 NcclBetweenNodes::~NcclBetweenNodes() = default;

@@ -44,7 +44,10 @@ class NcclBetweenNodes {
   // Whether aperture_collectives was built with NCCL.
   static bool built();
 
-  explicit NcclBetweenNodes(std::uint64_t timeout_ns);
+  // on_failure: called once, with the failure as check() will throw it, when the first failure
+  // is found (from the watch's thread or the caller's, under the object's lock: it must not call
+  // back into this object).
+  explicit NcclBetweenNodes(std::uint64_t timeout_ns, std::function<void(const std::string&)> on_failure = {});
   ~NcclBetweenNodes();  // finalizes (or aborts, after a failure) every communicator
   NcclBetweenNodes(const NcclBetweenNodes&) = delete;
   NcclBetweenNodes& operator=(const NcclBetweenNodes&) = delete;

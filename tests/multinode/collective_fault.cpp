@@ -18,6 +18,15 @@
 // exists to find.
 //
 // APERTURE_TEST_EXPECT_BETWEEN_NODES=nccl or mpi: fail unless Communicator::between_nodes() says so.
+//
+// APERTURE_TEST_NODE1_STOPS=1 (2 ranks or more per node): after "ready" the ranks of the other
+// nodes stop making calls (the script then kills them) and node 0's ranks broadcast from a rank
+// of node 1, forever. That puts the survivors, every time, where a node's ranks part ways: node
+// 0's first rank waits for node 1 in the exchange between nodes (on the host, or NCCL's kernel),
+// while its other ranks wait in the node's broadcast kernel for it. Once the first rank hears of
+// the loss and throws, nothing but the library can end the others' kernel wait before
+// APERTURE_TIMEOUT (CollectiveHandle::cancel).
+
 #include <aperture/aperture.h>
 #include <aperture/collectives/collectives.h>
 
@@ -121,7 +130,20 @@ int main() {
     if (me == 0) std::printf("collective-fault between nodes: %s\n", std::string(comm.between_nodes()).c_str());
 #endif
     std::printf("collective-fault ready (rank %d, node %d, pid %d)\n", me, team.node(), static_cast<int>(getpid()));
+    const char* stops = std::getenv("APERTURE_TEST_NODE1_STOPS");
+    const bool node1_stops = stops != nullptr && std::string(stops) == "1";
+    if (node1_stops && team.node() != 0)
+      for (;;) pause();  // until the script's SIGKILL (SIGTERM is blocked)
     try {
+      if (node1_stops) {
+        const int root = others.front();  // a rank of node 1
+        for (;;) {
+          comm.broadcast(source, result, 1000, root, stream);
+#if defined(APERTURE_TEST_GPU)
+          comm.check(stream);
+#endif
+        }
+      }
       for (;; ++round) run_round(round);
     } catch (const std::exception& e) {
       // Said before the teardown (the Communicator, the provider, CUDA), which mpirun's SIGKILL

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# tests/multinode/collective_kill_test.sh LAUNCHER COLLECTIVE_FAULT [RANKS] — a node lost in the
-# middle of collectives across nodes: an MPI job of RANKS ranks (default 4) as 2 nodes split on
-# this machine (aperture launch --mpi --nodes 2); once every rank runs collectives, every rank of
-# node 1 (the second half) gets SIGKILL. Checks that each survivor (node 0's ranks) errors naming
-# a lost rank before APERTURE_TIMEOUT and then tears down without waiting for the lost node, that
-# the job ends non-zero within it, and that no process
-# or /dev/shm file of the job is left. The GPU build of the program (tests/gpu) runs with RANKS 2:
-# two ranks sharing GPU 0 as two nodes.
+# tests/multinode/collective_kill_test.sh LAUNCHER COLLECTIVE_FAULT [RANKS [TIMEOUT [WITHIN]]] — a
+# node lost in the middle of collectives across nodes: an MPI job of RANKS ranks (default 4) as 2
+# nodes split on this machine (aperture launch --mpi --nodes 2); once every rank runs collectives,
+# every rank of node 1 (the second half) gets SIGKILL. Checks that each survivor (node 0's ranks)
+# errors naming a lost rank and then tears down without waiting for the lost node, that the job
+# ends non-zero within WITHIN seconds of the kill (default: APERTURE_TIMEOUT, which the script sets
+# to TIMEOUT, default 20), and that no process or /dev/shm file of the job is left. The GPU build
+# of the program (tests/gpu) runs with RANKS 2 (two ranks sharing GPU 0 as two nodes) and 4 (two
+# per node, node 1 stopped first: APERTURE_TEST_NODE1_STOPS, collective_fault.cpp).
 set -uo pipefail
-launcher="$1" program="$2" ranks="${3:-4}"
+launcher="$1" program="$2" ranks="${3:-4}" timeout="${4:-20}" within="${5:-${4:-20}}"
 (( ranks >= 2 && ranks % 2 == 0 )) || { echo "FAIL: RANKS must be even and at least 2, not '$ranks'"; exit 1; }
+(( within <= timeout )) || { echo "FAIL: WITHIN ($within) must not exceed TIMEOUT ($timeout)"; exit 1; }
 per_node=$((ranks / 2))
 fail() { echo "FAIL: $*"; echo "--- job output"; cat "$log"; exit 1; }
-export APERTURE_TIMEOUT=20 APERTURE_HEAP_SIZE=64M
+export APERTURE_TIMEOUT="$timeout" APERTURE_HEAP_SIZE=64M
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 before_shm="$(ls /dev/shm | sort)"
@@ -32,7 +34,7 @@ wait "$job"
 status=$?
 took=$((SECONDS - killed_at))
 [[ $status != 0 ]] || fail "the launcher exited 0 after a node was lost"
-(( took < APERTURE_TIMEOUT )) || fail "the job took $took s to end, not less than APERTURE_TIMEOUT=$APERTURE_TIMEOUT"
+(( took < within )) || fail "the job took $took s to end, not less than $within s (APERTURE_TIMEOUT=$APERTURE_TIMEOUT)"
 for ((r = 0; r < per_node; ++r)); do
   grep -q "^\[rank $r\] collective-fault ok (rank $r)" "$log" || fail "survivor rank $r did not report an error naming a lost rank"
   grep -q "^\[rank $r\] collective-fault teardown done (rank $r)" "$log" ||
@@ -44,6 +46,6 @@ sleep 0.5
 # Only files that appeared count: other jobs on the machine may remove theirs meanwhile.
 left_shm="$(comm -13 <(echo "$before_shm") <(ls /dev/shm | sort))"
 [[ -z $left_shm ]] || fail "/dev/shm files left: $left_shm"
-echo "PASS: node 1 killed mid-collective; survivors errored and the job ended in $took s"
+echo "PASS: node 1 killed mid-collective; survivors errored and the job ended in $took s (bound $within s, APERTURE_TIMEOUT=$APERTURE_TIMEOUT)"
 grep -E "collective-fault (ok|teardown)|aperture launch:" "$log"
 exit 0

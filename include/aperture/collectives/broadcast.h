@@ -71,7 +71,7 @@ APERTURE_HD bool broadcast_ll(const Coop& g, const CollectiveHandle& h, const T*
       const std::uint64_t last = last_rooted[ring];
       bool waited = true;
       for (int peer = static_cast<int>(g.thread_rank()); peer < h.world_size; peer += static_cast<int>(g.size()))
-        if (peer != me && !g.wait(h.broadcast_ack(part, peer), last, h.timeout_ns)) waited = false;
+        if (peer != me && !g.wait(h.broadcast_ack(part, peer), last, h.timeout_ns, h.cancel)) waited = false;
       ok = g.all(waited) && ok;
       if (!ok) return false;
       auto* mine = reinterpret_cast<LLLine*>(h.broadcast_slot(part, b, me));
@@ -90,7 +90,7 @@ APERTURE_HD bool broadcast_ll(const Coop& g, const CollectiveHandle& h, const T*
     bool received = true;
     for (std::uint64_t j = g.thread_rank(); j < lines; j += g.size()) {
       std::uint64_t payload = 0;
-      if (received && !detail::ll_receive(slot + j, flag, h.timeout_ns, payload)) received = false;
+      if (received && !detail::ll_receive(slot + j, flag, h.timeout_ns, h.cancel, payload)) received = false;
       detail::ll_unpack(out + at + j * E, payload, detail::ll_valid<T>(n, j), out_aligned);
     }
     // Every thread's clears, then the fence, then the acknowledgement (detail/ll.h).

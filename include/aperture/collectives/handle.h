@@ -35,6 +35,14 @@
 //                                last piece this rank rooted in ring slot k (0: none).
 //   staging  [max_parts][2][half_bytes]  symmetric: what peers read from this rank.
 //
+// Not in the scratch: `cancel`, null (no cancel) unless the library sets it. Where it is set, the
+// host raises it (non-zero) once the job has failed, and every device wait of the collectives
+// gives up at its next backoff poll, as at its timeout (the host then names the failure instead
+// of a timeout). Only the node's phases of a team across nodes get one (a pinned, mapped host
+// word of src/collectives/kernel_cancel.h): their kernels may wait for a node peer that has
+// already thrown. On one node, and in Communicator::collective_view(), it stays null: a null word
+// is tested only between backoff sleeps, never in the polls before them.
+//
 // The epochs are the "monotonic counters": every barrier raises a part's epoch by one on every
 // rank, so no flag is ever reset and the same scratch serves every call, forever.
 #pragma once
@@ -79,6 +87,10 @@ struct CollectiveHandle {
   // Communicator::handle(): a kernel of yours may run LL collectives back to back, and each
   // fences after its last piece, as between its pieces (detail/ll.h).
   bool ll_ends_kernel = false;
+  // Null: device waits give up only at timeout_ns. Else a word in memory the host may store into
+  // while a kernel runs (pinned, mapped): non-zero makes every device wait give up as at its
+  // timeout (signal.h's wait_until_ge_for). Host waits ignore it (they ask the job watch).
+  const std::uint64_t* cancel = nullptr;
 
   APERTURE_HD PeerView peers() const { return PeerView{rank, world_size, peer_bases}; }
   // Where rank `sender` announces its epochs to this rank, for part p.

@@ -69,6 +69,7 @@
 #include "aperture/collectives/detail/tuning.h"
 #include "aperture/collectives/handle.h"
 #include "aperture/config.h"
+#include "aperture/detail/device_time.h"  // device_cancelled
 #include "aperture/detail/host_wait.h"
 #include "aperture/translate.h"
 
@@ -136,8 +137,10 @@ APERTURE_HD void ll_clear(LLLine* line) {
 }
 
 // Waits until the local line carries `flag`, then clears it. False when the wait gave up
-// (device: after timeout_ns; the host throws aperture::Error instead, like every host wait).
-APERTURE_HD bool ll_receive(LLLine* line, std::uint32_t flag, std::uint64_t timeout_ns, std::uint64_t& payload) {
+// (device: after timeout_ns, or once the host raised `cancel`, read only between sleeps; the
+// host throws aperture::Error instead, like every host wait).
+APERTURE_HD bool ll_receive(LLLine* line, std::uint32_t flag, std::uint64_t timeout_ns, const std::uint64_t* cancel,
+                            std::uint64_t& payload) {
   bool got = false;
   APERTURE_IF_DEVICE_ELSE(
       (// A peer's line usually lands within a few microseconds: poll flat out first, then bounded.
@@ -151,10 +154,10 @@ APERTURE_HD bool ll_receive(LLLine* line, std::uint32_t flag, std::uint64_t time
          std::uint64_t now = 0;
          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
          if (start == 0) start = now;
-         if (now - start >= timeout_ns) break;
+         if (now - start >= timeout_ns || aperture::detail::device_cancelled(cancel)) break;
          __nanosleep(tuning::kLLSleepNs);
        }),
-      (std::uint64_t seen = 0;
+      ((void)cancel; std::uint64_t seen = 0;
        got = aperture::detail::host_wait_until_ge_for(
            &line->lo, 1, timeout_ns != 0 ? timeout_ns : aperture::detail::host_timeout_ns(), &seen,
            [&](const std::uint64_t*) -> std::uint64_t { return ll_try_load(line, flag, payload) ? 1 : 0; });
@@ -240,7 +243,7 @@ struct LLPiece {
   // Rank `from`'s line (0 when an earlier wait of this thread gave up), cleared after reading.
   APERTURE_HD std::uint64_t receive(int from, std::uint64_t line) {
     std::uint64_t payload = 0;
-    if (received && !ll_receive(local_slot(from) + line, flag, s.h.timeout_ns, payload)) received = false;
+    if (received && !ll_receive(local_slot(from) + line, flag, s.h.timeout_ns, s.h.cancel, payload)) received = false;
     return payload;
   }
   // Joins the group. When another piece follows in this call, the clears of this one must reach

@@ -25,15 +25,17 @@
 namespace aperture::collectives::detail {
 
 // This thread's wait for a peer's epoch. On a GPU a barrier's peer usually arrives within
-// microseconds: poll flat out first (tuning.h), then wait bounded as the Coop does. On the host
-// the Coop's own backoff already spins first.
+// microseconds: poll flat out first (tuning.h), then wait bounded as the Coop does, giving up
+// early where the host raises `cancel` (CollectiveHandle::cancel; read only between the Coop's
+// backoff sleeps). On the host the Coop's own backoff already spins first.
 template <class Coop>
-APERTURE_HD bool wait_for_epoch(const Coop& g, const std::uint64_t* flag, std::uint64_t epoch, std::uint64_t timeout_ns) {
+APERTURE_HD bool wait_for_epoch(const Coop& g, const std::uint64_t* flag, std::uint64_t epoch, std::uint64_t timeout_ns,
+                                const std::uint64_t* cancel) {
   APERTURE_IF_DEVICE_ELSE(
       (for (int spin = 0; spin < tuning::kBarrierSpins; ++spin)
          if (aperture::detail::load_acquire(flag) >= epoch) return true;),
       ())
-  return g.wait(flag, epoch, timeout_ns);
+  return g.wait(flag, epoch, timeout_ns, cancel);
 }
 
 template <class Coop>
@@ -75,7 +77,7 @@ struct Session {
     }
     bool waited = true;
     for (int peer = static_cast<int>(g.thread_rank()); peer < world; peer += static_cast<int>(g.size()))
-      if (peer != me && !wait_for_epoch(g, h.flag(part, peer), e, h.timeout_ns)) waited = false;
+      if (peer != me && !wait_for_epoch(g, h.flag(part, peer), e, h.timeout_ns, h.cancel)) waited = false;
     ok = g.all(waited) && ok;
     return ok;
   }
