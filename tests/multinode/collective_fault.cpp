@@ -31,6 +31,7 @@
 #include <aperture/collectives/collectives.h>
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -46,13 +47,22 @@
 
 namespace {
 
+// Wall-clock milliseconds, printed in the verdict and teardown lines: the script subtracts the
+// moment it killed node 1, so a run says how long each survivor took (a survivor that mpirun
+// kills before it reports says nothing, and this is how a passing run shows its margin).
+long long wall_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<long long>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
+
 // The verdict on what a survivor caught: "ok" (0) where it names a rank of another node.
 int verdict(int me, const std::vector<int>& others, const std::string& message) {
   for (int r : others) {
     const std::string needle = "rank " + std::to_string(r);
     for (auto at = message.find(needle); at != std::string::npos; at = message.find(needle, at + 1)) {
       if (at + needle.size() == message.size() || !std::isdigit(static_cast<unsigned char>(message[at + needle.size()]))) {
-        std::printf("collective-fault ok (rank %d): %s\n", me, message.c_str());
+        std::printf("collective-fault ok (rank %d) [%lld ms]: %s\n", me, wall_ms(), message.c_str());
         return 0;
       }
     }
@@ -155,6 +165,6 @@ int main() {
   }
   // The teardown after a lost rank must not wait for it (an engine's collective close, MPI_Win_free,
   // once did): the script requires this line from every survivor.
-  std::printf("collective-fault teardown done (rank %d)\n", me);
+  std::printf("collective-fault teardown done (rank %d) [%lld ms]\n", me, wall_ms());
   return code;
 }
