@@ -146,6 +146,60 @@ def test_a_dropped_context_goes_without_a_garbage_collection(team):
             gc.enable()
 
 
+def _resident_shared_bytes():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssShmem:"):
+                return int(line.split()[1]) << 10
+    raise AssertionError("no RssShmem in /proc/self/status")
+
+
+def test_a_context_leaves_its_fresh_heap_untouched(team):
+    # Iris makes its heap with torch.empty. aperture's own heaps are zero when made, so a context's
+    # heap is not filled again: on shm a fill faults in every page (seconds per context for Iris's
+    # default 1 GiB heap, and that much resident memory). Resident shared memory tells, not time.
+    size = 128 << 20
+    before = _resident_shared_bytes()
+    ctx = iris.iris(size, allocator_type="shm", team=team)
+    grown = _resident_shared_bytes() - before
+    assert grown < size // 8, f"making a {size}-byte heap made {grown} bytes resident: the heap was written"
+    pool = ctx.memory_pool.view(torch.int64)
+    # Still zero where nothing was written: first, middle and last pages, and a factory's empty().
+    for part in (pool[:512], pool[pool.numel() // 2:][:512], pool[-512:], ctx.empty(512, dtype=torch.int64)):
+        assert bool((part == 0).all())
+    ctx.barrier()
+
+
+class _Renamed:
+    """A provider under another name (one whose fresh memory aperture.iris may not assume zero)."""
+
+    def __init__(self, provider, name):
+        self._provider, self.name = provider, name
+
+    def __getattr__(self, attribute):
+        return getattr(self._provider, attribute)
+
+
+def test_a_heap_is_zeroed_unless_its_provider_just_made_it_zero(team):
+    from aperture.iris._heap import ZEROED_WHEN_MADE, SymmetricHeap
+
+    size = 1 << 20
+    provider = aperture.make_provider("shm", team)
+    for fresh, name in ((False, "shm"), (True, "another-provider")):
+        assert name not in ZEROED_WHEN_MADE or not fresh
+        dirty = provider.empty((size,), torch.int8)
+        dirty.fill_(7 + team.rank)
+        where = dirty.data_ptr()
+        provider.free(dirty)
+        del dirty
+        heap = SymmetricHeap(_Renamed(provider, name), size, fresh=fresh)
+        assert heap.memory_pool.data_ptr() == where, "the heap did not reuse the written block: nothing was tested"
+        assert bool((heap.memory_pool == 0).all()), f"fresh={fresh}, provider {name!r}: the heap kept old bytes"
+        provider.free(heap.memory_pool)
+        del heap
+    team.barrier()
+
+
 def test_broadcast_from_every_root(shmem, team):
     for root in range(team.size):
         mine = {"root": team.rank, "values": list(range(team.rank + 3))}

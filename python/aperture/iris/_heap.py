@@ -15,9 +15,18 @@ import aperture
 # Enough for 16-byte vector accesses and any dtype; what aperture's own allocations promise.
 ALIGNMENT = 256
 
+# aperture's own heaps are zero when their provider is made: shm's are new memfd pages, cuda-ipc
+# and cuda-vmm memset theirs then (src/providers/own_heap). Filling such a heap again would touch
+# every page: on shm, seconds and heap_size of resident memory for Iris's default 1 GiB.
+ZEROED_WHEN_MADE = frozenset({"shm", "cuda-ipc", "cuda-vmm"})
+
 
 class SymmetricHeap:
-    def __init__(self, provider, heap_size):
+    """``fresh``: ``provider`` was made for this heap and has allocated nothing yet, so on a
+    provider of ZEROED_WHEN_MADE the heap is zero already. The heap starts zeroed either way
+    (Iris's is torch.empty; aperture.iris's is zero on every provider)."""
+
+    def __init__(self, provider, heap_size, *, fresh=False):
         if heap_size <= 0:
             raise aperture.Error(f"aperture: iris: heap_size must be positive, got {heap_size}",
                                  code=aperture.ErrorCode.invalid_argument)
@@ -25,7 +34,10 @@ class SymmetricHeap:
         self.heap_size = int(heap_size)
         self.offset = 0
         self.alignment = ALIGNMENT
-        self.memory_pool = provider.zeros((self.heap_size,), torch.int8)
+        if fresh and provider.name in ZEROED_WHEN_MADE:
+            self.memory_pool = provider.empty((self.heap_size,), torch.int8)
+        else:
+            self.memory_pool = provider.zeros((self.heap_size,), torch.int8)
         self.address_map = aperture.address_map(self.memory_pool)
         # Iris hands kernels a uint64 table; this is aperture's int64 one viewed as uint64 (the same
         # memory: addresses are below 2**63, so every entry reads the same).

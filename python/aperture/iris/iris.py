@@ -89,7 +89,7 @@ class Iris:
         self.allocator_type = allocator_type
         self.provider = _provider_for(allocator_type, self.team, heap_size)
         self.heap_size = int(heap_size)
-        self.heap = SymmetricHeap(self.provider, heap_size)
+        self.heap = SymmetricHeap(self.provider, heap_size, fresh=True)
         pool_device = self.heap.get_device()
         self.gpu_id = pool_device.index if pool_device.type == "cuda" else -1
         # Iris's device is the string "cuda:N"; a host heap (no GPU here) says "cpu".
