@@ -277,6 +277,23 @@ def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
     assert "spawned ok" in run.stdout
 
 
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank children")
+def test_context_cost_example_times_contexts_and_the_spawned_test_pattern():
+    # examples/iris/context_cost.py is what the GPU run uses to say what a context costs (docs/IRIS.md).
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = child_environment()
+    env["APERTURE_PROVIDER"] = "shm"
+    run = subprocess.run([sys.executable, os.path.join(root, "examples", "iris", "context_cost.py"), "--contexts", "2",
+                          "--heap-sizes", "1M,64M", "--spawns", "1"], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for size in (1 << 20, 64 << 20):
+        assert f"heap {size} bytes: first context " in run.stdout, run.stdout
+    assert "making one, by phase (median ms): team " in run.stdout and "provider " in run.stdout, run.stdout
+    for kind in ("baseline", "iris"):
+        assert f"  {kind:8s} " in run.stdout, run.stdout
+    assert "aperture.iris adds " in run.stdout, run.stdout
+
+
 @pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
 def test_ccl_overhead_example_writes_what_perf_table_reads(tmp_path):
     # examples/iris/ccl_overhead.py is the evidence of bench/targets.toml's iris.ccl.host_overhead:
