@@ -434,7 +434,10 @@ void Communicator::all_to_all(const void* in, void* out, std::size_t count, Data
 
 void Communicator::check(Stream stream) {
   if (kind_ != MemoryKind::device) return;
-  if (hierarchy_) hierarchy_->check();  // an NCCL exchange between nodes that failed
+  // Across nodes, the stream is waited for by polling, so that a failure between nodes (a lost
+  // rank) is thrown as soon as it is known (Hierarchy::sync); the status read below then finds
+  // the stream idle.
+  if (hierarchy_) hierarchy_->sync(stream);
   std::uint64_t status[collectives::kStatusWords] = {};
   try {
     collectives::detail::device_read_status(handle_, stream, status);

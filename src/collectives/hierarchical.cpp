@@ -426,8 +426,10 @@ void Hierarchy::check() const {
 }
 
 void Hierarchy::sync(void* stream) {
+  // No bound of its own: the kernels bound their waits (APERTURE_TIMEOUT), the watch NCCL's.
+  aperture::detail::Backoff backoff(std::uint64_t{1} << 62);
   try {
-    device_stream_sync(stream);
+    while (!device_stream_idle(stream)) backoff.pause([this] { check(); });
   } catch (const Error&) {
     check();  // the stream failed after the watch aborted NCCL's kernels: report the cause
     throw;

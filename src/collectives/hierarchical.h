@@ -81,6 +81,11 @@ class Hierarchy {
   // Throws the failure of an NCCL exchange that the watch found since (nccl_between_nodes.h), or
   // the job's failure that raised the kernels' cancel word (code peer_lost, naming the rank).
   void check() const;
+  // Waits for the stream, polling it (not cudaStreamSynchronize) and check() meanwhile: a failure
+  // between nodes is thrown as soon as it is known, not once the kernels it strands have ended
+  // (NCCL's end only when its abort gets that far). Throws check()'s failure where there is one
+  // (kernels that gave up on the cancel word, or NCCL's aborted, end the wait early too).
+  void sync(void* stream);
 
   void barrier(void* stream);
   void broadcast(const void* in, void* out, std::size_t count, DataType type, int root, void* stream);
@@ -99,9 +104,6 @@ class Hierarchy {
   void local(Kind kind, const void* in, void* out, std::size_t count, DataType type, ReduceOp op, int root, void* stream);
   void local_all_reduce(const void* in, void* out, std::size_t count, DataType type, ReduceOp op, void* stream);
   void copy(void* out, const void* in, std::size_t bytes, void* stream);
-  // Waits for the stream; throws check()'s failure where there is one (kernels that gave up on
-  // the cancel word, or NCCL's aborted, end the wait early with what they left unfinished).
-  void sync(void* stream);
   // Host memory that holds `bytes` of `p` (kind_ memory): p itself, or staging filled from it.
   const void* to_host(int slot, const void* p, std::size_t bytes, void* stream);
   // The input of a reduction, scaled by 1/world where op is avg on floats (NCCL's pre-multiply),
@@ -149,7 +151,8 @@ void* device_alloc(std::size_t bytes);
 void device_free(void* p);
 void* pinned_alloc(std::size_t bytes);
 void pinned_free(void* p);
-void device_stream_sync(void* stream);
+// True once everything enqueued on `stream` has finished; throws where the stream failed.
+bool device_stream_idle(void* stream);
 void device_table(std::int64_t** table, const std::int64_t* host, std::size_t entries);  // allocates and copies
 // The node's kernels' cancel word (kernel_cancel.h): pinned, mapped host memory, zero; its address
 // for the kernels in *device.

@@ -29,8 +29,11 @@ void* pinned_alloc(std::size_t bytes) {
   return p;
 }
 void pinned_free(void* p) { cudaFreeHost(p); }
-void device_stream_sync(void* stream) {
-  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+bool device_stream_idle(void* stream) {
+  const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+  if (e == cudaErrorNotReady) return false;
+  check(e, "cudaStreamQuery");
+  return true;
 }
 std::uint64_t* cancel_word_alloc(const std::uint64_t** device) {
   void* word = nullptr;

@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -69,6 +70,10 @@ struct NcclBetweenNodes::State {
   std::array<std::string, kGroups> ranks;  // each communicator's team ranks, for messages
   std::string failure;                     // set once: the first failure, as thrown
   ErrorCode failure_code = ErrorCode::peer_lost;
+  // Raised once failure and failure_code are set (they never change after): check() reads them
+  // without the mutex, which the watch holds while ncclCommAbort runs (it may take a while on a
+  // network transport), so that a caller names the failure at once instead of after the abort.
+  std::atomic<bool> failed{false};
   std::deque<Pending> pending;
   std::vector<cudaEvent_t> spare_events;
 
@@ -91,6 +96,7 @@ struct NcclBetweenNodes::State {
     if (failure.empty()) {
       failure = std::move(text) + kAfterFailure;
       failure_code = code;
+      failed.store(true, std::memory_order_release);
       if (on_failure) on_failure(failure);
     }
     for (ncclComm_t& c : comms)
@@ -235,6 +241,7 @@ struct NcclBetweenNodes::State {
   // waits for NCCL's host side where it is in progress, and hands the GPU side to the watch.
   template <class Call>
   void enqueue(const Group& g, const char* nccl_call, const char* what, void* stream, Call&& call) {
+    if (failed.load(std::memory_order_acquire)) throw_failure();  // not behind an abort in progress
     std::lock_guard lock(mutex);
     ncclComm_t c = comm(g);
     const std::string described = std::string(nccl_call) + " (" + what + ") among ranks " + g.ranks;
@@ -353,8 +360,7 @@ void NcclBetweenNodes::all_to_all(const Group& g, const void* in, void* out, std
 }
 
 void NcclBetweenNodes::check() const {
-  std::lock_guard lock(state_->mutex);
-  if (!state_->failure.empty()) state_->throw_failure();
+  if (state_->failed.load(std::memory_order_acquire)) state_->throw_failure();
 }
 
 }  // namespace aperture::collectives::detail

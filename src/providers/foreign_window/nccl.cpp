@@ -9,6 +9,13 @@
 // outside the LSA team has entry 0 and is not direct: NCCL would still compute an address for
 // it, so membership is checked, never inferred from the pointer.
 //
+// The communicator holds the ranks of this node only (nccl_node_ranks.h; all of the team on one
+// node): NCCL 2.28's ncclDevCommCreate over ranks on several hosts refuses without GPU-initiated
+// networking (GIN), which its socket transport lacks, even when no GIN resources are asked for.
+// Windows are registered on it, so its device communicator fills the table entries of this
+// node's ranks (mapped from communicator ranks back to team ranks); no NCCL traffic crosses
+// nodes at all.
+//
 // Ranks on other nodes (entry 0) reach a window through the message engine, opened over each
 // allocation as mpi-window opens one per window (src/engines/engine.h: MPI messages to the
 // target's service thread, which copies through pinned host staging), when mpirun started a job
@@ -20,15 +27,17 @@
 // another's: each allocation has its own table and translates only its own memory
 // (is_linear() is false).
 //
-// Start-up: ncclCommInitRank with a unique id made by rank 0 and broadcast over the Team (so
-// `aperture launch`, mpirun and torchrun all work), one GPU per rank (local_rank % device
-// count), then ncclDevCommCreate, then one window whose table is proved by storing through it.
+// Start-up: ncclCommInitRank with a unique id made by the node's lowest rank and shared over the
+// Team (so `aperture launch`, mpirun and torchrun all work; on one node that is rank 0's id and
+// the whole team, as it always was), one GPU per rank (local_rank % device count), then
+// ncclDevCommCreate, then one window whose table is proved by storing through it.
 // NVLink multicast is off (NCCL_NVLS_ENABLE=0, set before NCCL starts; no multimem is asked
 // of the device communicator): aperture never uses it, and on a shared host it can take every
 // GPU out of service.
 //
 // Collective: the constructor, allocate, free and the destructor (which deregisters every window
-// still live and destroys the communicator).
+// still live and destroys the communicator). Over several nodes: compile-checked; the run on the
+// GPU machine is docs/MULTINODE.md's.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -48,6 +57,7 @@
 #include "common/format.h"
 #include "engines/engine_attachment.h"
 #include "providers/cuda/foreign_gpu.h"
+#include "providers/foreign_window/nccl_node_ranks.h"
 #include "providers/foreign_window/nccl_peer_table.h"
 #include "providers/live_allocations.h"
 #include "providers/registry.h"
@@ -179,23 +189,48 @@ class NcclProvider final : public Provider {
   void start_communicator() {
     // Never multicast: set before NCCL reads its environment (at its first call).
     ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/1);
-    ncclUniqueId id{};
     std::string error;
-    if (team_.rank() == 0) error = nccl_failure(ncclGetUniqueId(&id), "ncclGetUniqueId(&id)");
+    try {
+      node_ranks_ = node_communicator_ranks(team_);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    agree_or_throw(team_, kWho, "choosing its communicator's ranks", error);
+    const bool whole_team = team_.node_count() == 1;
+    const std::string which = whole_team ? std::string("the team's")
+                                         : format("node {}'s ({} of the team's {} ranks)", team_.node(),
+                                                  node_ranks_.size(), team_.size());
+    ncclUniqueId id{};
+    if (team_.rank() == node_ranks_.id_maker()) error = nccl_failure(ncclGetUniqueId(&id), "ncclGetUniqueId(&id)");
     agree_or_throw(team_, kWho, "making NCCL's unique id", error);
-    team_.broadcast(&id, sizeof id, 0);
+    if (whole_team) {
+      team_.broadcast(&id, sizeof id, 0);
+    } else {
+      std::vector<ncclUniqueId> ids(static_cast<std::size_t>(team_.size()));
+      team_.allgather(&id, ids.data(), sizeof id);
+      id = ids[static_cast<std::size_t>(node_ranks_.id_maker())];
+    }
 
     ncclComm_t comm = nullptr;
-    error = nccl_failure(ncclCommInitRank(&comm, team_.size(), id, team_.rank()),
-                         format("ncclCommInitRank(&comm, {} ranks, id, rank {})", team_.size(), team_.rank()));
+    error = nccl_failure(ncclCommInitRank(&comm, node_ranks_.size(), id, node_ranks_.rank),
+                         format("ncclCommInitRank(&comm, {} ranks, id, rank {}) for {} communicator",
+                                node_ranks_.size(), node_ranks_.rank, which));
     if (error.empty()) comm_ = comm;
     agree_or_throw(team_, kWho, "starting its NCCL communicator", error);
 
+    // Where each communicator rank's entry goes in a team-sized table, for the table kernel.
+    error = APERTURE_CUDA_TRY(cudaMalloc(&device_team_rank_of_, node_ranks_.team_rank_of.size() * sizeof(int)));
+    if (error.empty())
+      error = APERTURE_CUDA_TRY(cudaMemcpy(device_team_rank_of_, node_ranks_.team_rank_of.data(),
+                                           node_ranks_.team_rank_of.size() * sizeof(int), cudaMemcpyHostToDevice));
+    agree_or_throw(team_, kWho, "placing its communicator's rank map on the GPU", error);
+
     error = nccl_device::DeviceComm::create(comm_, dev_comm_);
+    if (!error.empty()) error += format(" (over {} communicator)", which);
     agree_or_throw(team_, kWho, "creating NCCL's device communicator", error);
-    if (dev_comm_->world_rank() != team_.rank() || dev_comm_->world_size() != team_.size())
-      error = format("NCCL's device communicator says rank {} of {}, the team rank {} of {}", dev_comm_->world_rank(),
-                     dev_comm_->world_size(), team_.rank(), team_.size());
+    if (dev_comm_->world_rank() != node_ranks_.rank || dev_comm_->world_size() != node_ranks_.size())
+      error = format("NCCL's device communicator says rank {} of {}, expected rank {} of {} ({} communicator)",
+                     dev_comm_->world_rank(), dev_comm_->world_size(), node_ranks_.rank, node_ranks_.size(), which);
     agree_or_throw(team_, kWho, "creating NCCL's device communicator", error);
   }
 
@@ -273,11 +308,19 @@ class NcclProvider final : public Provider {
     error = APERTURE_CUDA_TRY(cudaMalloc(&device_table, entries * sizeof(std::int64_t)));
     std::vector<std::int64_t> table(entries, 0);
     if (error.empty())
-      error = dev_comm_->fill_peer_table(w.window, w.ptr, static_cast<std::int64_t*>(device_table), stream_);
+      error = dev_comm_->fill_peer_table(w.window, w.ptr, device_team_rank_of_, team_.size(),
+                                         static_cast<std::int64_t*>(device_table), stream_);
     if (error.empty())
       error = APERTURE_CUDA_TRY(
           cudaMemcpy(table.data(), device_table, entries * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
     if (error.empty() && table[team_.size()] == 0) error = "ncclGetLocalPointer gave NULL for a registered window";
+    if (error.empty() && table[team_.rank()] != reinterpret_cast<std::int64_t>(w.ptr))
+      error = format("this rank's entry is {:#x}, not the window's base {}",
+                     static_cast<std::uint64_t>(table[team_.rank()]), w.ptr);
+    for (int p = 0; p < team_.size() && error.empty(); ++p)
+      if (!team_.same_node(p) && table[p] != 0)
+        error = format("the entry of rank {} (node {}, outside this node's communicator) is {:#x}, not 0", p,
+                       team_.node_of(p), static_cast<std::uint64_t>(table[p]));
     if (!error.empty()) {
       if (device_table != nullptr) (void)cudaFree(device_table);
       error = "building the window's peer table: " + error;
@@ -342,6 +385,8 @@ class NcclProvider final : public Provider {
     }
     live_.clear();
     comm_ = nullptr;
+    if (device_team_rank_of_ != nullptr) (void)cudaFree(device_team_rank_of_);
+    device_team_rank_of_ = nullptr;
     if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
     stream_ = nullptr;
     (void)cudaGetLastError();
@@ -352,7 +397,9 @@ class NcclProvider final : public Provider {
   Team& team_;
   int device_ = -1;                 // this rank's GPU, as this process numbers it
   cudaStream_t stream_ = nullptr;   // for zeroing and the table kernel
-  ncclComm_t comm_ = nullptr;
+  NodeCommunicatorRanks node_ranks_;  // the team ranks comm_ holds: this node's
+  ncclComm_t comm_ = nullptr;          // over node_ranks_ (the whole team on one node)
+  int* device_team_rank_of_ = nullptr; // node_ranks_.team_rank_of on the GPU, for the table kernel
   std::unique_ptr<nccl_device::DeviceComm> dev_comm_;
   LiveAllocations<Window> live_;   // live windows
 };
@@ -381,7 +428,8 @@ ProviderEntry nccl_entry() {
     status.available = true;
     status.reason = format("ncclMemAlloc + symmetric windows (NCCL {}), a table per allocation from ncclGetPeerPointer; "
                            "{} GPU(s) here, each rank uses GPU local_rank % {}; peers outside the load/store team are "
-                           "not direct (on other nodes, under mpirun: reached through the message engine)",
+                           "not direct (on other nodes, under mpirun: reached through the message engine; NCCL's "
+                           "communicator holds one node's ranks)",
                            version_text(version), count, count);
     return status;
   };

@@ -26,17 +26,20 @@ class DeviceComm {
   DeviceComm& operator=(const DeviceComm&) = delete;
 
   void forget() { comm_ = nullptr; }
-  int world_rank() const;
-  int world_size() const;
+  int world_rank() const;  // this rank in the communicator (which may hold one node's ranks only)
+  int world_size() const;  // the communicator's ranks
   int lsa_rank() const;  // this rank's place in its load/store-accessible (LSA) team
   int lsa_size() const;  // how many ranks can reach each other's windows by load/store
 
-  // Fills device_table[0 .. world_size] on `stream` and waits for it: entry p is where rank p's
-  // copy of `window` (offset 0) is mapped here, 0 for a rank outside the LSA team, and
-  // `local_base` for this rank (the address the caller allocated, which the table must hold).
-  // Entry world_size is NCCL's own mapping of this rank's copy (ncclGetLocalPointer), for checks.
-  std::string fill_peer_table(ncclWindow_t window, const void* local_base, std::int64_t* device_table,
-                              cudaStream_t stream) const;
+  // Fills device_table[0 .. team_size] on `stream` and waits for it. The communicator may hold
+  // only some of the team's ranks (those of one node): its rank p is team rank
+  // team_rank_of[p] (a device array of world_size() entries). The entry of team rank r is where
+  // r's copy of `window` (offset 0) is mapped here, 0 for a rank outside the LSA team or outside
+  // the communicator, and `local_base` for this rank (the address the caller allocated, which
+  // the table must hold). Entry team_size is NCCL's own mapping of this rank's copy
+  // (ncclGetLocalPointer), for checks.
+  std::string fill_peer_table(ncclWindow_t window, const void* local_base, const int* team_rank_of, int team_size,
+                              std::int64_t* device_table, cudaStream_t stream) const;
 
  private:
   struct Impl;
