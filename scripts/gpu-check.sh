@@ -56,7 +56,8 @@
 # first (it fills .deps/googletest, which git ignores) and carry .deps/googletest with the tree.
 #
 # Environment: BUILD_DIR (default build-gpu in the tree: ignored by git, kept between calls),
-# LOG_DIR (default $OUT/gpu-check, else BUILD_DIR/gpu-check: summary.txt and one log per part),
+# LOG_DIR (default $OUT/gpu-check, else BUILD_DIR/gpu-check: summary.txt and one log per part;
+# under $OUT also archived whole in $OUT/gpu-check-logs.tgz, since the device returns few files),
 # GPU_CHECK_BUDGET_S (540: a part not begun in time is NOT RUN, a failure), PYTHON (python3).
 # Exit 0 when every part asked for passed or was N/A on a machine with a GPU; else 1.
 set -uo pipefail
@@ -421,5 +422,13 @@ cat "$summary"
 total="gpu-check: $whole: $passed passed, $failed failed, $not_applicable N/A (parts: ${parts[*]})"
 (( gpus == 0 )) && total+="; no GPU here: nothing was checked"
 echo "$total" | tee -a "$summary"
+# The device tool returns only a few files of $OUT (top-level ones first): one archive there holds
+# every log and gpu-compare's copy of its results.
+if [[ -n ${OUT:-} && -d $OUT ]]; then
+  archived=("$(basename "$log_dir")")
+  [[ -d $OUT/bench-results ]] && archived+=(bench-results)
+  [[ $(dirname "$log_dir") == "$OUT" ]] && tar czf "$OUT/gpu-check-logs.tgz" -C "$OUT" "${archived[@]}" 2>/dev/null &&
+    echo "gpu-check: every log archived in \$OUT/gpu-check-logs.tgz"
+fi
 echo "gpu-check: logs in $log_dir"
 [[ $whole == PASSED ]]
