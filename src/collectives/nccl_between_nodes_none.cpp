@@ -15,7 +15,11 @@ namespace {
 }  // namespace
 
 bool NcclBetweenNodes::built() { return false; }
-NcclBetweenNodes::NcclBetweenNodes(std::uint64_t, std::function<void(const std::string&)>) { no_nccl(); }
+// By value, as in the NCCL build, which keeps (moves) the callback.
+NcclBetweenNodes::NcclBetweenNodes(std::uint64_t,
+                                   std::function<void(const std::string&)>) {  // NOLINT(performance-unnecessary-value-param)
+  no_nccl();
+}
 NcclBetweenNodes::~NcclBetweenNodes() = default;
 void NcclBetweenNodes::all_gather(const Group&, const void*, void*, std::size_t, void*, const char*) { no_nccl(); }
 void NcclBetweenNodes::all_gather_varying(const Group&, const void*, void*, const std::vector<std::size_t>&, void*,
