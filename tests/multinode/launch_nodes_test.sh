@@ -26,35 +26,28 @@ check_layout "$out"
 echo "ok: split on this machine"
 
 # NCCL_HOSTID: a different one per split node (NCCL then treats the nodes as separate hosts), with
-# and without --mpi; one the user set is kept; one node gets none.
-check_host_ids() {  # MODE OUTPUT: ranks 0-1 on node 0, 2-3 on node 1
+# and without --mpi; one the user set is kept; one node gets none. And the node's local rank and
+# size (not the machine's), which a provider's status() reads before any Team exists: nccl refused
+# two ranks of one GPU split into two nodes when they were mpirun's.
+check_split_2x2() {  # MODE OUTPUT: ranks 0-1 on node 0, 2-3 on node 1
   local r
   for r in 0 1 2 3; do
     grep -q "^\[rank $r\] hostid $r aperture-node-$((r < 2 ? 0 : 1))$" <<<"$2" || fail "$1: rank $r's NCCL_HOSTID in: $2"
-  done
-}
-show_id='echo "hostid ${APERTURE_RANK:-$OMPI_COMM_WORLD_RANK} ${NCCL_HOSTID-unset}"'
-# And the node's local rank and size (not the machine's), which a provider's status() reads before
-# any Team exists: nccl refused two ranks of one GPU split into two nodes when they were mpirun's.
-check_local_places() {  # MODE OUTPUT: ranks 0-1 on node 0, 2-3 on node 1
-  local r
-  for r in 0 1 2 3; do
     grep -q "^\[rank $r\] local $r $((r % 2)) 2 $((r % 2)) 2$" <<<"$2" || fail "$1: rank $r's local rank and size in: $2"
   done
 }
+show_id='echo "hostid ${APERTURE_RANK:-$OMPI_COMM_WORLD_RANK} ${NCCL_HOSTID-unset}"'
 show_place='echo "local ${APERTURE_RANK:-$OMPI_COMM_WORLD_RANK} $APERTURE_LOCAL_RANK $APERTURE_LOCAL_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE"'
 out="$(env -u APERTURE_NODE_EXEC -u APERTURE_HUB_HOST -u NCCL_HOSTID "$launcher" launch --nodes 2 -n 4 --timeout 60 -- \
   sh -c "$show_id; $show_place" 2>&1)" || fail "launch --nodes 2 -n 4: $out"
-check_host_ids "launch --nodes 2" "$out"
-check_local_places "launch --nodes 2" "$out"
+check_split_2x2 "launch --nodes 2" "$out"
 out="$(env -u APERTURE_NODE_EXEC -u APERTURE_HUB_HOST NCCL_HOSTID=mine "$launcher" launch --nodes 2 -n 2 --timeout 60 -- \
   sh -c "$show_id" 2>&1)" || fail "launch --nodes 2 -n 2: $out"
 [[ $(grep -c "hostid [01] mine$" <<<"$out") == 2 ]] || fail "the user's NCCL_HOSTID was not kept: $out"
 if command -v mpirun >/dev/null; then
   out="$(env -u NCCL_HOSTID -u APERTURE_NODES "$launcher" launch --mpi --nodes 2 -n 4 --timeout 60 -- \
     sh -c "$show_id; $show_place" 2>&1)" || fail "launch --mpi --nodes 2 -n 4: $out"
-  check_host_ids "launch --mpi --nodes 2" "$out"
-  check_local_places "launch --mpi --nodes 2" "$out"
+  check_split_2x2 "launch --mpi --nodes 2" "$out"
   out="$(env -u NCCL_HOSTID -u APERTURE_NODES "$launcher" launch --mpi -n 2 --timeout 60 -- sh -c "$show_id" 2>&1)" ||
     fail "launch --mpi -n 2: $out"
   [[ $(grep -c "hostid [01] unset$" <<<"$out") == 2 ]] || fail "one node got an NCCL_HOSTID: $out"
