@@ -213,7 +213,7 @@ class NcclProvider final : public Provider {
 
     ncclComm_t comm = nullptr;
     error = nccl_failure(ncclCommInitRank(&comm, node_ranks_.size(), id, node_ranks_.rank),
-                         format("ncclCommInitRank(&comm, {} ranks, id, rank {}) for {} communicator",
+                         detail::format("ncclCommInitRank(&comm, {} ranks, id, rank {}) for {} communicator",
                                 node_ranks_.size(), node_ranks_.rank, which));
     if (error.empty()) comm_ = comm;
     agree_or_throw(team_, kWho, "starting its NCCL communicator", error);
@@ -226,7 +226,7 @@ class NcclProvider final : public Provider {
     agree_or_throw(team_, kWho, "placing its communicator's rank map on the GPU", error);
 
     error = nccl_device::DeviceComm::create(comm_, dev_comm_);
-    if (!error.empty()) error += format(" (over {} communicator)", which);
+    if (!error.empty()) error += detail::format(" (over {} communicator)", which);
     agree_or_throw(team_, kWho, "creating NCCL's device communicator", error);
     if (dev_comm_->world_rank() != node_ranks_.rank || dev_comm_->world_size() != node_ranks_.size())
       error = format("NCCL's device communicator says rank {} of {}, expected rank {} of {} ({} communicator)",
