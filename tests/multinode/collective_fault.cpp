@@ -72,6 +72,14 @@ int verdict(int me, const std::vector<int>& others, const std::string& message) 
   return 1;
 }
 
+// This rank, for the exit line below.
+int g_rank = -1;
+
+// The last thing a survivor prints, from an exit handler registered before the Team's: it runs
+// after MPI's finalize handler (exit runs handlers in reverse), so a survivor stuck in
+// MPI_Finalize waiting for the lost node never says it.
+void say_exited() { std::printf("collective-fault exited (rank %d) [%lld ms]\n", g_rank, wall_ms()); }
+
 std::string describe(const std::exception& e) {
   return dynamic_cast<const aperture::Error*>(&e) != nullptr ? std::string(e.what())
                                                               : std::string("not an aperture::Error: ") + e.what();
@@ -85,12 +93,14 @@ int main() {
   sigaddset(&term, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &term, nullptr);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::atexit(say_exited);
   std::vector<int> others;  // ranks on other nodes than this one
   int me = -1;
   int code = 1;
   try {
     aperture::Team team = aperture::Team::from_env();
     me = team.rank();
+    g_rank = me;
     for (int r = 0; r < team.size(); ++r)
       if (!team.same_node(r)) others.push_back(r);
 #if defined(APERTURE_TEST_GPU)
