@@ -30,15 +30,22 @@
 #include <aperture/aperture.h>
 #include <aperture/collectives/collectives.h>
 
+#include <dirent.h>
+#include <execinfo.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if defined(APERTURE_TEST_GPU)
@@ -74,11 +81,56 @@ int verdict(int me, const std::vector<int>& others, const std::string& message) 
 
 // This rank, for the exit line below.
 int g_rank = -1;
+std::atomic<bool> g_exited{false};
 
 // The last thing a survivor prints, from an exit handler registered before the Team's: it runs
 // after MPI's finalize handler (exit runs handlers in reverse), so a survivor stuck in
 // MPI_Finalize waiting for the lost node never says it.
-void say_exited() { std::printf("collective-fault exited (rank %d) [%lld ms]\n", g_rank, wall_ms()); }
+void say_exited() {
+  g_exited.store(true);
+  std::printf("collective-fault exited (rank %d) [%lld ms]\n", g_rank, wall_ms());
+}
+
+// SIGUSR1: the receiving thread writes its stack to stdout (with write(2), beside stdio's lines).
+void print_own_stack(int) {
+  void* frames[64];
+  const int depth = backtrace(frames, 64);
+  char head[96];
+  const long tid = syscall(SYS_gettid);
+  const int n = std::snprintf(head, sizeof head, "collective-fault stack of thread %ld:\n", tid);
+  if (n > 0) (void)!write(STDOUT_FILENO, head, static_cast<std::size_t>(n));
+  backtrace_symbols_fd(frames, depth, STDOUT_FILENO);
+}
+
+// A survivor that has reported must tear down and exit well within mpirun's grace. One still
+// running APERTURE_TEST_STACKS_AFTER_MS later (default 3000) prints each thread's name, kernel
+// wait channel and stack, so that a failing run says where it waits (the GPU machine has no gdb,
+// and cuda-gdb's attach crashed the process there). collective_kill_test.sh names the frames.
+void dump_stacks_unless_exited() {
+  const char* set = std::getenv("APERTURE_TEST_STACKS_AFTER_MS");
+  const std::chrono::milliseconds after(set != nullptr ? std::atoll(set) : 3000);
+  std::thread([after] {
+    std::this_thread::sleep_for(after);
+    if (g_exited.load()) return;
+    std::printf("collective-fault still running %lld ms after its report (rank %d) [%lld ms]: every thread\n",
+                static_cast<long long>(after.count()), g_rank, wall_ms());
+    const long self = syscall(SYS_gettid);
+    DIR* tasks = opendir("/proc/self/task");
+    if (tasks == nullptr) return;
+    while (const dirent* entry = readdir(tasks)) {
+      const long tid = std::strtol(entry->d_name, nullptr, 10);
+      if (tid <= 0 || tid == self) continue;
+      const std::string dir = std::string("/proc/self/task/") + entry->d_name;
+      std::string name, wchan;
+      std::getline(std::ifstream(dir + "/comm"), name);
+      std::getline(std::ifstream(dir + "/wchan"), wchan);
+      std::printf("collective-fault thread %ld '%s' waits in %s\n", tid, name.c_str(), wchan.c_str());
+      syscall(SYS_tgkill, static_cast<long>(getpid()), tid, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // one stack at a time
+    }
+    closedir(tasks);
+  }).detach();
+}
 
 std::string describe(const std::exception& e) {
   return dynamic_cast<const aperture::Error*>(&e) != nullptr ? std::string(e.what())
@@ -94,6 +146,13 @@ int main() {
   pthread_sigmask(SIG_BLOCK, &term, nullptr);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::atexit(say_exited);
+  {
+    void* warm[1];
+    backtrace(warm, 1);  // loads the unwinder now, not first inside the signal handler
+    struct sigaction on_usr1 {};
+    on_usr1.sa_handler = print_own_stack;
+    sigaction(SIGUSR1, &on_usr1, nullptr);
+  }
   std::vector<int> others;  // ranks on other nodes than this one
   int me = -1;
   int code = 1;
@@ -169,9 +228,11 @@ int main() {
       // Said before the teardown (the Communicator, the provider, CUDA), which mpirun's SIGKILL
       // may cut short about 1 s after it saw a rank die.
       code = verdict(me, others, describe(e));
+      dump_stacks_unless_exited();
     }
   } catch (const std::exception& e) {
     code = verdict(me, others, describe(e));
+    dump_stacks_unless_exited();
   }
   // The teardown after a lost rank must not wait for it (an engine's collective close, MPI_Win_free,
   // once did): the script requires this line from every survivor.

@@ -19,7 +19,19 @@ launcher="$1" program="$2" ranks="${3:-4}" timeout="${4:-20}" within="${5:-${4:-
 (( ranks >= 2 && ranks % 2 == 0 )) || { echo "FAIL: RANKS must be even and at least 2, not '$ranks'"; exit 1; }
 (( within <= timeout )) || { echo "FAIL: WITHIN ($within) must not exceed TIMEOUT ($timeout)"; exit 1; }
 per_node=$((ranks / 2))
-fail() { echo "FAIL: $*"; echo "--- job output"; cat "$log"; exit 1; }
+# The job's output, with the frames of the stacks a stuck survivor printed (collective_fault.cpp)
+# named by addr2line where it can: the libraries export few symbols.
+show_log() {
+  local line where
+  while IFS= read -r line; do
+    where=""
+    if [[ $line =~ ([^][ \(]+)\(\+(0x[0-9a-f]+)\) ]] && command -v addr2line >/dev/null; then
+      where="$(addr2line -f -C -e "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" 2>/dev/null | paste -sd ' ')"
+    fi
+    echo "$line${where:+  <- $where}"
+  done <"$log"
+}
+fail() { echo "FAIL: $*"; echo "--- job output"; show_log; exit 1; }
 export APERTURE_TIMEOUT="$timeout" APERTURE_HEAP_SIZE=64M
 [[ -n ${APERTURE_TEST_KILL_GRACE:-} ]] && export OMPI_MCA_odls_base_sigkill_timeout="$APERTURE_TEST_KILL_GRACE"
 log="$(mktemp)"
