@@ -6,8 +6,11 @@
 Times, in one process, the same collective on the same heap tensors through ``ctx.ccl.X`` and
 through the Communicator ``ctx.ccl`` uses. Each op takes ``--rounds`` rounds; a round times the two
 forms in the order A B B A (``--iters``/2 calls a quarter; which form is A alternates between
-rounds), so drift and a measurement's place in the round weigh on both forms alike. A form's figure
-for a round is its time over its ``--iters`` calls; the table gives the median over rounds of each
+rounds), so drift and a measurement's place in the round weigh on both forms alike. Every call is
+timed on its own, and a form's figure for a round is the median of its ``--iters`` calls: a call
+that waited for the OS or for the other process's time slice on a shared GPU moves a mean by
+milliseconds, a median not at all (at 2 ranks on one H200 the means of 50 calls scattered from
+-77 % to +21 % between rounds, 2026-12-04 run 14). The table gives the median over rounds of each
 form, the added fraction as the ratio of the two medians (what scripts/perf-table.py computes from
 the CSV), and the lowest and highest ratio of a single round (how far the rounds scatter).
 ``all_reduce(x, x)`` is Iris's in-place form, so both sides make the same one Communicator call.
@@ -41,29 +44,29 @@ CSV_HEADER = ("memory,op,type,ranks,bytes,iters,aperture_us,aperture_GBps,baseli
               "time_ratio,aperture_busGBps,baseline_busGBps,baseline2,baseline2_us,baseline2_busGBps,time_ratio2")
 
 
-def host_seconds(fn, calls, batch, sync):
-    """Seconds spent in `calls` calls of fn, timed in batches with the stream drained between them
-    (untimed), so a GPU's launch queue never fills and the time stays the host's."""
-    total = 0.0
+def call_seconds(fn, calls, batch, sync):
+    """Each of `calls` calls of fn, timed on its own, in batches with the stream drained between
+    them (untimed), so a GPU's launch queue never fills and the time stays the host's."""
+    times = []
     while calls > 0:
         n = min(batch, calls)
-        began = time.perf_counter()
         for _ in range(n):
+            began = time.perf_counter()
             fn()
-        total += time.perf_counter() - began
+            times.append(time.perf_counter() - began)
         sync()
         calls -= n
-    return total
+    return times
 
 
 def per_round_us(forms, iters, batch, sync, first):
-    """One round, A B B A: each form's microseconds per call; forms[first] is A."""
+    """One round, A B B A: each form's median microseconds per call; forms[first] is A."""
     a, b = (forms[0], forms[1]) if first == 0 else (forms[1], forms[0])
     half, rest = iters // 2, iters - iters // 2
-    t_a = host_seconds(a, half, batch, sync)
-    t_b = host_seconds(b, half, batch, sync) + host_seconds(b, rest, batch, sync)
-    t_a += host_seconds(a, rest, batch, sync)
-    us_a, us_b = t_a / iters * 1e6, t_b / iters * 1e6
+    t_a = call_seconds(a, half, batch, sync)
+    t_b = call_seconds(b, half, batch, sync) + call_seconds(b, rest, batch, sync)
+    t_a += call_seconds(a, rest, batch, sync)
+    us_a, us_b = statistics.median(t_a) * 1e6, statistics.median(t_b) * 1e6
     return (us_a, us_b) if first == 0 else (us_b, us_a)
 
 
@@ -100,7 +103,7 @@ def main():
             print(text, flush=True)
 
     say(f"iris.ccl host overhead: {n} rank(s), device {ctx.get_device().type}, memory {memory}, {args.iters} calls "
-        f"of each form x {args.rounds} rounds, in batches of {args.batch} (medians)")
+        f"of each form x {args.rounds} rounds, in batches of {args.batch} (each call timed; medians)")
     rows = []
     for nbytes in sizes:
         numel = max(1, nbytes // 4)
