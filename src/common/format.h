@@ -1,9 +1,12 @@
 // src/common/format.h — a small "{}"-placeholder formatter for error messages.
 //
-// g++ 12 (the CI compiler) has no <format>. Supported: "{}" (operator<<) and "{:#x}" (hex with
-// 0x). Extra or missing arguments show as "{?}" rather than throwing: a message is never lost.
+// g++ 12 (the CI compiler) has no <format>; under g++ 13 (the GPU machine's) it may be in scope,
+// which the literal overload below keeps out of the way. Supported: "{}" (operator<<) and "{:#x}"
+// (hex with 0x). Extra or missing arguments show as "{?}" rather than throwing: a message is
+// never lost.
 #pragma once
 
+#include <cstddef>
 #include <ios>
 #include <sstream>
 #include <string>
@@ -50,7 +53,7 @@ void append(std::ostringstream& out, std::string_view text, const First& first, 
 }  // namespace format_impl
 
 template <class... Args>
-std::string format(std::string_view text, const Args&... args) {
+std::string format_view(std::string_view text, const Args&... args) {
   std::ostringstream out;
   if constexpr (sizeof...(args) == 0) {
     out << text;
@@ -58,6 +61,21 @@ std::string format(std::string_view text, const Args&... args) {
     format_impl::append(out, text, args...);
   }
   return out.str();
+}
+
+template <class... Args>
+std::string format(std::string_view text, const Args&... args) {
+  return detail::format_view(text, args...);
+}
+
+// A literal format string, as every call passes: the literal binds exactly here but only by a
+// conversion to std::format's format_string, so where <format> is in scope (g++ 13 and later)
+// an unqualified call with a std:: argument, which brings std::format in by argument-dependent
+// lookup, still resolves to this one instead of being ambiguous (the forwarding references tie
+// std::format's on the other arguments).
+template <std::size_t N, class... Args>
+std::string format(const char (&text)[N], Args&&... args) {
+  return detail::format_view(std::string_view(text), args...);
 }
 
 }  // namespace aperture::detail
