@@ -344,9 +344,10 @@ part_iris_upstream() {
 
 compare_command=(env LOG_DIR="$log_dir/compare" BUILD_DIR="$build_dir" NO_BUILD=1 bash "$root/bench/gpu-compare.sh")
 # On one GPU the compare part is a smoke run (no target reads its files; the bulk step's and
-# iris.ccl's overhead step's too, COMPARE_BESIDE=1): it starts beside the python part's tests, once the package is installed, so
-# that `rest` fits one call. With two GPUs or more it measures, and runs alone, in its turn. The
-# one-GPU copy-engine figure is `bash bench/gpu-bulk.sh` alone.
+# iris.ccl's overhead step's too, COMPARE_BESIDE=1): it starts beside the python part's tests,
+# once the package is installed, so that `rest` fits one call. With two GPUs or more it
+# measures, and runs alone, in its turn. The one-GPU copy-engine figure is `bash bench/gpu-bulk.sh`
+# alone.
 compare_job="" compare_started=0
 start_compare_beside() {
   (( gpus == 1 )) && [[ " ${parts[*]} " == *" compare "* ]] || return 0

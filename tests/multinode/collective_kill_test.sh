@@ -5,9 +5,10 @@
 # every rank of node 1 (the second half) gets SIGKILL. Checks that each survivor (node 0's ranks)
 # errors naming a lost rank, then tears down and exits without waiting for the lost node, that
 # the job ends non-zero within WITHIN seconds of the kill (default: APERTURE_TIMEOUT, which the
-# script sets to TIMEOUT, default 20), and that no process or /dev/shm file of the job is left. The GPU build
-# of the program (tests/gpu) runs with RANKS 2 (two ranks sharing GPU 0 as two nodes) and 4 (two
-# per node, node 1 stopped first: APERTURE_TEST_NODE1_STOPS, collective_fault.cpp).
+# script sets to TIMEOUT, default 20), and that no process or /dev/shm file of the job is left.
+# The GPU build of the program (tests/gpu) runs with RANKS 2 (two ranks sharing GPU 0 as two
+# nodes) and 4 (two per node, node 1 stopped first: APERTURE_TEST_NODE1_STOPS,
+# collective_fault.cpp).
 #
 # mpirun SIGKILLs the survivors a grace period after it saw a rank die (Open MPI's
 # odls_base_sigkill_timeout, 1 s by default): a survivor that has not reported by then says

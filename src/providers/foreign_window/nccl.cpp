@@ -214,7 +214,7 @@ class NcclProvider final : public Provider {
     ncclComm_t comm = nullptr;
     error = nccl_failure(ncclCommInitRank(&comm, node_ranks_.size(), id, node_ranks_.rank),
                          detail::format("ncclCommInitRank(&comm, {} ranks, id, rank {}) for {} communicator",
-                                node_ranks_.size(), node_ranks_.rank, which));
+                                        node_ranks_.size(), node_ranks_.rank, which));
     if (error.empty()) comm_ = comm;
     agree_or_throw(team_, kWho, "starting its NCCL communicator", error);
 
