@@ -4,7 +4,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -41,8 +40,6 @@ Watched& watched() {
   return *instance;
 }
 
-std::atomic<bool> a_job_failed{false};  // job_failed_in_this_process()
-
 std::string job_failure() {
   auto& w = watched();
   std::lock_guard lock(w.mutex);
@@ -51,8 +48,6 @@ std::string job_failure() {
   return {};
 }
 }  // namespace
-
-bool job_failed_in_this_process() { return a_job_failed.load(std::memory_order_acquire); }
 
 void SoloTransport::allgather(const void* mine, void* all, std::size_t bytes_each) {
   if (bytes_each != 0 && all != mine) std::memmove(all, mine, bytes_each);
@@ -138,7 +133,6 @@ void HubClient::handshake(const std::string& token) {
 }
 
 HubClient::~HubClient() {
-  poll_failure();  // a notice not yet read still counts for job_failed_in_this_process()
   {
     auto& w = watched();
     std::lock_guard lock(w.mutex);
@@ -163,12 +157,6 @@ HubClient::~HubClient() {
 void HubClient::own_hub(std::unique_ptr<Hub> hub) { hub_ = std::move(hub); }
 
 std::string HubClient::poll_failure() {
-  std::string failure = read_failure();
-  if (!failure.empty()) a_job_failed.store(true, std::memory_order_release);
-  return failure;
-}
-
-std::string HubClient::read_failure() {
   std::unique_lock io(io_mutex_, std::try_to_lock);
   if (!io.owns_lock()) return {};  // a Team call is in flight: it will hear the failure itself
   if (!broken_.empty() || !fd_) return broken_;

@@ -55,7 +55,6 @@ class HubClient final : public TeamTransport {
   std::string poll_failure();
 
  private:
-  std::string read_failure();  // poll_failure's work
   std::string call(int op, std::uint64_t bytes, int root, const void* payload, std::uint64_t payload_bytes);
   void handshake(const std::string& token);            // mutual proof of the job token (wire.h)
   std::string take_notice(const wire::Reply& notice);  // reads a notice's text; sets broken_
@@ -73,9 +72,5 @@ class HubClient final : public TeamTransport {
   // one thread never reads the connection while another thread's Team call does.
   std::mutex io_mutex_;
 };
-
-// Whether a hub client of this process ever heard that its job failed (a rank died, calls did
-// not match). Stays true after the Team is gone: MPI's exit handler (bootstrap/mpi.cpp) reads it.
-bool job_failed_in_this_process();
 
 }  // namespace aperture::detail

@@ -18,7 +18,6 @@
 #include <string_view>
 
 #include "aperture/error.h"
-#include "bootstrap/hub_client.h"
 #include "common/mpi_check.h"
 #include "common/format.h"
 
@@ -55,14 +54,15 @@ bool active() {
 
 // Runs at exit, with the exit status. A failing rank (status != 0) does not finalize: Open MPI's
 // MPI_Finalize waits for every other rank, which may be waiting for this one; exiting at once
-// lets mpirun see the failure, stop the job and report this rank's status. Nor does a rank whose
-// job failed, even one that handled the error and exits 0: the lost rank never reaches
-// MPI_Finalize, so this one would wait there until mpirun kills it.
+// lets mpirun see the failure, stop the job and report this rank's status. A rank that handled
+// a lost rank's error and exits 0 does finalize, and waits there until mpirun, which stops the
+// job once a rank died, kills it: a rank that exits without MPI_Finalize makes mpirun kill every
+// other rank at once, before the other survivors have reported what they saw (tried 2026-12-04:
+// multinode.collectives.node-kill then lost rank 0's report in most runs).
 void finalize_if_ours(int status, void*) {
   MpiState& s = state();
   std::lock_guard lock(s.mutex);
   if (!s.we_initialised || !active() || status != 0) return;  // OpenSHMEM's finalize may have done it
-  if (job_failed_in_this_process()) return;
   if (s.comm != MPI_COMM_NULL) MPI_Comm_free(&s.comm);
   MPI_Finalize();
 }

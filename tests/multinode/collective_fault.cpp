@@ -79,17 +79,8 @@ int verdict(int me, const std::vector<int>& others, const std::string& message) 
   return 1;
 }
 
-// This rank, for the exit line below.
-int g_rank = -1;
-std::atomic<bool> g_exited{false};
-
-// The last thing a survivor prints, from an exit handler registered before the Team's: it runs
-// after MPI's finalize handler (exit runs handlers in reverse), so a survivor stuck in
-// MPI_Finalize waiting for the lost node never says it.
-void say_exited() {
-  g_exited.store(true);
-  std::printf("collective-fault exited (rank %d) [%lld ms]\n", g_rank, wall_ms());
-}
+int g_rank = -1;                     // this rank, for the lines below
+std::atomic<bool> g_torn_down{false};  // "teardown done" said
 
 // SIGUSR1: the receiving thread writes its stack to stdout (with write(2), beside stdio's lines).
 void print_own_stack(int) {
@@ -102,17 +93,18 @@ void print_own_stack(int) {
   backtrace_symbols_fd(frames, depth, STDOUT_FILENO);
 }
 
-// A survivor that has reported must tear down and exit well within mpirun's grace. One still
-// running APERTURE_TEST_STACKS_AFTER_MS later (default 3000) prints each thread's name, kernel
+// A survivor that has reported must tear down well within mpirun's grace. One whose teardown is
+// not done APERTURE_TEST_STACKS_AFTER_MS later (default 3000) prints each thread's name, kernel
 // wait channel and stack, so that a failing run says where it waits (the GPU machine has no gdb,
 // and cuda-gdb's attach crashed the process there). collective_kill_test.sh names the frames.
-void dump_stacks_unless_exited() {
+// (After its teardown a survivor waits in MPI_Finalize until mpirun kills it: bootstrap/mpi.cpp.)
+void dump_stacks_unless_torn_down() {
   const char* set = std::getenv("APERTURE_TEST_STACKS_AFTER_MS");
   const std::chrono::milliseconds after(set != nullptr ? std::atoll(set) : 3000);
   std::thread([after] {
     std::this_thread::sleep_for(after);
-    if (g_exited.load()) return;
-    std::printf("collective-fault still running %lld ms after its report (rank %d) [%lld ms]: every thread\n",
+    if (g_torn_down.load()) return;
+    std::printf("collective-fault teardown not done %lld ms after the report (rank %d) [%lld ms]: every thread\n",
                 static_cast<long long>(after.count()), g_rank, wall_ms());
     const long self = syscall(SYS_gettid);
     DIR* tasks = opendir("/proc/self/task");
@@ -145,7 +137,6 @@ int main() {
   sigaddset(&term, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &term, nullptr);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::atexit(say_exited);
   {
     void* warm[1];
     backtrace(warm, 1);  // loads the unwinder now, not first inside the signal handler
@@ -228,14 +219,15 @@ int main() {
       // Said before the teardown (the Communicator, the provider, CUDA), which mpirun's SIGKILL
       // may cut short about 1 s after it saw a rank die.
       code = verdict(me, others, describe(e));
-      dump_stacks_unless_exited();
+      dump_stacks_unless_torn_down();
     }
   } catch (const std::exception& e) {
     code = verdict(me, others, describe(e));
-    dump_stacks_unless_exited();
+    dump_stacks_unless_torn_down();
   }
   // The teardown after a lost rank must not wait for it (an engine's collective close, MPI_Win_free,
   // once did): the script requires this line from every survivor.
+  g_torn_down.store(true);
   std::printf("collective-fault teardown done (rank %d) [%lld ms]\n", me, wall_ms());
   return code;
 }

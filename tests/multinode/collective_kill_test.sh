@@ -3,12 +3,11 @@
 # node lost in the middle of collectives across nodes: an MPI job of RANKS ranks (default 4) as 2
 # nodes split on this machine (aperture launch --mpi --nodes 2); once every rank runs collectives,
 # every rank of node 1 (the second half) gets SIGKILL. Checks that each survivor (node 0's ranks)
-# errors naming a lost rank, then tears down and exits without waiting for the lost node, that
-# the job ends non-zero within WITHIN seconds of the kill (default: APERTURE_TIMEOUT, which the
-# script sets to TIMEOUT, default 20), and that no process or /dev/shm file of the job is left.
-# The GPU build of the program (tests/gpu) runs with RANKS 2 (two ranks sharing GPU 0 as two
-# nodes) and 4 (two per node, node 1 stopped first: APERTURE_TEST_NODE1_STOPS,
-# collective_fault.cpp).
+# errors naming a lost rank and then tears down without waiting for the lost node, that the job
+# ends non-zero within WITHIN seconds of the kill (default: APERTURE_TIMEOUT, which the script sets
+# to TIMEOUT, default 20), and that no process or /dev/shm file of the job is left. The GPU build
+# of the program (tests/gpu) runs with RANKS 2 (two ranks sharing GPU 0 as two nodes) and 4 (two
+# per node, node 1 stopped first: APERTURE_TEST_NODE1_STOPS, collective_fault.cpp).
 #
 # mpirun SIGKILLs the survivors a grace period after it saw a rank die (Open MPI's
 # odls_base_sigkill_timeout, 1 s by default): a survivor that has not reported by then says
@@ -63,16 +62,12 @@ after_kill() {
   [[ -n $t ]] && echo $((t - killed_ms)) || echo -
 }
 timings=""
-for ((r = 0; r < per_node; ++r)); do
-  timings+=" rank $r: reported $(after_kill $r ok) ms, torn down $(after_kill $r teardown) ms, exited $(after_kill $r exited) ms;"
-done
+for ((r = 0; r < per_node; ++r)); do timings+=" rank $r: reported $(after_kill $r ok) ms, torn down $(after_kill $r teardown) ms;"; done
 echo "after the kill:${timings%;}"
 for ((r = 0; r < per_node; ++r)); do
   grep -q "^\[rank $r\] collective-fault ok (rank $r)" "$log" || fail "survivor rank $r did not report an error naming a lost rank"
   grep -q "^\[rank $r\] collective-fault teardown done (rank $r)" "$log" ||
     fail "survivor rank $r did not finish its teardown (a close that waited for the lost node?)"
-  grep -q "^\[rank $r\] collective-fault exited (rank $r)" "$log" ||
-    fail "survivor rank $r finished its teardown but did not exit (an exit handler, MPI_Finalize, waiting for the lost node?)"
 done
 left="$(pgrep -x "$(basename "$program" | cut -c1-15)" || true)"
 [[ -z $left ]] || fail "processes of the job left: $left"
@@ -81,5 +76,5 @@ sleep 0.5
 left_shm="$(comm -13 <(echo "$before_shm") <(ls /dev/shm | sort))"
 [[ -z $left_shm ]] || fail "/dev/shm files left: $left_shm"
 echo "PASS: node 1 killed mid-collective; survivors errored and the job ended in $took s (bound $within s, APERTURE_TIMEOUT=$APERTURE_TIMEOUT)"
-grep -E "collective-fault (ok|teardown|exited)|aperture launch:" "$log"
+grep -E "collective-fault (ok|teardown)|aperture launch:" "$log"
 exit 0
