@@ -94,13 +94,14 @@ void print_own_stack(int) {
 }
 
 // A survivor that has reported must tear down well within mpirun's grace. One whose teardown is
-// not done APERTURE_TEST_STACKS_AFTER_MS later (default 3000) prints each thread's name, kernel
-// wait channel and stack, so that a failing run says where it waits (the GPU machine has no gdb,
-// and cuda-gdb's attach crashed the process there). collective_kill_test.sh names the frames.
+// not done APERTURE_TEST_STACKS_AFTER_MS later (default 2000: inside the GPU runs' 5 s grace)
+// prints each thread's name, kernel wait channel and stack, so that a failing run says where it
+// waits (the GPU machine has no gdb, and cuda-gdb's attach crashed the process there).
+// collective_kill_test.sh names the frames.
 // (After its teardown a survivor waits in MPI_Finalize until mpirun kills it: bootstrap/mpi.cpp.)
 void dump_stacks_unless_torn_down() {
   const char* set = std::getenv("APERTURE_TEST_STACKS_AFTER_MS");
-  const std::chrono::milliseconds after(set != nullptr ? std::atoll(set) : 3000);
+  const std::chrono::milliseconds after(set != nullptr ? std::atoll(set) : 2000);
   std::thread([after] {
     std::this_thread::sleep_for(after);
     if (g_torn_down.load()) return;
@@ -118,7 +119,7 @@ void dump_stacks_unless_torn_down() {
       std::getline(std::ifstream(dir + "/wchan"), wchan);
       std::printf("collective-fault thread %ld '%s' waits in %s\n", tid, name.c_str(), wchan.c_str());
       syscall(SYS_tgkill, static_cast<long>(getpid()), tid, SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // one stack at a time
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // one stack at a time
     }
     closedir(tasks);
   }).detach();
