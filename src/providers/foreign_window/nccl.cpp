@@ -36,8 +36,8 @@
 // GPU out of service.
 //
 // Collective: the constructor, allocate, free and the destructor (which deregisters every window
-// still live and destroys the communicator). Over several nodes: compile-checked; the run on the
-// GPU machine is docs/MULTINODE.md's.
+// still live and destroys the communicator). Over several nodes: gpu.proxy.nccl.nodes2.np2 (two
+// ranks sharing one GPU as two nodes; docs/MULTINODE.md says which runs passed).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -213,8 +213,8 @@ class NcclProvider final : public Provider {
 
     ncclComm_t comm = nullptr;
     error = nccl_failure(ncclCommInitRank(&comm, node_ranks_.size(), id, node_ranks_.rank),
-                         detail::format("ncclCommInitRank(&comm, {} ranks, id, rank {}) for {} communicator",
-                                        node_ranks_.size(), node_ranks_.rank, which));
+                         format("ncclCommInitRank(&comm, {} ranks, id, rank {}) for {} communicator",
+                                node_ranks_.size(), node_ranks_.rank, which));
     if (error.empty()) comm_ = comm;
     agree_or_throw(team_, kWho, "starting its NCCL communicator", error);
 
@@ -226,7 +226,7 @@ class NcclProvider final : public Provider {
     agree_or_throw(team_, kWho, "placing its communicator's rank map on the GPU", error);
 
     error = nccl_device::DeviceComm::create(comm_, dev_comm_);
-    if (!error.empty()) error += detail::format(" (over {} communicator)", which);
+    if (!error.empty()) error += format(" (over {} communicator)", which);
     agree_or_throw(team_, kWho, "creating NCCL's device communicator", error);
     if (dev_comm_->world_rank() != node_ranks_.rank || dev_comm_->world_size() != node_ranks_.size())
       error = format("NCCL's device communicator says rank {} of {}, expected rank {} of {} ({} communicator)",
