@@ -71,9 +71,11 @@ struct NcclBetweenNodes::State {
   std::string failure;                     // set once: the first failure, as thrown
   ErrorCode failure_code = ErrorCode::peer_lost;
   // Raised once failure and failure_code are set (they never change after): check() reads them
-  // without the mutex, which the watch holds while ncclCommAbort runs (it may take a while on a
-  // network transport), so that a caller names the failure at once instead of after the abort.
+  // without the mutex, which the watch holds while ncclCommAbort runs.
   std::atomic<bool> failed{false};
+  // Raised once fail()'s ncclCommAbort calls have returned: NCCL's kernels and proxy threads are
+  // gone. A failure is thrown only after it (throw_failure_once_aborted).
+  std::atomic<bool> aborted{false};
   std::deque<Pending> pending;
   std::vector<cudaEvent_t> spare_events;
 
@@ -104,6 +106,7 @@ struct NcclBetweenNodes::State {
         ncclCommAbort(c);
         c = nullptr;
       }
+    aborted.store(true, std::memory_order_release);
   }
 
   // fail() for a failure NCCL or the GPU reported: where the job lost a rank, the lost rank is
@@ -117,6 +120,18 @@ struct NcclBetweenNodes::State {
   }
 
   [[noreturn]] void throw_failure() const { throw Error(failure_code, failure); }
+
+  // The failure, once the watch's abort has returned (bounded by APERTURE_TIMEOUT). A caller
+  // frees memory on the error, and cudaFree waits for the device: while the abort runs, NCCL's
+  // kernel may still be on it, and its proxy thread, freeing, waits for the driver lock that the
+  // cudaFree holds. On the H200 that stalled the survivor's teardown until a signal woke it
+  // (bench/results/2026-12-04-h200-x1/run16-kill-stacks).
+  [[noreturn]] void throw_failure_once_aborted() const {
+    const auto until = Clock::now() + std::chrono::nanoseconds(timeout_ns);
+    while (!aborted.load(std::memory_order_acquire) && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    throw_failure();
+  }
 
   // Polls `comm` until NCCL's work on the host side is done (creation, an enqueue NCCL reported in
   // progress): bounded by APERTURE_TIMEOUT, ended early by a lost rank. Under the mutex; throws
@@ -241,7 +256,7 @@ struct NcclBetweenNodes::State {
   // waits for NCCL's host side where it is in progress, and hands the GPU side to the watch.
   template <class Call>
   void enqueue(const Group& g, const char* nccl_call, const char* what, void* stream, Call&& call) {
-    if (failed.load(std::memory_order_acquire)) throw_failure();  // not behind an abort in progress
+    if (failed.load(std::memory_order_acquire)) throw_failure_once_aborted();  // not behind the watch's mutex
     std::lock_guard lock(mutex);
     ncclComm_t c = comm(g);
     const std::string described = std::string(nccl_call) + " (" + what + ") among ranks " + g.ranks;
@@ -360,7 +375,7 @@ void NcclBetweenNodes::all_to_all(const Group& g, const void* in, void* out, std
 }
 
 void NcclBetweenNodes::check() const {
-  if (state_->failed.load(std::memory_order_acquire)) state_->throw_failure();
+  if (state_->failed.load(std::memory_order_acquire)) state_->throw_failure_once_aborted();
 }
 
 }  // namespace aperture::collectives::detail
