@@ -17,13 +17,18 @@
 //      a release store slot.done = ticket + 1.
 //   5. complete: the producer waits for slot.done == ticket + 1 (acquire), reads the result, and
 //      frees the slot for the next round: slot.sequence = ticket + capacity.
-// Every request waits for its completion (as every host engine call does), and the proxy carries
+// Every call waits for its requests' completion (as every host engine call does), and the proxy carries
 // requests out one at a time in ticket order, so a signal issued after puts (by the same thread,
 // or by another after a barrier with it) lands after them.
 //
 // Data: a put's source and a get's destination may be GPU memory the host cannot read, so the
 // GPU thread stages them through the slot's payload (kProxyPayloadBytes); a longer transfer
-// goes as several requests, one payload each, in order.
+// goes as several requests, one payload each, in order, up to kProxyWindow of them published
+// before the producer waits for the first: the proxy carries one out while the producer writes
+// the next. A window never holds more tickets than the queue has slots, so a producer waits only
+// for slots of lower tickets than its own, and the lowest ticket not yet freed always progresses:
+// its producer's waits are for slots freed already, and the proxy has carried out every ticket
+// before it.
 //
 // Limits: `tickets` is advanced by atomics of one kind of producer only (one GPU's threads, or
 // the host's threads), never both on one queue: a GPU atomic on mapped host memory is not atomic
@@ -47,6 +52,8 @@ namespace aperture {
 
 // Bytes of data one request carries; a put or get of more is split into pieces of this size.
 inline constexpr std::size_t kProxyPayloadBytes = 1024;
+// Requests of one transfer in flight at once (fewer where the queue has fewer slots).
+inline constexpr std::uint32_t kProxyWindow = 8;
 
 // How a request through the queue ended, as the producer sees it.
 enum class ProxyStatus : std::uint32_t {
@@ -131,47 +138,92 @@ APERTURE_HD void proxy_copy(void* to, const void* from, std::size_t bytes) {
   for (; i < bytes; ++i) d[i] = s[i];
 }
 
+// The slot of a claimed ticket, once its previous user has freed it (back-pressure).
+APERTURE_HD ProxyStatus proxy_wait_free(const ProxyQueue& queue, std::uint64_t ticket) {
+  ProxySlot& slot = queue.slots[ticket % queue.capacity];
+  return proxy_wait(queue, ProxyStatus::queue_full_timeout, [&] { return load_acquire(&slot.sequence) == ticket; });
+}
+
+// Writes `request` (and `in`, request.bytes bytes, into the payload) into the free slot of
+// `ticket` and publishes it.
+APERTURE_HD void proxy_publish(const ProxyQueue& queue, std::uint64_t ticket, const EngineRequest& request,
+                               const void* in) {
+  ProxySlot& slot = queue.slots[ticket % queue.capacity];
+  slot.request = request;
+  if (in != nullptr) proxy_copy(slot.payload, in, request.bytes);
+  signal_translated(&slot.sequence, ticket + 1);  // release: the request and payload before it
+}
+
+// Waits for the published `ticket`'s completion, reads its answer (`out`: `out_bytes` of the
+// payload; `result`: an atomic's old value) where it ended ok, and frees the slot. A wait that
+// fails (timeout, closed) leaves the slot taken: the queue is broken then (the header says why).
+APERTURE_HD ProxyStatus proxy_complete(const ProxyQueue& queue, std::uint64_t ticket, void* out,
+                                       std::uint64_t out_bytes, std::uint64_t* result) {
+  ProxySlot& slot = queue.slots[ticket % queue.capacity];
+  ProxyStatus status =
+      proxy_wait(queue, ProxyStatus::completion_timeout, [&] { return load_acquire(&slot.done) == ticket + 1; });
+  if (status != ProxyStatus::ok) return status;
+  status = static_cast<ProxyStatus>(slot.status);
+  if (status == ProxyStatus::ok) {
+    if (result != nullptr) *result = slot.result;
+    if (out != nullptr) proxy_copy(out, slot.payload, out_bytes);
+  }
+  signal_translated(&slot.sequence, ticket + queue.capacity);  // release: our reads of the slot before it
+  return status;
+}
+
+APERTURE_HD std::uint64_t proxy_claim(const ProxyQueue& queue, std::uint64_t tickets) {
+  return with_atomic_ref(queue.tickets, scope::device,
+                         [&](auto ref) -> std::uint64_t { return ref.fetch_add(tickets, memory_order::relaxed); });
+}
+
 // One request through the queue, waiting for its completion. `in` (request.bytes bytes, put and
 // signal's data) goes into the payload before publishing; `out` (get) receives the payload
 // afterwards; `result` (atomics) the old value. Requires request.bytes <= kProxyPayloadBytes.
 APERTURE_HD ProxyStatus proxy_call(const ProxyQueue& queue, const EngineRequest& request, const void* in, void* out,
                                    std::uint64_t* result) {
   if (request.bytes > kProxyPayloadBytes) return ProxyStatus::bad_request;  // before a ticket: the ring stays whole
-  const std::uint64_t ticket = with_atomic_ref(
-      queue.tickets, scope::device, [](auto ref) -> std::uint64_t { return ref.fetch_add(1, memory_order::relaxed); });
-  ProxySlot& slot = queue.slots[ticket % queue.capacity];
-  ProxyStatus status = proxy_wait(queue, ProxyStatus::queue_full_timeout,
-                                  [&] { return load_acquire(&slot.sequence) == ticket; });
+  const std::uint64_t ticket = proxy_claim(queue, 1);
+  const ProxyStatus status = proxy_wait_free(queue, ticket);
   if (status != ProxyStatus::ok) return status;
-  slot.request = request;
-  if (in != nullptr) proxy_copy(slot.payload, in, request.bytes);
-  signal_translated(&slot.sequence, ticket + 1);  // release: the request and payload before it
-  status = proxy_wait(queue, ProxyStatus::completion_timeout, [&] { return load_acquire(&slot.done) == ticket + 1; });
-  if (status != ProxyStatus::ok) return status;
-  status = static_cast<ProxyStatus>(slot.status);
-  if (status == ProxyStatus::ok) {
-    if (result != nullptr) *result = slot.result;
-    if (out != nullptr) proxy_copy(out, slot.payload, request.bytes);
-  }
-  signal_translated(&slot.sequence, ticket + queue.capacity);  // release: our reads of the slot before it
-  return status;
+  proxy_publish(queue, ticket, request, in);
+  return proxy_complete(queue, ticket, out, request.bytes, result);
 }
 
 // put (local -> the peer) or get (the peer -> local) of any length: one request per payload, in
-// order. Stops at the first request that does not end ok and returns its status.
+// order, a window of them at a time (the header's protocol). Returns the first status that is
+// not ok (every published request of the window still completes and is freed first, unless a
+// wait failed: the queue is broken then).
 APERTURE_HD ProxyStatus proxy_transfer(const ProxyQueue& queue, EngineOp op, int peer, std::uint64_t offset,
                                        const void* local, std::uint64_t bytes) {
-  for (std::uint64_t done = 0; done < bytes; done += kProxyPayloadBytes) {
-    EngineRequest request;
-    request.op = op;
-    request.peer = peer;
-    request.offset = offset + done;
-    request.bytes = bytes - done < kProxyPayloadBytes ? bytes - done : kProxyPayloadBytes;
-    const auto* piece = static_cast<const unsigned char*>(local) + done;
-    const ProxyStatus status =
-        op == EngineOp::put ? proxy_call(queue, request, piece, nullptr, nullptr)
-                            : proxy_call(queue, request, nullptr, const_cast<unsigned char*>(piece), nullptr);
-    if (status != ProxyStatus::ok) return status;
+  const std::uint64_t pieces = (bytes + kProxyPayloadBytes - 1) / kProxyPayloadBytes;
+  const std::uint64_t widest = kProxyWindow < queue.capacity ? kProxyWindow : queue.capacity;
+  auto* bytes_at = static_cast<unsigned char*>(const_cast<void*>(local));
+  for (std::uint64_t first = 0; first < pieces;) {
+    const std::uint64_t window = pieces - first < widest ? pieces - first : widest;
+    const std::uint64_t ticket = proxy_claim(queue, window);
+    for (std::uint64_t i = 0; i < window; ++i) {
+      const ProxyStatus status = proxy_wait_free(queue, ticket + i);
+      if (status != ProxyStatus::ok) return status;
+      const std::uint64_t at = (first + i) * kProxyPayloadBytes;
+      EngineRequest request;
+      request.op = op;
+      request.peer = peer;
+      request.offset = offset + at;
+      request.bytes = bytes - at < kProxyPayloadBytes ? bytes - at : kProxyPayloadBytes;
+      proxy_publish(queue, ticket + i, request, op == EngineOp::put ? bytes_at + at : nullptr);
+    }
+    ProxyStatus first_failure = ProxyStatus::ok;
+    for (std::uint64_t i = 0; i < window; ++i) {
+      const std::uint64_t at = (first + i) * kProxyPayloadBytes;
+      const std::uint64_t piece = bytes - at < kProxyPayloadBytes ? bytes - at : kProxyPayloadBytes;
+      const ProxyStatus status =
+          proxy_complete(queue, ticket + i, op == EngineOp::get ? bytes_at + at : nullptr, piece, nullptr);
+      if (status == ProxyStatus::completion_timeout || status == ProxyStatus::closed) return status;
+      if (first_failure == ProxyStatus::ok) first_failure = status;
+    }
+    if (first_failure != ProxyStatus::ok) return first_failure;
+    first += window;
   }
   return ProxyStatus::ok;
 }

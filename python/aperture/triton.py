@@ -179,6 +179,7 @@ PROXY_LAYOUT = {
     "atomic_add": 0, "atomic_sub": 1, "atomic_and": 2, "atomic_or": 3, "atomic_xor": 4, "atomic_min": 5,
     "atomic_max": 6, "atomic_xchg": 7, "element_signed": 0, "element_unsigned": 1, "element_floating": 2,
     "status_ok": 0, "status_queue_full_timeout": 2, "status_completion_timeout": 3, "status_closed": 4,
+    "window": 8,
 }
 _SLOT_BYTES = tl.constexpr(1152)
 _SEQUENCE = tl.constexpr(0)
@@ -192,6 +193,7 @@ _REQ_VALUE = tl.constexpr(64)
 _REQ_COMPARE = tl.constexpr(72)
 _PAYLOAD = tl.constexpr(80)
 _PAYLOAD_BYTES = tl.constexpr(1024)
+_WINDOW = tl.constexpr(8)  # a transfer's requests in flight at once, as the C++ producer's (kProxyWindow)
 _OP_PUT = tl.constexpr(0)
 _OP_GET = tl.constexpr(1)
 _OP_FETCH = tl.constexpr(2)
@@ -292,19 +294,36 @@ def _wait_for(handle, address, expected, timeout_status):
 
 
 @triton.jit
-def _claim(handle, op, peer, offset):
-    # A ticket and its slot, once the slot is free (back-pressure on a full queue).
+def _claim_tickets(handle, count):
+    # `count` consecutive tickets (one, or a transfer's window: never more than the queue's slots).
     tickets = tl.load(handle + _H_TICKETS).to(tl.pointer_type(tl.uint64))
-    ticket = tl.atomic_add(tickets, 1, sem="relaxed", scope="gpu").to(tl.int64)
-    slot = tl.load(handle + _H_SLOTS) + (ticket % tl.load(handle + _H_CAPACITY)) * _SLOT_BYTES
-    _check(_wait_for(handle, slot + _SEQUENCE, ticket.to(tl.uint64), _QUEUE_FULL_TIMEOUT), op, peer, offset)
-    return ticket, slot
+    return tl.atomic_add(tickets, tl.cast(count, tl.uint64), sem="relaxed", scope="gpu").to(tl.int64)
 
 
 @triton.jit
-def _call(handle, ticket, slot, op, peer, offset, nbytes, atomic, element, element_bytes):
-    # Writes the request into the claimed slot (its data, value and compare are there already),
-    # publishes it, and waits for its completion; returns the status.
+def _slot_of(handle, ticket):
+    return tl.load(handle + _H_SLOTS) + (ticket % tl.load(handle + _H_CAPACITY)) * _SLOT_BYTES
+
+
+@triton.jit
+def _free_slot(handle, ticket, op, peer, offset):
+    # The ticket's slot, once its previous user has freed it (back-pressure on a full queue).
+    slot = _slot_of(handle, ticket)
+    _check(_wait_for(handle, slot + _SEQUENCE, ticket.to(tl.uint64), _QUEUE_FULL_TIMEOUT), op, peer, offset)
+    return slot
+
+
+@triton.jit
+def _claim(handle, op, peer, offset):
+    # A ticket and its slot, once the slot is free.
+    ticket = _claim_tickets(handle, 1)
+    return ticket, _free_slot(handle, ticket, op, peer, offset)
+
+
+@triton.jit
+def _publish(ticket, slot, op, peer, offset, nbytes, atomic, element, element_bytes):
+    # Writes the request into the claimed slot (its data, value and compare are there already)
+    # and publishes it.
     head = (tl.cast(op, tl.int64) | (atomic << 8) | (element << 16) | (element_bytes << 24) |
             (tl.cast(peer, tl.int64) << 32))
     tl.store((slot + _REQUEST).to(tl.pointer_type(tl.int64)), head)
@@ -312,10 +331,22 @@ def _call(handle, ticket, slot, op, peer, offset, nbytes, atomic, element, eleme
     tl.store((slot + _REQ_BYTES).to(tl.pointer_type(tl.int64)), nbytes.to(tl.int64))
     tl.debug_barrier()  # every thread's writes into the slot precede the release
     _store_release(slot + _SEQUENCE, ticket + 1)
+
+
+@triton.jit
+def _completion(handle, ticket, slot):
+    # Waits for the published request's completion; returns its status.
     status = _wait_for(handle, slot + _DONE, (ticket + 1).to(tl.uint64), _COMPLETION_TIMEOUT)
     if status == 0:
         status = tl.load((slot + _STATUS).to(tl.pointer_type(tl.int32)), volatile=True)
     return status
+
+
+@triton.jit
+def _call(handle, ticket, slot, op, peer, offset, nbytes, atomic, element, element_bytes):
+    # Publishes the request in the claimed slot and waits for its completion; returns the status.
+    _publish(ticket, slot, op, peer, offset, nbytes, atomic, element, element_bytes)
+    return _completion(handle, ticket, slot)
 
 
 @triton.jit
@@ -378,17 +409,31 @@ def _proxy_store(ptr, value, peer, mask, handle):
     lane = tl.arange(0, N)
     zero = tl.zeros([N], tl.int32)
     if packed:
+        # A window of payloads published, then their completions (aperture/proxy_queue.h).
         total = count.to(tl.int64) * ELEM
-        done = tl.full((), 0, tl.int64)
-        while done < total:
-            ticket, slot = _claim(handle, _OP_PUT, peer, low + done)
-            piece = m & (place >= done) & (place < done + _PAYLOAD_BYTES)
-            tl.store((slot + _PAYLOAD + place - done).to(tl.pointer_type(T)), v, mask=piece)
-            status = _call(handle, ticket, slot, _OP_PUT, peer, low + done, tl.minimum(total - done, _PAYLOAD_BYTES),
-                           0, 0, 0)
-            _free(handle, ticket, slot)
-            _check(status, _OP_PUT, peer, low + done)
-            done += _PAYLOAD_BYTES
+        pieces = (total + _PAYLOAD_BYTES - 1) // _PAYLOAD_BYTES
+        widest = tl.minimum(tl.load(handle + _H_CAPACITY), _WINDOW)
+        first = tl.full((), 0, tl.int64)
+        while first < pieces:
+            window = tl.minimum(pieces - first, widest)
+            ticket = _claim_tickets(handle, window)
+            i = tl.full((), 0, tl.int64)
+            while i < window:
+                done = (first + i) * _PAYLOAD_BYTES
+                slot = _free_slot(handle, ticket + i, _OP_PUT, peer, low + done)
+                piece = m & (place >= done) & (place < done + _PAYLOAD_BYTES)
+                tl.store((slot + _PAYLOAD + place - done).to(tl.pointer_type(T)), v, mask=piece)
+                _publish(ticket + i, slot, _OP_PUT, peer, low + done, tl.minimum(total - done, _PAYLOAD_BYTES),
+                         0, 0, 0)
+                i += 1
+            i = 0
+            while i < window:
+                slot = _slot_of(handle, ticket + i)
+                status = _completion(handle, ticket + i, slot)
+                _free(handle, ticket + i, slot)
+                _check(status, _OP_PUT, peer, low + (first + i) * _PAYLOAD_BYTES)
+                i += 1
+            first += window
     else:
         # Elements scattered (or out of lane order): one request each.
         i = 0
@@ -418,19 +463,34 @@ def _proxy_load(ptr, peer, mask, other, handle):
     else:
         result = _flat(tl.cast(other, T), ptr, N)
     if packed:
+        # A window of gets published, then their completions and data (aperture/proxy_queue.h).
         total = count.to(tl.int64) * ELEM
-        done = tl.full((), 0, tl.int64)
-        while done < total:
-            ticket, slot = _claim(handle, _OP_GET, peer, low + done)
-            status = _call(handle, ticket, slot, _OP_GET, peer, low + done, tl.minimum(total - done, _PAYLOAD_BYTES),
-                           0, 0, 0)
-            piece = m & (place >= done) & (place < done + _PAYLOAD_BYTES)
-            if status == 0:
-                got = tl.load((slot + _PAYLOAD + place - done).to(tl.pointer_type(T)), mask=piece, volatile=True)
-                result = tl.where(piece, got, result)
-            _free(handle, ticket, slot)
-            _check(status, _OP_GET, peer, low + done)
-            done += _PAYLOAD_BYTES
+        pieces = (total + _PAYLOAD_BYTES - 1) // _PAYLOAD_BYTES
+        widest = tl.minimum(tl.load(handle + _H_CAPACITY), _WINDOW)
+        first = tl.full((), 0, tl.int64)
+        while first < pieces:
+            window = tl.minimum(pieces - first, widest)
+            ticket = _claim_tickets(handle, window)
+            i = tl.full((), 0, tl.int64)
+            while i < window:
+                done = (first + i) * _PAYLOAD_BYTES
+                slot = _free_slot(handle, ticket + i, _OP_GET, peer, low + done)
+                _publish(ticket + i, slot, _OP_GET, peer, low + done, tl.minimum(total - done, _PAYLOAD_BYTES),
+                         0, 0, 0)
+                i += 1
+            i = 0
+            while i < window:
+                done = (first + i) * _PAYLOAD_BYTES
+                slot = _slot_of(handle, ticket + i)
+                status = _completion(handle, ticket + i, slot)
+                piece = m & (place >= done) & (place < done + _PAYLOAD_BYTES)
+                if status == 0:
+                    got = tl.load((slot + _PAYLOAD + place - done).to(tl.pointer_type(T)), mask=piece, volatile=True)
+                    result = tl.where(piece, got, result)
+                _free(handle, ticket + i, slot)
+                _check(status, _OP_GET, peer, low + done)
+                i += 1
+            first += window
     else:
         i = 0
         while i < N:

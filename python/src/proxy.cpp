@@ -66,6 +66,7 @@ void aperture_python_bind_proxy(nb::module_& m) {
     d["request"] = offsetof(aperture::ProxySlot, request);
     d["payload"] = offsetof(aperture::ProxySlot, payload);
     d["payload_bytes"] = aperture::kProxyPayloadBytes;
+    d["window"] = aperture::kProxyWindow;
     d["request_op"] = offsetof(aperture::EngineRequest, op);
     d["request_atomic"] = offsetof(aperture::EngineRequest, atomic);
     d["request_element"] = offsetof(aperture::EngineRequest, element);

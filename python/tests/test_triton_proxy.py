@@ -148,6 +148,47 @@ def test_transfers_reach_every_peer(team, prov, dtype):
 
 
 @triton.jit
+def long_transfer_kernel(inbox, back, src, peer_bases, me, n, proxy, BLOCK: tl.constexpr):
+    # One program per peer: a put of many payloads into p's copy, then a get of it back.
+    p = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    apt.put(inbox + me * BLOCK + offs, src + p * BLOCK + offs, me, p, peer_bases, mask=mask, proxy=proxy)
+    apt.get(back + p * BLOCK + offs, inbox + me * BLOCK + offs, me, p, peer_bases, mask=mask, proxy=proxy)
+
+
+# A put and a get of 29 payloads (4000 int64 of 4096 lanes): several windows of requests in
+# flight, on the default queue and on one of 4 slots (each window clipped to 4).
+@pytest.mark.parametrize("capacity", [4, 256])
+def test_long_transfers_in_windows(team, prov, capacity):
+    me, world = team.rank, team.size
+    lanes, n = 4096, 4000
+    inbox = prov.zeros(world * lanes, "int64")
+    i = torch.arange(lanes, dtype=torch.int64)
+    src = torch.cat([i * 1009 + me * 100003 + p * 7 + capacity for p in range(world)]).to(DEVICE)
+    back = torch.full((world * lanes,), -1, dtype=torch.int64, device=DEVICE)
+    m = aperture.address_map(inbox)
+    sync()
+    team.barrier()
+    with aperture.GpuProxy(inbox, capacity=capacity) as proxy:
+        long_transfer_kernel[(world,)](inbox, back, src, m.peer_bases, me, n, proxy.handle, BLOCK=lanes)
+        sync()
+        team.barrier()
+        assert proxy.failures == 0, proxy.last_error
+        payloads = -(-n * 8 // aperture.triton.PROXY_LAYOUT["payload_bytes"])
+        assert proxy.completed == 2 * payloads * len(m.indirect_peers)
+    for s in range(world):  # what rank s put here, and what this rank got back from s
+        got = inbox[s * lanes:(s + 1) * lanes].cpu()
+        assert torch.equal(got[:n], (i * 1009 + s * 100003 + me * 7 + capacity)[:n]), f"put from rank {s}"
+        assert torch.equal(got[n:], torch.zeros(lanes - n, dtype=torch.int64)), f"rank {s} wrote past the mask"
+        mine_back = back[s * lanes:(s + 1) * lanes].cpu()
+        assert torch.equal(mine_back[:n], (i * 1009 + me * 100003 + s * 7 + capacity)[:n]), f"get from rank {s}"
+        assert torch.equal(mine_back[n:], torch.full((lanes - n,), -1, dtype=torch.int64)), "get past the mask"
+    team.barrier()
+    prov.free(inbox)
+
+
+@triton.jit
 def shapes_kernel(tiles, holes, word, out, peer_bases, me, proxy):
     # 2-D blocks (packed when contiguous, per element where the mask leaves holes) and scalars.
     p = tl.program_id(0)

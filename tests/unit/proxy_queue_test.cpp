@@ -199,6 +199,64 @@ TEST(ProxyQueue, ManyProducersEveryOperationInOrder) {
   EXPECT_EQ(proxy->failures(), 0u);
 }
 
+// A long transfer keeps a window of requests published ahead of the proxy: with the engine held
+// on the first piece, kProxyWindow pieces are published (one at a time before the window), and
+// every byte arrives once it answers.
+TEST(ProxyQueue, LongTransferKeepsAWindowPublished) {
+  FakeEngine engine;
+  engine.gate_closed = true;
+  auto proxy = make_proxy(engine, 64);
+  constexpr std::size_t kPieces = 16;
+  constexpr std::size_t kBytes = kPieces * aperture::kProxyPayloadBytes - 24;  // the last piece short
+  static_assert(kBytes <= kFlags, "inside the peer's data regions");
+  std::vector<unsigned char> data(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) data[i] = static_cast<unsigned char>((i * 131 + 7) % 251);
+  ProxyStatus status = ProxyStatus::closed;
+  std::thread producer(
+      [&] { status = aperture::detail::proxy_transfer(proxy->queue(), EngineOp::put, 2, 0, data.data(), kBytes); });
+  while (!engine.in_call) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::size_t published = 0;
+  for (std::uint64_t t = 0; t < 64; ++t)
+    if (aperture::detail::load_acquire(&proxy->queue().slots[t].sequence) == t + 1) ++published;
+  EXPECT_EQ(published, aperture::kProxyWindow);
+  engine.gate_closed = false;
+  producer.join();
+  EXPECT_EQ(status, ProxyStatus::ok);
+  EXPECT_EQ(proxy->completed(), kPieces);
+  for (std::size_t i = 0; i < kBytes; ++i) ASSERT_EQ(engine.memory[2][i], data[i]) << "byte " << i;
+}
+
+// Windows on a two-slot queue (each clipped to the queue's two slots), eight producers putting
+// and getting back three payloads each: no producer waits for its own slot, none hangs.
+TEST(ProxyQueue, WindowsOnATinyQueueNeverDeadlock) {
+  FakeEngine engine;
+  auto proxy = make_proxy(engine, 2, 20);
+  constexpr std::size_t kBytes = kRegionBytes;  // three payloads: two windows of at most two
+  constexpr std::size_t kSlice = kRegionBytes;
+  std::vector<int> bad(kProducers, 0);
+  std::vector<std::thread> producers;
+  for (int k = 0; k < kProducers; ++k)
+    producers.emplace_back([&, k] {
+      std::vector<unsigned char> mine(kBytes), got(kBytes);
+      for (int round = 1; round <= 30; ++round) {
+        for (std::size_t i = 0; i < kBytes; ++i) mine[i] = static_cast<unsigned char>((k * 37 + round * 11 + i) % 253);
+        const int peer = (k + round) % kPeers;
+        if (aperture::detail::proxy_transfer(proxy->queue(), EngineOp::put, peer, k * kSlice, mine.data(), kBytes) !=
+            ProxyStatus::ok)
+          ++bad[k];
+        std::fill(got.begin(), got.end(), 0xEE);
+        if (aperture::detail::proxy_transfer(proxy->queue(), EngineOp::get, peer, k * kSlice, got.data(), kBytes) !=
+            ProxyStatus::ok)
+          ++bad[k];
+        if (got != mine) ++bad[k];
+      }
+    });
+  for (auto& t : producers) t.join();
+  for (int k = 0; k < kProducers; ++k) EXPECT_EQ(bad[k], 0) << "producer " << k;
+  EXPECT_EQ(proxy->completed(), std::uint64_t{kProducers} * 30 * 2 * 3);
+}
+
 // A full queue makes producers wait (not fail) while the engine is slow, and they all complete
 // once it answers.
 TEST(ProxyQueue, FullQueueMakesProducersWait) {
