@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -40,6 +41,31 @@ using aperture::detail::reported_job_failure;
 // same connection close). How long a failure found in NCCL or on the GPU waits for that name.
 constexpr auto kLostRankGrace = std::chrono::milliseconds(500);
 
+// How long a failed communicator is given to go quiet after ncclCommRevoke before it is
+// aborted anyway, and how long a caller's error waits for that abort (then it is thrown regardless:
+// a survivor names the lost rank well within mpirun's grace, even where NCCL's cleanup is slow).
+constexpr auto kQuiesceGrace = std::chrono::seconds(2);
+constexpr auto kAbortWait = std::chrono::seconds(1);
+
+// Ends a communicator after a failure. NCCL 2.28's ncclCommRevoke first stops the operations in
+// flight; ncclCommAbort frees NCCL's buffers (its proxy thread's cudaFreeHost waits for the
+// device), and on the H200 an abort with the lost exchange's work not yet stopped stalled in that
+// free (bench/results/2026-12-04-h200-x1/run19-kill-stacks). So: revoke, wait (bounded) until NCCL
+// says the communicator is quiescent, then abort.
+void end_after_failure(ncclComm_t comm) {
+#if NCCL_VERSION_CODE >= 22800
+  if (ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess) {
+    const auto until = Clock::now() + kQuiesceGrace;
+    for (;;) {
+      ncclResult_t state = ncclInProgress;
+      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || state != ncclInProgress || Clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+#endif
+  ncclCommAbort(comm);
+}
+
 // The job watch's failure ("rank 0: the job failed: rank 1 ... was killed"), waited for up to
 // kLostRankGrace; "" when the job reports none.
 std::string lost_rank_within_grace() {
@@ -73,8 +99,8 @@ struct NcclBetweenNodes::State {
   // Raised once failure and failure_code are set (they never change after): check() reads them
   // without the mutex, which the watch holds while ncclCommAbort runs.
   std::atomic<bool> failed{false};
-  // Raised once fail()'s ncclCommAbort calls have returned: NCCL's kernels and proxy threads are
-  // gone. A failure is thrown only after it (throw_failure_once_aborted).
+  // Raised once fail() has ended every communicator (end_after_failure): NCCL's kernels and proxy
+  // threads are gone. A failure is thrown after it, or kAbortWait (throw_failure_once_aborted).
   std::atomic<bool> aborted{false};
   std::deque<Pending> pending;
   std::vector<cudaEvent_t> spare_events;
@@ -93,7 +119,7 @@ struct NcclBetweenNodes::State {
     close();
   }
 
-  // Under the mutex: records the failure and aborts every communicator (NCCL's kernels end).
+  // Under the mutex: records the failure and ends every communicator (NCCL's kernels end).
   void fail(ErrorCode code, std::string text) {
     if (failure.empty()) {
       failure = std::move(text) + kAfterFailure;
@@ -103,7 +129,7 @@ struct NcclBetweenNodes::State {
     }
     for (ncclComm_t& c : comms)
       if (c != nullptr) {
-        ncclCommAbort(c);
+        end_after_failure(c);
         c = nullptr;
       }
     aborted.store(true, std::memory_order_release);
@@ -121,13 +147,13 @@ struct NcclBetweenNodes::State {
 
   [[noreturn]] void throw_failure() const { throw Error(failure_code, failure); }
 
-  // The failure, once the watch's abort has returned (bounded by APERTURE_TIMEOUT). A caller
-  // frees memory on the error, and cudaFree waits for the device: while the abort runs, NCCL's
-  // kernel may still be on it, and its proxy thread, freeing, waits for the driver lock that the
-  // cudaFree holds. On the H200 that stalled the survivor's teardown until a signal woke it
+  // The failure, once the watch has ended the communicators (at most kAbortWait). A caller frees
+  // memory on the error, and cudaFree waits for the device: while the abort runs, NCCL's kernel
+  // may still be on it, and NCCL's proxy thread, freeing too, waits for the driver lock that the
+  // cudaFree holds. On the H200 that stalled a survivor's teardown until a signal woke it
   // (bench/results/2026-12-04-h200-x1/run16-kill-stacks).
   [[noreturn]] void throw_failure_once_aborted() const {
-    const auto until = Clock::now() + std::chrono::nanoseconds(timeout_ns);
+    const auto until = Clock::now() + std::min<Clock::duration>(kAbortWait, std::chrono::nanoseconds(timeout_ns));
     while (!aborted.load(std::memory_order_acquire) && Clock::now() < until)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     throw_failure();
@@ -286,7 +312,7 @@ struct NcclBetweenNodes::State {
 
   // The destructor's: every exchange finished (bounded), then each communicator finalized and
   // destroyed; after a failure, when they do not finish, or once the job lost a rank (a finalize
-  // may wait for it), aborted. Never throws.
+  // may wait for it), ended as after a failure (end_after_failure). Never throws.
   void close() {
     const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout_ns);
     bool finished = failure.empty() && reported_job_failure().empty();
@@ -314,7 +340,7 @@ struct NcclBetweenNodes::State {
       if (clean) {
         ncclCommDestroy(c);
       } else {
-        ncclCommAbort(c);
+        end_after_failure(c);
       }
       c = nullptr;
     }

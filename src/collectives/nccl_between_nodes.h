@@ -9,8 +9,9 @@
 // NCCL reports in progress are polled, bounded by APERTURE_TIMEOUT, and end at once when the
 // Team's job watch reports a lost rank. What runs on the GPU after the call returns is watched
 // by a thread: an exchange not finished within APERTURE_TIMEOUT, an asynchronous NCCL error or a
-// lost rank aborts every communicator (ncclCommAbort, which ends NCCL's kernels), and the next
-// call, or check(), throws the failure; a failure NCCL or the GPU reports while the job watch
+// lost rank ends every communicator (ncclCommRevoke, which stops NCCL's kernels, then, once NCCL
+// says it is quiescent or after 2 s, ncclCommAbort), and the next call, or check(), throws the
+// failure, once that is done or after 1 s; a failure NCCL or the GPU reports while the job watch
 // reports a lost rank (within 0.5 s) names that rank. After a failure the object refuses every
 // exchange.
 //

@@ -93,11 +93,30 @@ void print_own_stack(int) {
   backtrace_symbols_fd(frames, depth, STDOUT_FILENO);
 }
 
+// Every thread's name, kernel wait channel and stack (each thread prints its own on SIGUSR1), so
+// that a stuck survivor says where it waits (the GPU machine has no gdb, and cuda-gdb's attach
+// crashed the process there). collective_kill_test.sh names the frames.
+void dump_every_thread() {
+  const long self = syscall(SYS_gettid);
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) return;
+  while (const dirent* entry = readdir(tasks)) {
+    const long tid = std::strtol(entry->d_name, nullptr, 10);
+    if (tid <= 0 || tid == self) continue;
+    const std::string dir = std::string("/proc/self/task/") + entry->d_name;
+    std::string name, wchan;
+    std::getline(std::ifstream(dir + "/comm"), name);
+    std::getline(std::ifstream(dir + "/wchan"), wchan);
+    std::printf("collective-fault thread %ld '%s' waits in %s\n", tid, name.c_str(), wchan.c_str());
+    syscall(SYS_tgkill, static_cast<long>(getpid()), tid, SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // one stack at a time
+  }
+  closedir(tasks);
+}
+
 // A survivor that has reported must tear down well within mpirun's grace. One whose teardown is
 // not done APERTURE_TEST_STACKS_AFTER_MS later (default 2000: inside the GPU runs' 5 s grace)
-// prints each thread's name, kernel wait channel and stack, so that a failing run says where it
-// waits (the GPU machine has no gdb, and cuda-gdb's attach crashed the process there).
-// collective_kill_test.sh names the frames.
+// prints every thread's stack.
 // (After its teardown a survivor waits in MPI_Finalize until mpirun kills it: bootstrap/mpi.cpp.)
 void dump_stacks_unless_torn_down() {
   const char* set = std::getenv("APERTURE_TEST_STACKS_AFTER_MS");
@@ -107,21 +126,22 @@ void dump_stacks_unless_torn_down() {
     if (g_torn_down.load()) return;
     std::printf("collective-fault teardown not done %lld ms after the report (rank %d) [%lld ms]: every thread\n",
                 static_cast<long long>(after.count()), g_rank, wall_ms());
-    const long self = syscall(SYS_gettid);
-    DIR* tasks = opendir("/proc/self/task");
-    if (tasks == nullptr) return;
-    while (const dirent* entry = readdir(tasks)) {
-      const long tid = std::strtol(entry->d_name, nullptr, 10);
-      if (tid <= 0 || tid == self) continue;
-      const std::string dir = std::string("/proc/self/task/") + entry->d_name;
-      std::string name, wchan;
-      std::getline(std::ifstream(dir + "/comm"), name);
-      std::getline(std::ifstream(dir + "/wchan"), wchan);
-      std::printf("collective-fault thread %ld '%s' waits in %s\n", tid, name.c_str(), wchan.c_str());
-      syscall(SYS_tgkill, static_cast<long>(getpid()), tid, SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // one stack at a time
-    }
-    closedir(tasks);
+    dump_every_thread();
+  }).detach();
+}
+
+// A survivor that has not reported when the script asks (SIGUSR2, sent the same time after the
+// kill) prints every thread's stack: where the failure's report waits. The handler only raises a
+// flag; this thread, made at the start, does the printing.
+std::atomic<bool> g_reported{false};
+std::atomic<bool> g_stacks_asked{false};
+void on_usr2(int) { g_stacks_asked.store(true); }
+void watch_for_stack_requests() {
+  std::thread([] {
+    while (!g_stacks_asked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (g_reported.load() || g_torn_down.load()) return;
+    std::printf("collective-fault no report yet (rank %d) [%lld ms]: every thread\n", g_rank, wall_ms());
+    dump_every_thread();
   }).detach();
 }
 
@@ -144,6 +164,10 @@ int main() {
     struct sigaction on_usr1 {};
     on_usr1.sa_handler = print_own_stack;
     sigaction(SIGUSR1, &on_usr1, nullptr);
+    struct sigaction stacks_asked {};
+    stacks_asked.sa_handler = on_usr2;
+    sigaction(SIGUSR2, &stacks_asked, nullptr);
+    watch_for_stack_requests();
   }
   std::vector<int> others;  // ranks on other nodes than this one
   int me = -1;
@@ -220,10 +244,12 @@ int main() {
       // Said before the teardown (the Communicator, the provider, CUDA), which mpirun's SIGKILL
       // may cut short about 1 s after it saw a rank die.
       code = verdict(me, others, describe(e));
+      g_reported.store(true);
       dump_stacks_unless_torn_down();
     }
   } catch (const std::exception& e) {
     code = verdict(me, others, describe(e));
+    g_reported.store(true);
     dump_stacks_unless_torn_down();
   }
   // The teardown after a lost rank must not wait for it (an engine's collective close, MPI_Win_free,
