@@ -54,7 +54,8 @@ constexpr auto kAbortWait = std::chrono::seconds(1);
 // says the communicator is quiescent, then abort.
 void end_after_failure(ncclComm_t comm) {
 #if NCCL_VERSION_CODE >= 22800
-  if (ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess) {
+  // A nonblocking communicator (all of ours) may answer ncclInProgress: the revoke goes on.
+  if (const ncclResult_t r = ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT); r == ncclSuccess || r == ncclInProgress) {
     const auto until = Clock::now() + kQuiesceGrace;
     for (;;) {
       ncclResult_t state = ncclInProgress;
