@@ -189,16 +189,61 @@ def test_bad_input_is_an_aperture_error(ctx, team, monkeypatch):
 
 
 def test_config_and_amd_only_names():
-    c = iris.ccl.Config()
-    assert (c.block_size_m, c.block_size_n, c.swizzle_size, c.comm_sms, c.num_xcds) == (128, 128, 6, 64, 1)
-    assert c.all_reduce_variant == "atomic" and c.all_reduce_ring_slice_n == 128
-    with pytest.raises(ValueError):
-        iris.ccl.Config(all_reduce_variant="nope")
+    c = iris.ccl.Config()  # the newest main-branch defaults (docs/IRIS.md)
+    assert (c.block_size_m, c.block_size_n, c.swizzle_size, c.comm_sms, c.num_xcds) == (32, 64, 4, 64, 1)
+    assert (c.all_reduce_variant, c.all_reduce_distribution, c.all_reduce_ring_slice_n) == ("two_shot", 1, 64)
+    assert (c.all_gather_variant, c.all_to_all_variant, c.reduce_scatter_variant, c.barrier_mode) == \
+        ("persistent", "default", "two_shot", "device")
+    assert (c.num_stages, c.num_warps, c.threads_per_warp, c.waves_per_eu, c.chunk_size) == (1, 4, 32, 0, 16)
+    assert (c.all_reduce_num_warps, c.all_reduce_num_stages, c.all_reduce_waves_per_eu, c.all_reduce_push_chunk_n) == \
+        (8, 1, 1, 0)
+    # Every version's fields construct it: Iris's own docstring example, and the older defaults.
+    assert iris.ccl.Config(all_gather_variant="partitioned").all_gather_variant == "partitioned"
+    old = iris.ccl.Config(block_size_m=128, block_size_n=128, swizzle_size=6, all_reduce_variant="atomic",
+                          all_reduce_distribution=0, threads_per_warp=64, reduce_scatter_variant="two_shot_push")
+    assert (old.chunk_size, old.all_reduce_ring_slice_n, old.threads_per_warp) == (36, 128, 64)
+    for bad in [dict(all_reduce_variant="nope"), dict(all_gather_variant="ring"), dict(all_to_all_variant="x"),
+                dict(reduce_scatter_variant="ring"), dict(barrier_mode="never"), dict(threads_per_warp=16),
+                dict(num_warps=0), dict(waves_per_eu=-1), dict(all_reduce_ring_slice_n=24)]:
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            iris.ccl.Config(**bad)
     for thunk, word in [(lambda: iris.ccl.Config(use_gluon=True), "Gluon"), (lambda: iris.hip.get_num_xcc(), "HIP"),
+                        (lambda: iris.ccl.Config(all_gather_variant="tdm"), "Tensor Data Mover"),
+                        (lambda: iris.ccl.Config(all_to_all_variant="tdm"), "Tensor Data Mover"),
                         (lambda: iris.experimental.rocshmem_provider.RocshmemProvider, "rocSHMEM")]:
         with pytest.raises(aperture.Error, match="AMD-only") as e:
             thunk()
         assert word in str(e.value) and "NVIDIA" in str(e.value)
+
+
+def test_newer_top_level_helpers(monkeypatch):
+    # parse_bool_env / is_simulation_env / get_device_id_for_rank (Iris's newest top level).
+    for value, want in [("1", True), ("TRUE", True), (" yes ", True), ("0", False), ("no", False), ("", False)]:
+        monkeypatch.setenv("APERTURE_TEST_FLAG", value)
+        assert iris.parse_bool_env("APERTURE_TEST_FLAG") is want, value
+    monkeypatch.delenv("APERTURE_TEST_FLAG")
+    assert iris.parse_bool_env("APERTURE_TEST_FLAG") is False and iris.parse_bool_env("APERTURE_TEST_FLAG", True)
+    monkeypatch.delenv("IRIS_SIMULATION", raising=False)
+    assert not iris.is_simulation_env() and iris.get_device_id_for_rank(5) == 5
+    monkeypatch.setenv("IRIS_SIMULATION", "yes")
+    devices = torch.cuda.device_count()
+    assert iris.is_simulation_env() and iris.get_device_id_for_rank(5) == (5 % devices if devices else 0)
+    # tensor_from_ptr: a view of the memory at an address, no copy; on the host, and on the GPU
+    # where there is one.
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        owner = (torch.arange(24, dtype=torch.float32) * 3 - 7).to(device)
+        view = iris.tensor_from_ptr(owner.data_ptr(), 24 * 4, dtype=torch.float32, device=device, shape=(4, 6))
+        assert view.shape == (4, 6) and view.device.type == device and torch.equal(view.flatten(), owner)
+        view[1, 2] = 1000.5  # the same memory
+        assert float(owner[8]) == 1000.5
+        ints = iris.tensor_from_ptr(owner.data_ptr(), 24 * 4, dtype=torch.int32, device=device)
+        assert torch.equal(ints, owner.view(torch.int32))
+        cai = iris.CUDAArrayInterface(owner.data_ptr(), 96).__cuda_array_interface__
+        assert cai == {"shape": (96,), "typestr": "|u1", "data": (owner.data_ptr(), False), "version": 3}
+        for bad, word in [(dict(size_bytes=10), "whole number"), (dict(shape=(5, 5)), "shape"), (dict(ptr=0), "ptr is 0")]:
+            args = dict(ptr=owner.data_ptr(), size_bytes=96, dtype=torch.float32, device=device) | bad
+            with pytest.raises(aperture.Error, match=word):
+                iris.tensor_from_ptr(**args)
 
 
 def test_logging_and_do_bench(ctx):

@@ -30,7 +30,8 @@ from ._device import (
 )
 from .iris import Iris, iris
 from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level
-from .util import do_bench
+from .tensor_utils import CUDAArrayInterface, tensor_from_ptr
+from .util import do_bench, get_device_id_for_rank, is_simulation_env, parse_bool_env
 
 hip = AmdOnlyModule("hip", "iris.hip")
 gluon = AmdOnlyModule("gluon", "iris.gluon")
@@ -51,5 +52,6 @@ __all__ = [
     "Iris", "iris", "DeviceContext", "Context", "translate", "load", "store", "get", "put", "copy", "atomic_add",
     "atomic_sub", "atomic_and", "atomic_or", "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas",
     "do_bench", "tensor_creation", "ccl", "ops", "experimental", "hip", "set_logger_level", "logger", "DEBUG", "INFO",
-    "WARNING", "ERROR",
+    "WARNING", "ERROR", "get_device_id_for_rank", "is_simulation_env", "parse_bool_env", "CUDAArrayInterface",
+    "tensor_from_ptr",
 ]

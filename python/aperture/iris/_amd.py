@@ -14,6 +14,8 @@ AMD_ONLY = {
     "xcc": ("XCC (accelerator complex die) topology, iris.hip.get_num_xcc", "nothing: NVIDIA GPUs have one die; "
             "Config.num_xcds is 1 here"),
     "hip": ("the HIP runtime bindings (iris.hip)", "torch.cuda (device count, properties, streams)"),
+    "tdm": ("the Tensor Data Mover (gfx1250's copy unit; ccl Config variant 'tdm')",
+            "the default variant (aperture's Communicator picks its own algorithm)"),
 }
 
 

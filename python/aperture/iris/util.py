@@ -1,6 +1,7 @@
 """``iris.do_bench``: Iris's timing loop, on CUDA events with a GPU and the host clock without."""
 
 import math
+import os
 import statistics
 import time
 
@@ -69,3 +70,26 @@ def do_bench(fn, barrier_fn=lambda: None, preamble_fn=lambda: None, n_warmup=25,
         torch.cuda.synchronize()
         samples = [start.elapsed_time(end) for start, end in samples]
     return _summarise(samples, quantiles, return_mode)
+
+
+def parse_bool_env(name, default=False):
+    """Iris's boolean environment variable: "1", "true" or "yes" (any case) is true, anything else
+    set is false, unset is ``default``."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in ("1", "true", "yes")
+
+
+def is_simulation_env():
+    """Whether IRIS_SIMULATION says the job runs on a simulator (ranks may then share a device)."""
+    return parse_bool_env("IRIS_SIMULATION")
+
+
+def get_device_id_for_rank(local_rank):
+    """The device a local rank uses: the rank itself, or, on a simulator, the rank wrapped onto the
+    devices there are (several ranks sharing one)."""
+    if not is_simulation_env():
+        return local_rank
+    devices = torch.cuda.device_count()
+    return local_rank % devices if devices > 0 else 0

@@ -1,45 +1,79 @@
 """``iris.ccl.Config``: Iris's collective parameters, with its fields, defaults and checks.
 
-aperture's Communicator picks its own algorithm and launch shape, so the tiling fields
-(block sizes, swizzle, comm_sms, chunk_size) are validated and kept but do not steer the
-collectives; ``num_xcds`` (an AMD die count) is 1 on NVIDIA; ``use_gluon=True`` is AMD-only.
+Iris's Config has grown field by field; this one has the union of its main-branch versions seen
+(docs/IRIS.md, "Config"), with the newest defaults, so a program written against any of them
+constructs it. aperture's Communicator picks its own algorithm and launch shape, so the tiling,
+variant and launch fields are validated and kept but do not steer the collectives; ``num_xcds``
+(an AMD die count) is 1 on NVIDIA, ``threads_per_warp`` defaults to NVIDIA's warp of 32;
+``use_gluon=True`` and the ``"tdm"`` variants (gfx1250's Tensor Data Mover) are AMD-only.
 """
 
 from dataclasses import dataclass
 
 from .. import _amd
 
-ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "spinlock")
+ALL_GATHER_VARIANTS = ("persistent", "partitioned", "pull")
+ALL_TO_ALL_VARIANTS = ("default",)
+ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "spinlock", "push", "two_shot_push", "auto")
+REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push")
+BARRIER_MODES = ("device", "host")
+
+
+def _one_of(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
 
 
 @dataclass
 class Config:
-    block_size_m: int = 128
-    block_size_n: int = 128
-    swizzle_size: int = 6
+    block_size_m: int = 32
+    block_size_n: int = 64
+    swizzle_size: int = 4
     comm_sms: int = 64
     num_xcds: int | None = None
     chunk_size: int | None = None
     use_gluon: bool = False
-    all_reduce_variant: str = "atomic"
-    all_reduce_distribution: int = 0
+    all_gather_variant: str = "persistent"
+    all_to_all_variant: str = "default"
+    all_reduce_variant: str = "two_shot"
+    all_reduce_distribution: int = 1
     all_reduce_num_rings: int = 1
     all_reduce_ring_slice_n: int | None = None
+    all_reduce_num_warps: int = 8
+    all_reduce_num_stages: int = 1
+    all_reduce_waves_per_eu: int = 1
+    all_reduce_push_chunk_n: int = 0
     reduce_scatter_variant: str = "two_shot"
+    barrier_mode: str = "device"
+    num_stages: int = 1
+    num_warps: int = 4
+    threads_per_warp: int | None = None
+    waves_per_eu: int = 0
 
     def __post_init__(self):
         if self.use_gluon:
             _amd.refuse("gluon", "Config(use_gluon=True)")
+        for name in ("all_gather_variant", "all_to_all_variant"):
+            if getattr(self, name) == "tdm":
+                _amd.refuse("tdm", f"Config({name}='tdm')")
         if self.num_xcds is None:
             self.num_xcds = 1  # one die per NVIDIA GPU
-        for name in ("block_size_m", "block_size_n", "swizzle_size", "comm_sms", "num_xcds", "all_reduce_num_rings"):
+        if self.threads_per_warp is None:
+            self.threads_per_warp = 32  # NVIDIA's warp (Iris: the device's wavefront size)
+        for name in ("block_size_m", "block_size_n", "swizzle_size", "comm_sms", "num_xcds", "all_reduce_num_rings",
+                     "num_stages", "num_warps", "all_reduce_num_warps", "all_reduce_num_stages"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("waves_per_eu", "all_reduce_waves_per_eu", "all_reduce_push_chunk_n"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if self.threads_per_warp not in (32, 64):
+            raise ValueError(f"threads_per_warp must be 32 (NVIDIA) or 64 (AMD), got {self.threads_per_warp}")
         if self.chunk_size is None:
             self.chunk_size = min(self.swizzle_size * self.swizzle_size, self.comm_sms // self.num_xcds)
-        if self.all_reduce_variant not in ALL_REDUCE_VARIANTS:
-            raise ValueError(f"all_reduce_variant must be one of {', '.join(ALL_REDUCE_VARIANTS)}, "
-                             f"got {self.all_reduce_variant!r}")
+        _one_of("all_gather_variant", self.all_gather_variant, ALL_GATHER_VARIANTS)
+        _one_of("all_to_all_variant", self.all_to_all_variant, ALL_TO_ALL_VARIANTS)
+        _one_of("all_reduce_variant", self.all_reduce_variant, ALL_REDUCE_VARIANTS)
         if self.all_reduce_distribution not in (0, 1):
             raise ValueError(f"all_reduce_distribution must be 0 (striding) or 1 (block), "
                              f"got {self.all_reduce_distribution}")
@@ -49,5 +83,5 @@ class Config:
         if slice_n <= 0 or self.block_size_n % slice_n or slice_n & (slice_n - 1):
             raise ValueError(f"all_reduce_ring_slice_n must be a positive power of two dividing block_size_n "
                              f"({self.block_size_n}), got {slice_n}")
-        if self.reduce_scatter_variant != "two_shot":
-            raise ValueError(f"reduce_scatter_variant must be 'two_shot', got {self.reduce_scatter_variant!r}")
+        _one_of("reduce_scatter_variant", self.reduce_scatter_variant, REDUCE_SCATTER_VARIANTS)
+        _one_of("barrier_mode", self.barrier_mode, BARRIER_MODES)
