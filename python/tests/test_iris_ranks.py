@@ -222,6 +222,40 @@ def test_copy_engine_is_refused_naming_the_nvidia_way(shmem):
         copy_engine_kernel[(1,)](data, shmem.get_heap_bases(), RANK=shmem.get_rank())
 
 
+@triton.jit
+def copy_engine_new_spelling_kernel(data, heap_bases, RANK: tl.constexpr):
+    offs = tl.arange(0, 16)
+    iris.put(data + offs, data + offs, RANK, RANK, heap_bases, use_copy_engine=True, contiguous_copy=True)
+
+
+@triton.jit
+def newer_keywords_kernel(src, dst, counter, heap_bases, RANK: tl.constexpr, PEER: tl.constexpr):
+    # Iris's newer keyword names on put and atomic_add, no copy engine asked for.
+    offs = tl.arange(0, 16)
+    iris.put(src + offs, dst + RANK * 16 + offs, RANK, PEER, heap_bases, hint=None, from_row_stride=0,
+             to_row_stride=0, use_copy_engine=False, contiguous_copy=False)
+    iris.atomic_add(counter, RANK + 1, RANK, PEER, heap_bases, use_copy_engine=False)
+
+
+def test_newer_put_keywords(shmem):
+    rank, world = shmem.get_rank(), shmem.get_num_ranks()
+    src = shmem.zeros(16, dtype=torch.float32)
+    src.copy_(torch.arange(16, dtype=torch.float32, device=src.device) * 10 + rank)
+    dst = shmem.zeros(world * 16, dtype=torch.float32)
+    counter = shmem.zeros(1, dtype=torch.int32)
+    shmem.barrier()
+    with on_device(shmem):
+        newer_keywords_kernel[(1,)](src, dst, counter, shmem.get_heap_bases(), RANK=rank, PEER=(rank + 1) % world)
+    shmem.barrier()
+    sender = (rank - 1) % world
+    got = dst[sender * 16:(sender + 1) * 16].cpu()
+    assert torch.equal(got, torch.arange(16, dtype=torch.float32) * 10 + sender)
+    assert int(counter[0]) == sender + 1
+    with on_device(shmem), raises_saying("SDMA copy engine, which is AMD-only"):
+        copy_engine_new_spelling_kernel[(1,)](src, shmem.get_heap_bases(), RANK=rank)
+    shmem.barrier()
+
+
 # ---- all_reduce_rmsnorm ------------------------------------------------------------------------
 
 # Tolerances against torch's unfused reference (all-reduce, residual add, rms_norm):

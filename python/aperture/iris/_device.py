@@ -97,11 +97,16 @@ def put(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
         load_cache_modifier: tl.constexpr = None, store_cache_modifier: tl.constexpr = None,
         hint: tl.constexpr = None, copy_engine_ctx=None, src_row_stride: tl.constexpr = 0,
         dst_row_stride: tl.constexpr = 0, USE_COPY_ENGINE: tl.constexpr = False,
-        CONTIGUOUS_COPY: tl.constexpr = False, from_base_ptr=None, to_base_ptr=None):
+        CONTIGUOUS_COPY: tl.constexpr = False, from_base_ptr=None, to_base_ptr=None,
+        from_row_stride: tl.constexpr = 0, to_row_stride: tl.constexpr = 0, use_copy_engine: tl.constexpr = False,
+        contiguous_copy: tl.constexpr = False):
     """Iris ``put``: loads the local ``from_ptr`` and stores it into to_rank's copy of
-    ``to_ptr`` (valid on from_rank, the caller). The copy-engine arguments are accepted;
-    ``USE_COPY_ENGINE=True`` (AMD's SDMA) is refused when the kernel compiles."""
+    ``to_ptr`` (valid on from_rank, the caller). The copy-engine arguments are accepted, in both
+    of Iris's spellings (``src_row_stride``/``USE_COPY_ENGINE``/``CONTIGUOUS_COPY`` and the
+    newer ``from_row_stride``/``use_copy_engine``/``contiguous_copy``); a copy engine (AMD's
+    SDMA) asked for is refused when the kernel compiles."""
     tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
+    tl.static_assert(not use_copy_engine, _COPY_ENGINE_REFUSED)
     value = tl.load(from_ptr, mask=mask, other=other, cache_modifier=_cache(load_cache_modifier))
     apt.store(to_ptr, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier))
 
@@ -123,8 +128,9 @@ def copy(src_ptr, dst_ptr, from_rank, to_rank, cur_rank, heap_bases, mask=None, 
 @triton.jit
 def atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, copy_engine_ctx=None,
-               USE_COPY_ENGINE: tl.constexpr = False):
+               USE_COPY_ENGINE: tl.constexpr = False, use_copy_engine: tl.constexpr = False):
     tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
+    tl.static_assert(not use_copy_engine, _COPY_ENGINE_REFUSED)
     return apt.atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
 
 
@@ -174,8 +180,9 @@ def atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl
 @triton.jit
 def atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, copy_engine_ctx=None,
-               USE_COPY_ENGINE: tl.constexpr = False):
+               USE_COPY_ENGINE: tl.constexpr = False, use_copy_engine: tl.constexpr = False):
     tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
+    tl.static_assert(not use_copy_engine, _COPY_ENGINE_REFUSED)
     return apt.atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem=_sem(sem), scope=_scope(scope))
 
 
