@@ -1,8 +1,8 @@
 """``iris.ccl.Config``: Iris's collective parameters, with its fields, defaults and checks.
 
 Iris's Config has grown field by field; this one has the union of its main-branch versions seen
-(docs/IRIS.md, "Config"), with the newest defaults, so a program written against any of them
-constructs it. aperture's Communicator picks its own algorithm and launch shape, so the tiling,
+(docs/IRIS.md, its ``iris.ccl.Config`` row), with the newest defaults, so a program written
+against any of them constructs it. aperture's Communicator picks its own algorithm and launch shape, so the tiling,
 variant and launch fields are validated and kept but do not steer the collectives; ``num_xcds``
 (an AMD die count) is 1 on NVIDIA, ``threads_per_warp`` defaults to NVIDIA's warp of 32;
 ``use_gluon=True`` and the ``"tdm"`` variants (gfx1250's Tensor Data Mover) are AMD-only.
