@@ -143,6 +143,36 @@ def test_ccl_collectives(ctx, team, dtype):
     ctx.device_barrier()
 
 
+def test_ccl_module_forms(ctx, team):
+    # Iris's module functions (the Iris instance third), as real programs import them.
+    from iris_modules import all_gather_module, all_reduce_module, all_to_all_module, reduce_scatter_module
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    m, cols = 2, 4 * n
+    inp = ctx.zeros(m, cols, dtype=torch.float32)
+    inp.copy_(per_rank(me, (m, cols), torch.float32, dev))
+    total = sum(per_rank(r, (m, cols), torch.float64, "cpu") for r in range(n))
+    out = ctx.zeros(m, cols, dtype=torch.float32)
+    ws = all_reduce_module.all_reduce_preamble(out, inp, ctx)
+    assert isinstance(ws, all_reduce_module.AllReduceWorkspace)
+    all_reduce_module.all_reduce(out, inp, ctx, workspace=ws)
+    assert torch.equal(out.cpu().double(), total)
+    gathered = ctx.zeros(n * m, cols, dtype=torch.float32)
+    all_gather_module.all_gather(gathered, inp, ctx)
+    assert torch.equal(gathered.cpu(), torch.cat([per_rank(r, (m, cols), torch.float32, "cpu") for r in range(n)]))
+    a2a = ctx.zeros(m, cols, dtype=torch.float32)
+    all_to_all_module.all_to_all(a2a, inp, ctx, config=iris.ccl.Config())
+    w = cols // n
+    expect = torch.cat([per_rank(r, (m, cols), torch.float32, "cpu")[:, me * w:(me + 1) * w] for r in range(n)], dim=1)
+    assert torch.equal(a2a.cpu(), expect)
+    rs = ctx.zeros(m, cols, dtype=torch.float32)
+    reduce_scatter_module.reduce_scatter(rs, inp, ctx, workspace=None)
+    share = m * cols // n
+    assert torch.equal(rs.view(-1)[:share].cpu().double(), total.view(-1)[me * share:(me + 1) * share])
+    with pytest.raises(aperture.Error, match="third argument must be the Iris instance"):
+        all_reduce_module.all_reduce(out, inp, "not a context")
+    ctx.barrier()
+
+
 def test_p2p_ring_every_form(ctx, team):
     n, me = team.size, team.rank
     if n == 1:
@@ -273,6 +303,11 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
         y = ctx.zeros_like(x)
         ctx.ccl.all_reduce(y, x)
         assert y.tolist() == [1.0] * 8
+        from iris.ccl.all_reduce import all_reduce  # Iris's module form, as programs import it
+        from iris import get_device_id_for_rank, parse_bool_env
+        z = ctx.zeros_like(x)
+        all_reduce(z, x, ctx)
+        assert z.tolist() == [1.0] * 8 and get_device_id_for_rank(0) == 0 and not parse_bool_env("NO_SUCH_FLAG")
         print("ok", sys.argv[1:])
     """))
     env = child_environment()

@@ -1,0 +1,9 @@
+"""The module forms of Iris's collectives, imported by their aperture names (the tests run without
+the ``iris`` alias; python -m aperture.iris makes ``iris.ccl.all_reduce`` these same modules)."""
+
+import aperture.iris.ccl.all_gather as all_gather_module
+import aperture.iris.ccl.all_reduce as all_reduce_module
+import aperture.iris.ccl.all_to_all as all_to_all_module
+import aperture.iris.ccl.reduce_scatter as reduce_scatter_module
+
+__all__ = ["all_gather_module", "all_reduce_module", "all_to_all_module", "reduce_scatter_module"]
