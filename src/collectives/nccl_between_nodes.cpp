@@ -12,8 +12,10 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "aperture/detail/backoff.h"
 #include "aperture/detail/host_wait.h"
@@ -47,24 +49,36 @@ constexpr auto kLostRankGrace = std::chrono::milliseconds(500);
 constexpr auto kQuiesceGrace = std::chrono::seconds(2);
 constexpr auto kAbortWait = std::chrono::seconds(1);
 
-// Ends a communicator after a failure. NCCL 2.28's ncclCommRevoke first stops the operations in
-// flight; ncclCommAbort frees NCCL's buffers (its proxy thread's cudaFreeHost waits for the
-// device), and on the H200 an abort with the lost exchange's work not yet stopped stalled in that
-// free (bench/results/2026-12-04-h200-x1/run19-kill-stacks). So: revoke, wait (bounded) until NCCL
-// says the communicator is quiescent, then abort.
-void end_after_failure(ncclComm_t comm) {
+// Ends communicators after a failure, all of them together. NCCL 2.28's ncclCommRevoke raises a
+// communicator's abort flag at once, so its kernels stop; ncclCommAbort then frees NCCL's buffers,
+// and its proxy thread's cudaFreeHost waits for the whole device. One stream may hold the kernels of
+// several of our communicators (a round's collectives are enqueued together), so an abort before
+// every communicator's revoke waits for a kernel that only a later revoke would stop: on the H200
+// that stalled the survivors' teardown (bench/results/2026-12-04-h200-x1/run20-kill-core).
+// So: revoke every one, wait (bounded, once for all) until NCCL calls each quiescent, then abort
+// each. Each handle is nulled.
+void end_after_failure(std::span<ncclComm_t> comms) {
 #if NCCL_VERSION_CODE >= 22800
-  // A nonblocking communicator (all of ours) may answer ncclInProgress: the revoke goes on.
-  if (const ncclResult_t r = ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT); r == ncclSuccess || r == ncclInProgress) {
-    const auto until = Clock::now() + kQuiesceGrace;
+  std::vector<ncclComm_t> revoked;
+  for (ncclComm_t c : comms) {
+    if (c == nullptr) continue;
+    // A nonblocking communicator (all of ours) may answer ncclInProgress: the revoke goes on.
+    if (const ncclResult_t r = ncclCommRevoke(c, NCCL_REVOKE_DEFAULT); r == ncclSuccess || r == ncclInProgress)
+      revoked.push_back(c);
+  }
+  const auto until = Clock::now() + kQuiesceGrace;
+  for (ncclComm_t c : revoked) {
     for (;;) {
       ncclResult_t state = ncclInProgress;
-      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || state != ncclInProgress || Clock::now() >= until) break;
+      if (ncclCommGetAsyncError(c, &state) != ncclSuccess || state != ncclInProgress || Clock::now() >= until) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
 #endif
-  ncclCommAbort(comm);
+  for (ncclComm_t& c : comms) {
+    if (c != nullptr) ncclCommAbort(c);
+    c = nullptr;
+  }
 }
 
 // The job watch's failure ("rank 0: the job failed: rank 1 ... was killed"), waited for up to
@@ -128,11 +142,7 @@ struct NcclBetweenNodes::State {
       failed.store(true, std::memory_order_release);
       if (on_failure) on_failure(failure);
     }
-    for (ncclComm_t& c : comms)
-      if (c != nullptr) {
-        end_after_failure(c);
-        c = nullptr;
-      }
+    end_after_failure(comms);
     aborted.store(true, std::memory_order_release);
   }
 
@@ -327,7 +337,10 @@ struct NcclBetweenNodes::State {
       spare_events.push_back(p.done);
     }
     pending.clear();
-    for (ncclComm_t& c : comms) {
+    // Finalized and destroyed in turn while each goes cleanly; from the first that does not, the
+    // rest are ended together (end_after_failure: one stuck kernel may belong to a later one).
+    for (std::size_t i = 0; i < comms.size(); ++i) {
+      ncclComm_t& c = comms[i];
       if (c == nullptr) continue;
       bool clean = finished && ncclCommFinalize(c) == ncclSuccess;
       while (clean) {
@@ -338,11 +351,11 @@ struct NcclBetweenNodes::State {
         if (state == ncclSuccess) break;
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
-      if (clean) {
-        ncclCommDestroy(c);
-      } else {
-        end_after_failure(c);
+      if (!clean) {
+        end_after_failure(std::span(comms).subspan(i));
+        break;
       }
+      ncclCommDestroy(c);
       c = nullptr;
     }
     for (cudaEvent_t e : spare_events) cudaEventDestroy(e);
