@@ -173,6 +173,110 @@ def test_ccl_module_forms(ctx, team):
     ctx.barrier()
 
 
+def test_ccl_rooted_module_forms(ctx, team):
+    # broadcast, reduce (root as dst= and as root=, with reduce_preamble), scatter, gather, barrier
+    # and send/recv/sendrecv in Iris's module form, every element checked on every rank.
+    from iris_modules import (barrier_module, broadcast_module, gather_module, reduce_module, scatter_module,
+                              sendrecv_module)
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    m, cols = 3, 5
+    root = n - 1
+    value = ctx.zeros(m, cols, dtype=torch.float32)
+    value.copy_(per_rank(me, (m, cols), torch.float32, dev, salt=1))
+    assert broadcast_module.broadcast(value, ctx, src=root) is None
+    assert torch.equal(value.cpu(), per_rank(root, (m, cols), torch.float32, "cpu", salt=1))
+    inp = ctx.zeros(m, cols, dtype=torch.float32)
+    inp.copy_(per_rank(me, (m, cols), torch.float32, dev, salt=2))
+    total = sum(per_rank(r, (m, cols), torch.float64, "cpu", salt=2) for r in range(n))
+    for keywords in ({"dst": root}, {"root": root}):
+        out = ctx.zeros(m, cols, dtype=torch.float32)
+        out.fill_(-1.0)
+        ws = reduce_module.reduce_preamble(out, inp, ctx, root=root)
+        reduce_module.reduce(out, inp, ctx, workspace=ws, **keywords)
+        if me == root:
+            assert torch.equal(out.cpu().double(), total), keywords
+        else:
+            assert torch.equal(out.cpu(), torch.full((m, cols), -1.0)), keywords  # a non-root's is untouched
+    if n > 1:
+        with pytest.raises(aperture.Error, match="name different roots"):
+            reduce_module.reduce(out, inp, ctx, 1, root=0)
+    stacked = ctx.zeros(n * m, cols, dtype=torch.float32)
+    stacked.copy_(per_rank(me, (n * m, cols), torch.float32, dev, salt=3))
+    mine = ctx.zeros(m, cols, dtype=torch.float32)
+    scatter_module.scatter(mine, stacked, ctx, src=root)
+    assert torch.equal(mine.cpu(), per_rank(root, (n * m, cols), torch.float32, "cpu", salt=3)[me * m:(me + 1) * m])
+    everyone = ctx.zeros(n * m, cols, dtype=torch.float32)
+    everyone.fill_(-2.0)
+    gather_module.gather(everyone, inp, ctx, dst=root)
+    if me == root:
+        assert torch.equal(everyone.cpu(), torch.cat([per_rank(r, (m, cols), torch.float32, "cpu", salt=2)
+                                                      for r in range(n)]))
+    else:
+        assert torch.equal(everyone.cpu(), torch.full((n * m, cols), -2.0))
+    barrier_module.barrier(ctx)
+    if n > 1:
+        right, left = (me + 1) % n, (me - 1) % n
+        got = ctx.zeros(m, cols, dtype=torch.float32)
+        sendrecv_module.sendrecv(inp, got, ctx, right, left, tag=5)
+        assert torch.equal(got.cpu(), per_rank(left, (m, cols), torch.float32, "cpu", salt=2))
+    if n % 2 == 0:
+        # send and recv on their own around the ring: even ranks send first, odd ones receive first.
+        again = ctx.zeros(m, cols, dtype=torch.float32)
+        if me % 2 == 0:
+            sendrecv_module.send(inp, ctx, (me + 1) % n, tag=6)
+            sendrecv_module.recv(again, ctx, (me - 1) % n, tag=6)
+        else:
+            sendrecv_module.recv(again, ctx, (me - 1) % n, tag=6)
+            sendrecv_module.send(inp, ctx, (me + 1) % n, tag=6)
+        assert torch.equal(again.cpu(), per_rank((me - 1) % n, (m, cols), torch.float32, "cpu", salt=2))
+    with pytest.raises(ValueError, match="is this rank"):
+        sendrecv_module.send(inp, ctx, me)
+    with pytest.raises(ValueError, match="is this rank"):
+        sendrecv_module.recv(inp, ctx, me)
+    ctx.barrier()
+
+
+def test_autotune_config_resolves_to_the_defaults(ctx, team, capsys, monkeypatch):
+    from aperture.iris.ccl import AUTOTUNE, Config, autotune
+    assert repr(AUTOTUNE) == "AUTOTUNE" and type(AUTOTUNE)() is AUTOTUNE
+    with pytest.raises(TypeError, match="no truth value"):
+        bool(AUTOTUNE)
+    partial = Config(block_size_m=AUTOTUNE, comm_sms=48)
+    assert partial.get_autotune_fields() == ["block_size_m"]
+    everything = Config.autotune(comm_sms=80)
+    tuned = everything.get_autotune_fields()
+    assert "comm_sms" not in tuned and "block_size_n" in tuned and "num_xcds" not in tuned and "chunk_size" not in tuned
+    with pytest.raises(TypeError, match="unknown Config field"):
+        Config.autotune(no_such_field=1)
+    # An AUTOTUNE Config is unchecked until resolved; resolved, it is checked like any other.
+    assert Config(block_size_m=AUTOTUNE, comm_sms=-1).get_autotune_fields() == ["block_size_m"]
+    with pytest.raises(ValueError, match="comm_sms"):
+        Config(block_size_m=AUTOTUNE, comm_sms=-1).with_resolved(block_size_m=32)
+    assert Config.get_tunable_fields("all_reduce") == list(Config.get_search_space("all_reduce"))
+    assert "all_reduce_variant" in Config.get_search_space("all_reduce")
+    assert "all_reduce_variant" not in Config.get_search_space("all_gather")
+    assert Config.get_search_space("all_gather")["all_gather_variant"] == ["persistent", "partitioned"]
+    monkeypatch.setenv("IRIS_AUTOTUNE_VERBOSE", "1")
+    resolved = autotune.resolve_config("all_gather_test", partial, None, None, None, ctx)
+    assert resolved.block_size_m == Config().block_size_m and resolved.comm_sms == 48
+    assert resolved.get_autotune_fields() == [] and resolved.num_xcds == 1
+    assert ("block_size_m at the default" in capsys.readouterr().err) == (team.rank == 0)
+    whole = autotune.resolve_config("all_gather", everything, shmem=ctx)
+    assert whole == Config(comm_sms=80)
+    concrete = Config(block_size_n=128)
+    assert autotune.resolve_config("all_reduce", concrete) is concrete
+    assert autotune.resolve_config("all_reduce", None) == Config()
+    with pytest.raises(TypeError, match="iris.ccl.Config or None"):
+        autotune.resolve_config("all_reduce", {"block_size_m": 32})
+    # A collective called with an AUTOTUNE Config runs as with any other.
+    x = ctx.zeros(4, dtype=torch.float32)
+    x.fill_(float(team.rank + 1))
+    y = ctx.zeros_like(x)
+    ctx.ccl.all_reduce(y, x, config=Config.autotune())
+    assert y.tolist() == [float(team.size * (team.size + 1) // 2)] * 4
+    ctx.barrier()
+
+
 def test_p2p_ring_every_form(ctx, team):
     n, me = team.size, team.rank
     if n == 1:
@@ -308,6 +412,12 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
         z = ctx.zeros_like(x)
         all_reduce(z, x, ctx)
         assert z.tolist() == [1.0] * 8 and get_device_id_for_rank(0) == 0 and not parse_bool_env("NO_SUCH_FLAG")
+        from iris.ccl import AUTOTUNE, Config
+        from iris.ccl.autotune import resolve_config
+        from iris.ccl.broadcast import broadcast
+        from iris.ccl.fused_ar_rmsnorm import all_reduce_rmsnorm
+        broadcast(z, ctx, src=0)
+        assert resolve_config("all_reduce", Config(block_size_m=AUTOTUNE)) == Config() and callable(all_reduce_rmsnorm)
         print("ok", sys.argv[1:])
     """))
     env = child_environment()

@@ -58,6 +58,29 @@ def test_gemm_reduce_scatter_keeps_this_ranks_columns(shmem, team):
     torch.testing.assert_close(out.float(), total[:, rank * shard:(rank + 1) * shard], **TOL)
 
 
+def test_module_forms_give_the_methods_results(shmem, team):
+    # Iris's module forms, the Iris instance after the tensors: iris.ccl.fused_ag_gemm and
+    # iris.ccl.fused_gemm_rs (with its preamble and workspace type).
+    from aperture.iris.ccl import fused_ag_gemm, fused_gemm_rs
+    rank, world = shmem.get_rank(), shmem.get_num_ranks()
+    m, k_local, n = 64 * world, 64, 128
+    shard = operand(rank, m, k_local, 11)
+    weight = operand(98, world * k_local, n, 12)
+    out = shmem.zeros((m, n), dtype=torch.bfloat16)
+    fused_ag_gemm.all_gather_gemm(out, shard, weight, shmem)
+    gathered = torch.cat([operand(q, m, k_local, 11) for q in range(world)], dim=1)
+    torch.testing.assert_close(out.float(), gathered.float() @ weight.float(), **TOL)
+    tokens, h_shard, k = 64, 128, 64 * world
+    inp, w = operand(rank, tokens, h_shard, 13), operand(rank, h_shard, k, 14)
+    workspace = fused_gemm_rs.gemm_reduce_scatter_preamble(inp, w, shmem)
+    assert isinstance(workspace, fused_gemm_rs.GemmReduceScatterWorkspace)
+    got = fused_gemm_rs.gemm_reduce_scatter(inp, w, shmem, workspace=workspace)
+    total = sum(operand(q, tokens, h_shard, 13).float() @ operand(q, h_shard, k, 14).float() for q in range(world))
+    shard_cols = k // world
+    torch.testing.assert_close(got.float(), total[:, rank * shard_cols:(rank + 1) * shard_cols], **TOL)
+    shmem.barrier()
+
+
 def test_what_overlapped_gemm_cannot_take_is_refused(shmem, team):
     world = shmem.get_num_ranks()
     with pytest.raises(aperture.Error, match="bfloat16"):

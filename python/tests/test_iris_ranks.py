@@ -330,6 +330,29 @@ def test_all_reduce_rmsnorm_preamble_makes_the_output_the_call_uses(shmem, team)
     shmem.barrier()
 
 
+def test_all_reduce_rmsnorm_module_form(shmem, team):
+    # Iris's module form (the Iris instance fourth; its preamble's workspace type), as programs
+    # import it: from iris.ccl.fused_ar_rmsnorm import all_reduce_rmsnorm.
+    from aperture.iris.ccl import fused_ar_rmsnorm
+    rank, world, dev = shmem.get_rank(), shmem.get_num_ranks(), shmem.get_device()
+    tokens, hidden = 2, 96
+    partial = shmem.zeros((tokens, hidden), dtype=torch.float32)
+    partial.copy_(partial_of(rank, tokens, hidden, torch.float32, dev))
+    residual = shmem.zeros((tokens, hidden), dtype=torch.float32)
+    residual.copy_((torch.arange(tokens * hidden, device=dev).reshape(tokens, hidden) % 5 * 0.2).float())
+    start_residual = residual.clone()
+    weight = (torch.arange(hidden, device=dev) % 3 * 0.5 + 0.75).float()
+    workspace = fused_ar_rmsnorm.all_reduce_rmsnorm_preamble(partial, residual, shmem)
+    assert isinstance(workspace, fused_ar_rmsnorm.AllReduceRMSNormWorkspace)
+    shmem.barrier()
+    out = fused_ar_rmsnorm.all_reduce_rmsnorm(partial, residual, weight, shmem, eps=1e-5, workspace=workspace)
+    assert out is workspace.norm_out
+    want_residual, want = reference(range(world), start_residual, weight, 1e-5, tokens, hidden, torch.float32, dev)
+    torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
+    torch.testing.assert_close(residual, want_residual, **TOLERANCE[torch.float32])
+    shmem.barrier()
+
+
 def test_all_reduce_rmsnorm_runs_again_and_again(shmem, team):
     # The counters' epochs: a second and third call (new values) synchronise and add up right.
     rank, world, dev = shmem.get_rank(), shmem.get_num_ranks(), shmem.get_device()

@@ -14,7 +14,7 @@ import weakref
 import aperture
 
 from . import p2p
-from .config import Config
+from .config import AUTOTUNE, Config
 from .p2p import P2PConfig, P2POp, P2PState, P2PWork
 from .utils import ReduceOp, op_name
 
@@ -233,4 +233,4 @@ class CCL:
         return _fused_ops().all_reduce_rmsnorm_preamble(self._iris, *args, **kwargs)
 
 
-__all__ = ["Config", "ReduceOp", "CCL", "Workspace", "P2PConfig", "P2POp", "P2PState", "P2PWork", "p2p"]
+__all__ = ["AUTOTUNE", "Config", "ReduceOp", "CCL", "Workspace", "P2PConfig", "P2POp", "P2PState", "P2PWork", "p2p"]

@@ -6,9 +6,14 @@ against any of them constructs it. aperture's Communicator picks its own algorit
 variant and launch fields are validated and kept but do not steer the collectives; ``num_xcds``
 (an AMD die count) is 1 on NVIDIA, ``threads_per_warp`` defaults to NVIDIA's warp of 32;
 ``use_gluon=True`` and the ``"tdm"`` variants (gfx1250's Tensor Data Mover) are AMD-only.
+
+``AUTOTUNE`` in a field (or ``Config.autotune(**fixed)``) asks Iris to search that field's values on
+the first call; the Config is left unchecked until then. Since these fields do not steer aperture's
+collectives (the Communicator tunes its own algorithm per size and team), resolving them is
+choosing the default (``iris.ccl.autotune.resolve_config``): nothing is benchmarked.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 from .. import _amd
 
@@ -17,6 +22,45 @@ ALL_TO_ALL_VARIANTS = ("default",)
 ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "spinlock", "push", "two_shot_push", "auto")
 REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push")
 BARRIER_MODES = ("device", "host")
+
+
+class _Autotune:
+    """The one ``AUTOTUNE`` value: a field left for the first call to choose."""
+
+    _the = None
+
+    def __new__(cls):
+        if cls._the is None:
+            cls._the = super().__new__(cls)
+        return cls._the
+
+    def __repr__(self):
+        return "AUTOTUNE"
+
+    def __reduce__(self):  # a copy (pickle, deepcopy) is the same sentinel
+        return (_Autotune, ())
+
+    def __bool__(self):
+        raise TypeError("iris.ccl.AUTOTUNE has no truth value: it marks a Config field to be chosen on the first call")
+
+
+AUTOTUNE = _Autotune()
+
+# Per field Iris searches: its candidate values, and the collectives it applies to (None: all).
+SEARCH_SPACE = {
+    "block_size_m": ([8, 16, 32, 64, 128], None),
+    "block_size_n": ([32, 64, 128, 256], None),
+    "swizzle_size": ([2, 4, 6, 8], None),
+    "comm_sms": ([32, 48, 64, 80, 96, 108], None),
+    "all_gather_variant": (["persistent", "partitioned"], ("all_gather",)),
+    "all_reduce_variant": (["two_shot", "one_shot", "atomic"], ("all_reduce",)),
+    "all_reduce_distribution": ([0, 1], ("all_reduce", "reduce_scatter")),
+    "num_stages": ([1, 2], None),
+    "num_warps": ([2, 4, 8], None),
+    "waves_per_eu": ([0, 1, 2], None),
+}
+# Derived from the others when None, never searched.
+_DERIVED = ("num_xcds", "chunk_size")
 
 
 def _one_of(name, value, allowed):
@@ -51,6 +95,8 @@ class Config:
     waves_per_eu: int = 0
 
     def __post_init__(self):
+        if self.get_autotune_fields():
+            return  # checked once resolved (with_resolved, resolve_config)
         if self.use_gluon:
             _amd.refuse("gluon", "Config(use_gluon=True)")
         for name in ("all_gather_variant", "all_to_all_variant"):
@@ -85,3 +131,35 @@ class Config:
                              f"({self.block_size_n}), got {slice_n}")
         _one_of("reduce_scatter_variant", self.reduce_scatter_variant, REDUCE_SCATTER_VARIANTS)
         _one_of("barrier_mode", self.barrier_mode, BARRIER_MODES)
+
+    def get_autotune_fields(self):
+        """The names of the fields set to AUTOTUNE, in field order."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is AUTOTUNE]
+
+    def with_resolved(self, **values):
+        """A copy with ``values`` in place of those fields, checked as a new Config."""
+        return replace(self, **values)
+
+    @classmethod
+    def autotune(cls, **fixed):
+        """A Config whose every field but ``fixed`` is AUTOTUNE (num_xcds and chunk_size stay
+        derived). An unknown field name is a TypeError, as in a constructor."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(fixed) - set(names))
+        if unknown:
+            raise TypeError(f"Config.autotune: unknown Config field(s) {', '.join(unknown)}")
+        values = {name: fixed.get(name, AUTOTUNE) for name in names}
+        for name in _DERIVED:
+            values[name] = fixed.get(name)
+        return cls(**values)
+
+    @classmethod
+    def get_tunable_fields(cls, collective):
+        """The fields Iris searches for ``collective`` ("all_reduce", "all_gather", ...)."""
+        return list(cls.get_search_space(collective))
+
+    @classmethod
+    def get_search_space(cls, collective):
+        """``{field: candidate values}`` that Iris searches for ``collective``."""
+        return {name: list(values) for name, (values, only) in SEARCH_SPACE.items()
+                if only is None or collective in only}

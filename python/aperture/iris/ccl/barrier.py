@@ -1,0 +1,8 @@
+"""``iris.ccl.barrier``: Iris's module form of ``ctx.ccl.barrier`` (every rank's stream waits for
+every other's)."""
+
+from ._module_api import ccl_of
+
+
+def barrier(ctx, group=None):
+    ccl_of(ctx, "barrier").barrier(group=group)
