@@ -277,6 +277,22 @@ def test_autotune_config_resolves_to_the_defaults(ctx, team, capsys, monkeypatch
     ctx.barrier()
 
 
+def test_newest_host_layout_names_the_same_objects(monkeypatch):
+    # The newest Iris's host paths (iris.host.iris, iris.host.platform.utils, iris.host.logging).
+    from aperture.iris.host import iris as host_iris
+    from aperture.iris.host import logging as host_logging
+    from aperture.iris.host.platform import utils
+    assert host_iris.Iris is iris.Iris and host_iris.iris is iris.iris
+    assert utils.do_bench is iris.do_bench and utils.is_simulation_env is iris.is_simulation_env
+    assert host_logging.set_logger_level is iris.set_logger_level and host_logging.DEBUG == iris.DEBUG
+    monkeypatch.setenv("IRIS_SIMULATION", "yes")
+    devices = torch.cuda.device_count()
+    assert utils.is_simulation_env()
+    assert utils.get_device_id_for_rank(5) == utils.get_simulation_device_id(5) == (5 % devices if devices else 0)
+    monkeypatch.setenv("IRIS_SIMULATION", "0")
+    assert not utils.is_simulation_env() and utils.get_device_id_for_rank(5) == 5
+
+
 def test_p2p_ring_every_form(ctx, team):
     n, me = team.size, team.rank
     if n == 1:
@@ -418,6 +434,9 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
         from iris.ccl.fused_ar_rmsnorm import all_reduce_rmsnorm
         broadcast(z, ctx, src=0)
         assert resolve_config("all_reduce", Config(block_size_m=AUTOTUNE)) == Config() and callable(all_reduce_rmsnorm)
+        from iris.host.iris import Iris
+        from iris.host.platform.utils import is_simulation_env
+        assert isinstance(ctx, Iris) and is_simulation_env() is False
         print("ok", sys.argv[1:])
     """))
     env = child_environment()

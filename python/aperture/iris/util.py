@@ -86,10 +86,13 @@ def is_simulation_env():
     return parse_bool_env("IRIS_SIMULATION")
 
 
-def get_device_id_for_rank(local_rank):
-    """The device a local rank uses: the rank itself, or, on a simulator, the rank wrapped onto the
-    devices there are (several ranks sharing one)."""
-    if not is_simulation_env():
-        return local_rank
+def get_simulation_device_id(local_rank):
+    """A local rank's device on a simulator: the rank wrapped onto the devices there are (several
+    ranks sharing one; 0 with none)."""
     devices = torch.cuda.device_count()
     return local_rank % devices if devices > 0 else 0
+
+
+def get_device_id_for_rank(local_rank):
+    """The device a local rank uses: the rank itself, or, on a simulator, get_simulation_device_id."""
+    return get_simulation_device_id(local_rank) if is_simulation_env() else local_rank

@@ -1,0 +1,1 @@
+"""``iris.host.platform``: the newest Iris's platform helpers (``utils``)."""
