@@ -112,11 +112,17 @@ def test_ccl_collectives(ctx, team, dtype):
     w = cols // n
     expect = torch.cat([per_rank(r, (m, cols), dtype, "cpu")[:, me * w:(me + 1) * w] for r in range(n)], dim=1)
     assert torch.equal(a2a.cpu(), expect)
-    rs = ctx.zeros(m, cols, dtype=dtype)
+    # Iris's layout (output of the input's shape): this rank's tiles of the sum, wherever Iris's
+    # Config puts them; aperture writes the whole sum there. torch's layout (numel / world): the
+    # rank's flat share.
+    rs = ctx.full((m, cols), -7, dtype=dtype)
     ctx.ccl.reduce_scatter(rs, inp)
     share = m * cols // n
+    flat = ctx.full((share,), -7, dtype=dtype)
+    ctx.ccl.reduce_scatter(flat, inp)
     if dtype != torch.bfloat16:
-        assert torch.equal(rs.view(-1)[:share].cpu().double(), total.view(-1)[me * share:(me + 1) * share])
+        assert torch.equal(rs.cpu().double(), total.to(dtype).double())
+        assert torch.equal(flat.cpu().double(), total.view(-1)[me * share:(me + 1) * share])
     for root in range(n):
         b = ctx.zeros(m, cols, dtype=dtype)
         b.copy_(per_rank(me, (m, cols), dtype, dev))
@@ -164,10 +170,10 @@ def test_ccl_module_forms(ctx, team):
     w = cols // n
     expect = torch.cat([per_rank(r, (m, cols), torch.float32, "cpu")[:, me * w:(me + 1) * w] for r in range(n)], dim=1)
     assert torch.equal(a2a.cpu(), expect)
-    rs = ctx.zeros(m, cols, dtype=torch.float32)
+    rs = ctx.zeros(m * cols // n, dtype=torch.float32)
     reduce_scatter_module.reduce_scatter(rs, inp, ctx, workspace=None)
     share = m * cols // n
-    assert torch.equal(rs.view(-1)[:share].cpu().double(), total.view(-1)[me * share:(me + 1) * share])
+    assert torch.equal(rs.cpu().double(), total.view(-1)[me * share:(me + 1) * share])
     with pytest.raises(aperture.Error, match="third argument must be the Iris instance"):
         all_reduce_module.all_reduce(out, inp, "not a context")
     ctx.barrier()
@@ -233,6 +239,59 @@ def test_ccl_rooted_module_forms(ctx, team):
         sendrecv_module.send(inp, ctx, me)
     with pytest.raises(ValueError, match="is this rank"):
         sendrecv_module.recv(inp, ctx, me)
+    ctx.barrier()
+
+
+def test_newest_ccl_keywords(ctx, team):
+    # Keywords Iris's newest ccl tests pass: reduce(root=, workspace=) and ctx.ccl.reduce_preamble,
+    # barrier(async_op=), Config(reduce_variant=, all_gather_variant="ring",
+    # reduce_scatter_variant="ring_chunked"), iris.ccl.utils.extract_group_info.
+    from aperture.iris.ccl import Config
+    from aperture.iris.ccl.utils import extract_group_info
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    inp = ctx.zeros(2, 3, dtype=torch.float32)
+    inp.copy_(per_rank(me, (2, 3), torch.float32, dev, salt=4))
+    out = ctx.full((2, 3), -1.0, dtype=torch.float32)
+    root = n - 1
+    config = Config(reduce_variant="one_shot")
+    ws = ctx.ccl.reduce_preamble(out, inp, root=root, config=config)
+    ctx.ccl.reduce(out, inp, root=root, config=config, workspace=ws)
+    want = sum(per_rank(r, (2, 3), torch.float64, "cpu", salt=4) for r in range(n)) if me == root else \
+        torch.full((2, 3), -1.0, dtype=torch.float64)
+    assert torch.equal(out.cpu().double(), want)
+    ctx.ccl.barrier(async_op=True)
+    assert Config(all_gather_variant="ring").all_gather_variant == "ring"
+    assert Config(reduce_scatter_variant="ring_chunked").reduce_scatter_variant == "ring_chunked"
+    with pytest.raises(ValueError, match="reduce_variant"):
+        Config(reduce_variant="atomic")
+    assert extract_group_info(None, ctx) == (me, me, n, 0, 1)
+    ctx.barrier()
+
+
+def test_fused_gemm_ops_run_unfused_where_overlapped_gemm_cannot(ctx, team):
+    # On the host heap (and for dtypes or shapes OverlappedGemm does not take on a GPU), the fused
+    # GEMM ops run as torch.matmul and one Communicator call; their module forms too.
+    from aperture.iris.ccl import _fused, fused_ag_gemm, fused_gemm_rs
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    m, k_local, cols = 5, 3, 7
+    shard = per_rank(me, (m, k_local), torch.float32, dev, salt=8) / 10
+    weight = per_rank(0, (n * k_local, cols), torch.float32, dev, salt=9) / 10  # the same on every rank
+    out = torch.full((m, cols), -1.0, device=dev)
+    fused_ag_gemm.all_gather_gemm(out, shard, weight, ctx)
+    full = torch.cat([per_rank(r, (m, k_local), torch.float64, "cpu", salt=8) / 10 for r in range(n)], dim=1)
+    torch.testing.assert_close(out.cpu().double(), full @ weight.cpu().double(), rtol=1e-5, atol=1e-5)
+    k = 2 * n
+    inp = per_rank(me, (m, k_local), torch.float32, dev, salt=10) / 10
+    w = per_rank(me, (k_local, k), torch.float32, dev, salt=11) / 10
+    workspace = fused_gemm_rs.gemm_reduce_scatter_preamble(inp, w, ctx)
+    got = fused_gemm_rs.gemm_reduce_scatter(inp, w, ctx, workspace=workspace)
+    total = sum((per_rank(r, (m, k_local), torch.float64, "cpu", salt=10) / 10) @
+                (per_rank(r, (k_local, k), torch.float64, "cpu", salt=11) / 10) for r in range(n))
+    assert got.shape == (m, 2) and got.dtype == torch.float32
+    torch.testing.assert_close(got.cpu().double(), total[:, 2 * me:2 * me + 2], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="inner dimension mismatch") as refused:
+        _fused.gemm_reduce_scatter(ctx, inp, w[:2])
+    assert isinstance(refused.value, aperture.Error)
     ctx.barrier()
 
 
@@ -352,7 +411,7 @@ def test_config_and_amd_only_names():
     old = iris.ccl.Config(block_size_m=128, block_size_n=128, swizzle_size=6, all_reduce_variant="atomic",
                           all_reduce_distribution=0, threads_per_warp=64, reduce_scatter_variant="two_shot_push")
     assert (old.chunk_size, old.all_reduce_ring_slice_n, old.threads_per_warp) == (36, 128, 64)
-    for bad in [dict(all_reduce_variant="nope"), dict(all_gather_variant="ring"), dict(all_to_all_variant="x"),
+    for bad in [dict(all_reduce_variant="nope"), dict(all_gather_variant="rings"), dict(all_to_all_variant="x"),
                 dict(reduce_scatter_variant="ring"), dict(barrier_mode="never"), dict(threads_per_warp=16),
                 dict(num_warps=0), dict(waves_per_eu=-1), dict(all_reduce_ring_slice_n=24)]:
         with pytest.raises(ValueError, match=next(iter(bad))):

@@ -2,6 +2,8 @@
 aperture.OverlappedGemm, in every rank of the job, against torch's product of the gathered
 operands; and what OverlappedGemm cannot take, refused with aperture.Error. GPU only."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -81,14 +83,39 @@ def test_module_forms_give_the_methods_results(shmem, team):
     shmem.barrier()
 
 
-def test_what_overlapped_gemm_cannot_take_is_refused(shmem, team):
+def test_what_overlapped_gemm_cannot_take_runs_unfused(shmem, team):
+    # float32 and float16 operands, and shapes that are not multiples of 64, run unfused (matmul
+    # and one Communicator call), as Iris's kernels take them.
+    rank, world = shmem.get_rank(), shmem.get_num_ranks()
+    for dtype, (m, k_local, n) in ((torch.float32, (64, 64, 64)), (torch.float16, (48, 80, 72)),
+                                   (torch.bfloat16, (7, 48, 40))):
+        shard = operand(rank, m, k_local, 21).to(dtype)
+        weight = operand(97, world * k_local, n, 22).to(dtype)
+        out = torch.zeros((m, n), dtype=dtype, device="cuda")
+        _fused.all_gather_gemm(shmem, out, shard, weight)
+        gathered = torch.cat([operand(q, m, k_local, 21).to(dtype) for q in range(world)], dim=1)
+        torch.testing.assert_close(out.float(), gathered.float() @ weight.float(), **TOL)
+        tokens, h_shard, k = m, k_local, 8 * world
+        inp, w = operand(rank, tokens, h_shard, 23).to(dtype), operand(rank, h_shard, k, 24).to(dtype)
+        got = _fused.gemm_reduce_scatter(shmem, inp, w)
+        total = sum(operand(q, tokens, h_shard, 23).to(dtype).float() @ operand(q, h_shard, k, 24).to(dtype).float()
+                    for q in range(world))
+        assert got.dtype == dtype and got.shape == (tokens, 8)
+        torch.testing.assert_close(got.float(), total[:, rank * 8:(rank + 1) * 8], **TOL)
+    shmem.barrier()
+
+
+def test_operands_that_do_not_fit_are_refused_as_iris_does(shmem, team):
     world = shmem.get_num_ranks()
-    with pytest.raises(aperture.Error, match="bfloat16"):
-        _fused.gemm_reduce_scatter(shmem, torch.zeros(64, 64, device="cuda"), torch.zeros(64, 64 * world,
-                                                                                          device="cuda"))
-    with pytest.raises(aperture.Error, match="multiples of 64"):
-        _fused.gemm_reduce_scatter(shmem, operand(0, 100, 64, 5), operand(0, 64, 64 * world, 6))
-    with pytest.raises(aperture.Error, match="world_size"):
+    with pytest.raises(ValueError, match="inner dimension mismatch") as refused:
+        _fused.gemm_reduce_scatter(shmem, operand(0, 64, 64, 5), operand(0, 128, 64 * world, 6))
+    assert isinstance(refused.value, aperture.Error)
+    with pytest.raises(ValueError, match="must be divisible by world_size") if world > 1 else contextlib.nullcontext():
+        _fused.gemm_reduce_scatter(shmem, operand(0, 64, 64, 5), operand(0, 64, 64 * world + 1, 6))
+    with pytest.raises(ValueError, match="must equal world_size"):
         _fused.all_gather_gemm(shmem, torch.zeros(64, 64, dtype=torch.bfloat16, device="cuda"),
                                operand(0, 64, 64, 7), operand(0, 64 * world + 64, 64, 8))
+    with pytest.raises(ValueError, match="different dtypes"):
+        _fused.gemm_reduce_scatter(shmem, operand(0, 64, 64, 5).float(), operand(0, 64, 64 * world, 6))
     shmem.barrier()
+

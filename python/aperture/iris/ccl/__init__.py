@@ -104,10 +104,15 @@ class CCL:
             self._group(group, "all_gather")
         (self._comm or self._communicator()).all_gather(output_tensor, input_tensor)
 
-    def reduce_scatter(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None):
-        """This rank's 1/world_size share of the reduction of every rank's input, flattened: chunk
-        ``rank`` of the input's elements, written to output's first numel/world_size elements
-        (torch's reduce_scatter_tensor layout; output may be that size or the input's)."""
+    def reduce_scatter(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None,
+                       workspace=None):
+        """The reduction of every rank's input, by the output's size:
+        - output of the input's size (Iris's layout, (M, N) in and out): this rank's tiles of the
+          reduction in place, which Iris's kernel assigns by its Config; aperture writes the whole
+          reduction there (every rank's tiles included: one all_reduce), so any assignment of tiles
+          reads right;
+        - otherwise this rank's 1/world_size share, flattened (chunk ``rank`` of the input's
+          elements, torch's reduce_scatter_tensor layout), in output's first numel/world_size elements."""
         self._group(group, "reduce_scatter")
         n = self._iris.num_ranks
         if input_tensor.numel() % n:
@@ -115,6 +120,11 @@ class CCL:
         share = input_tensor.numel() // n
         if output_tensor.numel() < share:
             _refuse("reduce_scatter", f"output has {output_tensor.numel()} elements; it needs at least {share}")
+        if output_tensor.numel() == input_tensor.numel() and n > 1:
+            if output_tensor.data_ptr() != input_tensor.data_ptr():
+                output_tensor.copy_(input_tensor.view(output_tensor.shape))
+            self._communicator().all_reduce(output_tensor, op_name(op, "reduce_scatter"))
+            return
         out = output_tensor.view(-1)[:share] if output_tensor.numel() != share else output_tensor
         self._communicator().reduce_scatter(out, input_tensor, op_name(op, "reduce_scatter"))
 
@@ -145,13 +155,23 @@ class CCL:
             src = int(src)
         (self._comm or self._communicator()).broadcast(tensor, src)
 
-    def reduce(self, output_tensor, input_tensor, dst=0, op=None, group=None, async_op=False, config=None):
-        """On rank dst, output = the reduction of every rank's input; other ranks' outputs are untouched."""
+    def reduce_preamble(self, output_tensor, input_tensor, root=0, config=None, workspace=None):
+        self._iris._check_rank(root, "ccl.reduce_preamble", "root")
+        return workspace if isinstance(workspace, Workspace) and workspace.matches(output_tensor) else \
+            Workspace(output_tensor.shape, output_tensor.dtype)
+
+    def reduce(self, output_tensor, input_tensor, dst=0, op=None, group=None, async_op=False, config=None,
+               workspace=None, root=None):
+        """On the root, output = the reduction of every rank's input; other ranks' outputs are
+        untouched. Iris's versions name the root ``dst`` or ``root``; both are taken."""
         self._group(group, "reduce")
+        if root is not None and dst not in (0, root):
+            _refuse("reduce", f"dst={dst} and root={root} name different roots; give one")
+        dst = dst if root is None else root
         self._iris._check_rank(dst, "ccl.reduce", "dst")
         self._same_shape("reduce", output_tensor, input_tensor)
         # Every rank reduces into its scratch (the Communicator wants one layout on every rank), and
-        # dst copies the result out.
+        # the root copies the result out.
         target = self._buffer(input_tensor, input_tensor.numel())
         target.copy_(input_tensor.reshape(-1))
         self._communicator().all_reduce(target, op_name(op, "reduce"))
@@ -182,8 +202,9 @@ class CCL:
         if self._iris.cur_rank == int(dst):
             output_tensor.copy_(target.view(output_tensor.shape))
 
-    def barrier(self, group=None):
-        """Every rank's stream waits here for every other (a device-side barrier)."""
+    def barrier(self, group=None, async_op=False):
+        """Every rank's stream waits here for every other (a device-side barrier, capturable in a
+        CUDA graph); ``async_op`` is accepted: it is on the stream either way."""
         if group is not None:
             self._group(group, "barrier")
         (self._comm or self._communicator()).barrier()

@@ -20,9 +20,12 @@ each is expressed through its gemm_rs:
 - ``gemm_reduce_scatter``: the column shard of the summed product is a row shard of its
   transpose, gemm_rs(weight_shard^T, input^T), transposed back.
 
-What OverlappedGemm cannot take (another dtype than bfloat16; dimensions that are not multiples
-of 64, or a row count not divisible by the world size) is refused with aperture.Error saying
-which dimension and what would fit.
+What OverlappedGemm cannot take (another dtype than bfloat16, host tensors, dimensions that are
+not multiples of 64, a row count not divisible by the world size) runs unfused, as Iris's own
+kernels take it: torch.matmul (float32 accumulation) and one aperture.Communicator call (the
+all-gather of the shards, or the reduce-scatter of the column blocks). Operands whose shapes do
+not fit each other are refused before anything runs, with FusedError: an aperture.Error that is
+also the ValueError Iris raises.
 """
 
 import os
@@ -380,43 +383,56 @@ def _communicator(ctx):
     return comm
 
 
+class FusedError(aperture.Error, ValueError):
+    """Operands a fused operation cannot take: aperture.Error, and the ValueError Iris raises."""
+
+
 def _require(name, condition, what):
     if not condition:
-        fail(ErrorCode.invalid_argument, f"{_who(name)}: {what}")
+        raise FusedError(f"aperture: {_who(name)}: {what}", code=ErrorCode.invalid_argument)
 
 
-def _gemm_dtypes(name, *tensors):
-    for t in tensors:
-        _require(name, t.dtype == torch.bfloat16,
-                 f"a {t.dtype} operand: it runs on aperture.OverlappedGemm, which takes bfloat16 (fp32 accumulation); "
-                 "pass bfloat16 tensors, or compute float32 products with torch.matmul and iris.ccl.all_reduce")
-        _require(name, t.is_cuda, f"an operand on {t.device}: it runs on the GPU")
+def _overlappable(*tensors):
+    """Whether OverlappedGemm takes these operands (bfloat16 on the GPU); shapes are checked apart."""
+    return all(t.dtype == torch.bfloat16 and t.is_cuda for t in tensors)
+
+
+def _same_dtype(name, *tensors):
+    dtypes = {t.dtype for t in tensors}
+    _require(name, len(dtypes) == 1, f"operands of different dtypes ({', '.join(sorted(map(str, dtypes)))}); give one")
+    _require(name, tensors[0].dtype.is_floating_point, f"a {tensors[0].dtype} operand: give floating-point tensors")
 
 
 def all_gather_gemm(ctx, output_tensor, local_shard, weight, group=None, async_op=False, config=None,
                     block_size_k=64):
     """Iris's ``output = all_gather(local_shard, dim=1) @ weight``: local_shard is this rank's
     [M, K_local] column shard, weight the replicated [world * K_local, N] matrix; every rank gets
-    all of output [M, N]. Collective. Needs bfloat16, M a multiple of the world size, N and
-    K_local multiples of 64 (OverlappedGemm's shapes)."""
+    all of output [M, N]. Collective. Fused on OverlappedGemm for bfloat16 on the GPU with M a
+    multiple of the world size and N, K_local multiples of 64; otherwise unfused (module docstring)."""
     name = "all_gather_gemm"
     _check_world(name, group)
-    _gemm_dtypes(name, output_tensor, local_shard, weight)
     world, rank = int(ctx.get_num_ranks()), int(ctx.get_rank())
+    _require(name, local_shard.dim() == 2 and weight.dim() == 2 and output_tensor.dim() == 2,
+             "local_shard, weight and output must be 2-D")
     m, k_local = local_shard.shape
     k, n = weight.shape
-    _require(name, k == world * k_local, f"weight has {k} rows, but world_size * K_local = {world} * {k_local}")
+    _require(name, k == world * k_local, f"weight K ({k}) must equal world_size ({world}) * K_local ({k_local})")
     _require(name, tuple(output_tensor.shape) == (m, n), f"output must be ({m}, {n}), got {tuple(output_tensor.shape)}")
-    _require(name, m % world == 0, f"M = {m} rows: OverlappedGemm needs a multiple of the world size ({world})")
-    _require(name, n % 64 == 0 and k_local % 64 == 0,
-             f"N = {n}, K_local = {k_local}: OverlappedGemm needs multiples of 64")
-    tp = _overlapped_gemm(ctx, name)
-    rows = tp.gemm_rs(local_shard.contiguous(), weight[rank * k_local:(rank + 1) * k_local].contiguous())
-    gathered = output_tensor if output_tensor.is_contiguous() else torch.empty_like(output_tensor,
-                                                                                  memory_format=torch.contiguous_format)
-    _communicator(ctx).all_gather(gathered, rows)
-    if gathered is not output_tensor:
-        output_tensor.copy_(gathered)
+    _same_dtype(name, output_tensor, local_shard, weight)
+    fused = _overlappable(output_tensor, local_shard, weight) and m % world == 0 and n % 64 == 0 and k_local % 64 == 0
+    if fused:
+        tp = _overlapped_gemm(ctx, name)
+        rows = tp.gemm_rs(local_shard.contiguous(), weight[rank * k_local:(rank + 1) * k_local].contiguous())
+        gathered = output_tensor if output_tensor.is_contiguous() else \
+            torch.empty_like(output_tensor, memory_format=torch.contiguous_format)
+        _communicator(ctx).all_gather(gathered, rows)
+        if gathered is not output_tensor:
+            output_tensor.copy_(gathered)
+    else:
+        shards = torch.empty((world * m, k_local), dtype=local_shard.dtype, device=local_shard.device)
+        _communicator(ctx).all_gather(shards, local_shard.contiguous())
+        full = shards.view(world, m, k_local).permute(1, 0, 2).reshape(m, world * k_local)
+        output_tensor.copy_(torch.matmul(full.float(), weight.float()))
     if not async_op:
         ctx.barrier()
     return output_tensor
@@ -425,23 +441,30 @@ def all_gather_gemm(ctx, output_tensor, local_shard, weight, group=None, async_o
 def gemm_reduce_scatter(ctx, input_tensor, weight_shard, group=None, async_op=False, config=None, workspace=None):
     """Iris's fused GEMM + reduce-scatter: input_tensor [tokens, H_shard] and weight_shard
     [H_shard, K] are this rank's; returns this rank's [tokens, K / world] column shard of the sum
-    over ranks of input_tensor @ weight_shard. Collective. Needs bfloat16, K a multiple of the
-    world size, tokens and H_shard multiples of 64."""
+    over ranks of input_tensor @ weight_shard, in input_tensor's dtype. Collective. Fused on
+    OverlappedGemm for bfloat16 on the GPU with tokens and H_shard multiples of 64; otherwise
+    unfused (module docstring)."""
     name = "gemm_reduce_scatter"
     _check_world(name, group)
-    _gemm_dtypes(name, input_tensor, weight_shard)
     world = int(ctx.get_num_ranks())
+    _require(name, input_tensor.dim() == 2 and weight_shard.dim() == 2, "input_tensor and weight_shard must be 2-D")
     tokens, h_shard = input_tensor.shape
     _require(name, weight_shard.shape[0] == h_shard,
-             f"weight_shard.shape[0] ({weight_shard.shape[0]}) must match input_tensor.shape[1] ({h_shard})")
+             f"weight_shard.shape[0] ({weight_shard.shape[0]}) must match input_tensor.shape[1] ({h_shard}): inner "
+             "dimension mismatch")
     k = weight_shard.shape[1]
-    _require(name, k % world == 0, f"K = {k} output columns: must be divisible by world_size ({world})")
-    _require(name, tokens % 64 == 0 and h_shard % 64 == 0,
-             f"tokens = {tokens}, H_shard = {h_shard}: OverlappedGemm needs multiples of 64 (the product is "
-             "computed transposed, so tokens is its column count)")
-    tp = _overlapped_gemm(ctx, name)
-    shard_t = tp.gemm_rs(weight_shard.t().contiguous(), input_tensor.t().contiguous())  # [K / world, tokens]
-    out = shard_t.t().contiguous()
+    _require(name, k % world == 0, f"weight output dim K ({k}) must be divisible by world_size ({world})")
+    _same_dtype(name, input_tensor, weight_shard)
+    shard = k // world
+    if _overlappable(input_tensor, weight_shard) and tokens % 64 == 0 and h_shard % 64 == 0:
+        tp = _overlapped_gemm(ctx, name)
+        out = tp.gemm_rs(weight_shard.t().contiguous(), input_tensor.t().contiguous()).t().contiguous()
+    else:
+        partial = torch.matmul(input_tensor.float(), weight_shard.float())  # [tokens, K], float32
+        blocks = partial.view(tokens, world, shard).permute(1, 0, 2).contiguous()  # rank r's columns, r-th
+        summed = torch.empty((tokens, shard), dtype=torch.float32, device=partial.device)
+        _communicator(ctx).reduce_scatter(summed, blocks, "sum")
+        out = summed.to(input_tensor.dtype)
     if not async_op:
         ctx.barrier()
     return out
@@ -470,9 +493,10 @@ def all_reduce_rmsnorm_preamble(ctx, partial, residual=None, config=None, worksp
 
 
 def all_gather_gemm_preamble(ctx, output_tensor, local_shard, weight, config=None, workspace=None):
-    """Makes the OverlappedGemm and Communicator all_gather_gemm runs on (collective calls that
-    allocate), so the op itself allocates nothing. Collective."""
-    _overlapped_gemm(ctx, "all_gather_gemm_preamble")
+    """Makes the OverlappedGemm (for operands it takes) and Communicator all_gather_gemm runs on
+    (collective calls that allocate), so the op itself allocates neither. Collective."""
+    if _overlappable(output_tensor, local_shard, weight):
+        _overlapped_gemm(ctx, "all_gather_gemm_preamble")
     _communicator(ctx)
     workspace = workspace if workspace is not None else FusedWorkspace()
     workspace.shapes = (tuple(output_tensor.shape), tuple(local_shard.shape), tuple(weight.shape))
@@ -480,9 +504,11 @@ def all_gather_gemm_preamble(ctx, output_tensor, local_shard, weight, config=Non
 
 
 def gemm_reduce_scatter_preamble(ctx, input_tensor, weight_shard, config=None, workspace=None):
-    """Makes the OverlappedGemm gemm_reduce_scatter runs on, so the op itself allocates nothing.
-    Collective."""
-    _overlapped_gemm(ctx, "gemm_reduce_scatter_preamble")
+    """Makes the OverlappedGemm (for operands it takes) and Communicator gemm_reduce_scatter runs
+    on, so the op itself allocates neither. Collective."""
+    if _overlappable(input_tensor, weight_shard):
+        _overlapped_gemm(ctx, "gemm_reduce_scatter_preamble")
+    _communicator(ctx)
     workspace = workspace if workspace is not None else FusedWorkspace()
     workspace.shapes = (tuple(input_tensor.shape), tuple(weight_shard.shape))
     return workspace

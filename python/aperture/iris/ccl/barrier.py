@@ -4,5 +4,5 @@ every other's)."""
 from ._module_api import ccl_of
 
 
-def barrier(ctx, group=None):
-    ccl_of(ctx, "barrier").barrier(group=group)
+def barrier(ctx, group=None, async_op=False):
+    ccl_of(ctx, "barrier").barrier(group=group, async_op=async_op)

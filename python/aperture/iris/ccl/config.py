@@ -17,10 +17,11 @@ from dataclasses import dataclass, fields, replace
 
 from .. import _amd
 
-ALL_GATHER_VARIANTS = ("persistent", "partitioned", "pull")
+ALL_GATHER_VARIANTS = ("persistent", "partitioned", "pull", "ring")
 ALL_TO_ALL_VARIANTS = ("default",)
 ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "spinlock", "push", "two_shot_push", "auto")
-REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push")
+REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push", "ring_chunked")
+REDUCE_VARIANTS = ("two_shot", "one_shot", "ring")
 BARRIER_MODES = ("device", "host")
 
 
@@ -88,6 +89,7 @@ class Config:
     all_reduce_waves_per_eu: int = 1
     all_reduce_push_chunk_n: int = 0
     reduce_scatter_variant: str = "two_shot"
+    reduce_variant: str = "two_shot"
     barrier_mode: str = "device"
     num_stages: int = 1
     num_warps: int = 4
@@ -130,6 +132,7 @@ class Config:
             raise ValueError(f"all_reduce_ring_slice_n must be a positive power of two dividing block_size_n "
                              f"({self.block_size_n}), got {slice_n}")
         _one_of("reduce_scatter_variant", self.reduce_scatter_variant, REDUCE_SCATTER_VARIANTS)
+        _one_of("reduce_variant", self.reduce_variant, REDUCE_VARIANTS)
         _one_of("barrier_mode", self.barrier_mode, BARRIER_MODES)
 
     def get_autotune_fields(self):

@@ -25,3 +25,27 @@ def op_name(op, call):
         return text
     raise aperture.Error(f"aperture: iris.ccl.{call}: reduction {op!r} is not supported; give ReduceOp.SUM, PRODUCT, "
                          "MIN, MAX or AVG", code=aperture.ErrorCode.invalid_argument)
+
+
+def extract_group_info(group, ctx):
+    """Iris's ``(rank_in_group, rank_global, world_size, rank_start, rank_stride)`` of this rank in
+    ``group`` (None: every rank of ``ctx``). A group is read from torch.distributed (ranks evenly
+    strided, as Iris requires); aperture.iris's collectives themselves take only the whole world."""
+    rank, ranks = int(ctx.get_rank()), int(ctx.get_num_ranks())
+    if group is None:
+        return rank, rank, ranks, 0, 1
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        raise RuntimeError("iris.ccl.extract_group_info: a ProcessGroup needs torch.distributed initialised "
+                           "(torch.distributed.init_process_group)")
+    members = list(dist.get_process_group_ranks(group))
+    if rank not in members:
+        raise RuntimeError(f"iris.ccl.extract_group_info: rank {rank} is not in the group (ranks {members})")
+    strides = {b - a for a, b in zip(members, members[1:])}
+    if len(strides) > 1:
+        raise NotImplementedError(f"iris.ccl.extract_group_info: group ranks {members} are not evenly strided")
+    stride = strides.pop() if strides else 1
+    if stride == 0:
+        raise ValueError(f"iris.ccl.extract_group_info: group ranks {members} repeat a rank")
+    return members.index(rank), rank, len(members), members[0], stride
