@@ -1,6 +1,8 @@
 """Iris's fused GEMM operations (iris.ccl.all_gather_gemm, gemm_reduce_scatter) on
 aperture.OverlappedGemm, in every rank of the job, against torch's product of the gathered
-operands; and what OverlappedGemm cannot take, refused with aperture.Error. GPU only."""
+operands; what OverlappedGemm cannot take (float16, float32, odd shapes), run unfused; operands
+that do not fit each other, refused with FusedError (aperture.Error and ValueError). GPU only
+(test_iris_ccl.py runs the unfused path on the host heap)."""
 
 import contextlib
 
