@@ -376,10 +376,14 @@ def test_all_reduce_rmsnorm_refuses_bad_input(shmem):
         _fused.all_reduce_rmsnorm(shmem, torch.zeros(2, 64, device=dev), None, weight)
     with pytest.raises(aperture.Error, match="float32, bfloat16 or float16"):
         _fused.all_reduce_rmsnorm(shmem, shmem.zeros((2, 64), dtype=torch.int32), None, weight)
-    with pytest.raises(aperture.Error, match="weight must be"):
+    # Shape errors are also the ValueError Iris raises, with its words.
+    with pytest.raises(ValueError, match="doesn't match hidden") as refused:
         _fused.all_reduce_rmsnorm(shmem, on_heap, None, torch.ones(32, device=dev))
-    with pytest.raises(aperture.Error, match="residual"):
+    assert isinstance(refused.value, aperture.Error)
+    with pytest.raises(ValueError, match="residual .* doesn't match"):
         _fused.all_reduce_rmsnorm(shmem, on_heap, shmem.zeros((3, 64), dtype=torch.float32), weight)
+    with pytest.raises(ValueError, match="partial must be 2D"):
+        _fused.all_reduce_rmsnorm(shmem, shmem.zeros((128,), dtype=torch.float32), None, weight)
     with pytest.raises(aperture.Error, match="group"):
         _fused.all_reduce_rmsnorm(shmem, on_heap, None, weight, group=object())
 

@@ -36,7 +36,7 @@ import triton.language as tl
 
 import aperture
 import aperture.triton as apt
-from aperture._error import ErrorCode, fail
+from aperture._error import _PREFIX, ErrorCode, fail
 
 # One tile (the row in registers, a single pass) up to this many elements per row.
 _MAX_ONE_TILE = 8192
@@ -200,6 +200,10 @@ def _congruent(ctx):
     return bool(getattr(address_map, "congruent", False))
 
 
+class FusedError(aperture.Error, ValueError):
+    """Operands a fused operation cannot take: aperture.Error, and the ValueError Iris raises."""
+
+
 def _who(name):
     return f"iris.ccl.{name}"
 
@@ -305,28 +309,25 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     name = "all_reduce_rmsnorm"
     _check_world(name, group)
     if getattr(config, "use_gluon", False):
-        fail(ErrorCode.invalid_argument, f"{_who(name)}: use_gluon=True asks for AMD Gluon kernels, which are "
-             "AMD-only; leave use_gluon False (the Triton kernel runs on NVIDIA)")
-    if not isinstance(partial, torch.Tensor) or partial.dim() != 2:
-        fail(ErrorCode.invalid_argument, f"{_who(name)}: partial must be a 2-D [tokens, hidden] tensor")
+        _require(name, False, "use_gluon=True asks for AMD Gluon kernels, which are AMD-only; leave use_gluon "
+                 "False (the Triton kernel runs on NVIDIA)")
+    _require(name, isinstance(partial, torch.Tensor) and partial.dim() == 2,
+             f"partial must be 2D ([tokens, hidden]), got {tuple(getattr(partial, 'shape', ())) or type(partial).__name__}")
     tokens, hidden = partial.shape
-    if partial.dtype not in _RMSNORM_DTYPES:
-        fail(ErrorCode.invalid_argument, f"{_who(name)}: partial has dtype {partial.dtype}; the fused kernel "
-             "takes float32, bfloat16 or float16 (convert with partial.to(torch.bfloat16))")
-    if partial.stride(1) != 1:
-        fail(ErrorCode.invalid_argument, f"{_who(name)}: partial's rows must be contiguous (stride(1) == 1); "
-             "pass a contiguous heap tensor")
+    _require(name, partial.dtype in _RMSNORM_DTYPES, f"partial has dtype {partial.dtype}; the fused kernel takes "
+             "float32, bfloat16 or float16 (convert with partial.to(torch.bfloat16))")
+    _require(name, partial.stride(1) == 1, "partial's rows must be contiguous (stride(1) == 1); pass a contiguous "
+             "heap tensor")
     _check_on_heap(ctx, name, "partial", partial)
     if residual is not None:
-        if tuple(residual.shape) != (tokens, hidden) or residual.dtype != partial.dtype or residual.stride(1) != 1:
-            fail(ErrorCode.invalid_argument, f"{_who(name)}: residual ({tuple(residual.shape)}, {residual.dtype}) "
-                 f"must be a [{tokens}, {hidden}] {partial.dtype} tensor with contiguous rows")
-        if residual.device != partial.device:
-            fail(ErrorCode.invalid_argument, f"{_who(name)}: residual is on {residual.device}, partial on "
+        _require(name, tuple(residual.shape) == (tokens, hidden) and residual.dtype == partial.dtype and
+                 residual.stride(1) == 1, f"residual ({tuple(residual.shape)}, {residual.dtype}) doesn't match partial: "
+                 f"give a [{tokens}, {hidden}] {partial.dtype} tensor with contiguous rows")
+        _require(name, residual.device == partial.device, f"residual is on {residual.device}, partial on "
                  f"{partial.device}; give both on the heap's device")
-    if weight.dim() != 1 or weight.shape[0] != hidden or weight.device != partial.device:
-        fail(ErrorCode.invalid_argument, f"{_who(name)}: weight must be a [{hidden}] tensor on {partial.device}, "
-             f"got {tuple(weight.shape)} on {weight.device}")
+    _require(name, weight.dim() == 1 and weight.shape[0] == hidden and weight.device == partial.device,
+             f"weight {tuple(weight.shape)} on {weight.device} doesn't match hidden ({hidden}): give a [{hidden}] tensor "
+             f"on {partial.device}")
     weight = weight.contiguous()
 
     out = _workspace_out(workspace, (tokens, hidden), partial.dtype, partial.device)
@@ -383,13 +384,9 @@ def _communicator(ctx):
     return comm
 
 
-class FusedError(aperture.Error, ValueError):
-    """Operands a fused operation cannot take: aperture.Error, and the ValueError Iris raises."""
-
-
 def _require(name, condition, what):
     if not condition:
-        raise FusedError(f"aperture: {_who(name)}: {what}", code=ErrorCode.invalid_argument)
+        raise FusedError(f"{_PREFIX}{_who(name)}: {what}", code=ErrorCode.invalid_argument)
 
 
 def _overlappable(*tensors):
