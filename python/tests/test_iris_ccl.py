@@ -295,6 +295,35 @@ def test_fused_gemm_ops_run_unfused_where_overlapped_gemm_cannot(ctx, team):
     ctx.barrier()
 
 
+def test_all_to_all_v_moves_variable_counts(ctx, team):
+    # Rank i sends (i + j + 1) * 3 elements to rank j (none to itself at 2+ ranks: a zero count),
+    # each element naming its sender, receiver and position; every element received is checked.
+    n, dev, me = team.size, ctx.get_device(), team.rank
+
+    def count(i, j):
+        return 0 if i == j and n > 1 else (i + j + 1) * 3
+
+    def values(i, j):
+        return torch.arange(count(i, j), dtype=torch.float64) + 1000 * i + 100 * j
+
+    send_counts = [count(me, j) for j in range(n)]
+    recv_counts = [count(i, me) for i in range(n)]
+    send_displs = [sum(send_counts[:j]) + 2 for j in range(n)]  # a gap of 2 in front
+    recv_displs = [sum(recv_counts[:i]) for i in range(n)]
+    inp = ctx.full((sum(send_counts) + 2,), -1.0, dtype=torch.float32)
+    for j in range(n):
+        inp[send_displs[j]:send_displs[j] + send_counts[j]] = values(me, j).to(torch.float32).to(dev)
+    out = ctx.full((sum(recv_counts) + 5,), -3.0, dtype=torch.float32)
+    ctx.ccl.all_to_all_v(out, inp, send_counts, send_displs, recv_counts, recv_displs)
+    want = torch.cat([values(i, me) for i in range(n)] + [torch.full((5,), -3.0, dtype=torch.float64)])
+    assert torch.equal(out.cpu().double(), want)
+    with pytest.raises(aperture.Error, match="run past"):
+        ctx.ccl.all_to_all_v(out, inp, send_counts, [inp.numel()] * n, recv_counts, recv_displs)
+    with pytest.raises(aperture.Error, match="one per rank"):
+        ctx.ccl.all_to_all_v(out, inp, send_counts[:-1] + [-1], send_displs, recv_counts, recv_displs)
+    ctx.barrier()
+
+
 def test_autotune_config_resolves_to_the_defaults(ctx, team, capsys, monkeypatch):
     from aperture.iris.ccl import AUTOTUNE, Config, autotune
     assert repr(AUTOTUNE) == "AUTOTUNE" and type(AUTOTUNE)() is AUTOTUNE

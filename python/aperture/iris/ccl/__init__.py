@@ -146,6 +146,45 @@ class CCL:
         self._communicator().all_to_all(received, send)
         output_tensor.view(rows, n, cols // n).copy_(received.transpose(0, 1))
 
+    def all_to_all_v(self, output_tensor, input_tensor, send_counts, send_displs, recv_counts, recv_displs,
+                     group=None, async_op=False, config=None):
+        """Variable all-to-all over the tensors' elements (flattened; torch's all_to_all_single with
+        splits): ``send_counts[j]`` elements from ``send_displs[j]`` of input go to rank j, and rank
+        i's land at ``recv_displs[i]`` of output (``recv_counts[i]`` of them: what rank i sends
+        here). One Communicator all_to_all of blocks padded to the largest count any rank sends,
+        which one all_reduce (max) finds."""
+        self._group(group, "all_to_all_v")
+        n = self._iris.num_ranks
+        lists = {"send_counts": send_counts, "send_displs": send_displs, "recv_counts": recv_counts,
+                 "recv_displs": recv_displs}
+        for name, values in lists.items():
+            if len(values) != n or any(int(v) < 0 for v in values):
+                _refuse("all_to_all_v", f"{name} must hold {n} counts or offsets of 0 or more (one per rank), "
+                                        f"got {list(values)}")
+        send = [(int(d), int(c)) for d, c in zip(send_displs, send_counts)]
+        recv = [(int(d), int(c)) for d, c in zip(recv_displs, recv_counts)]
+        for role, tensor, spans in (("input", input_tensor, send), ("output", output_tensor, recv)):
+            if any(d + c > tensor.numel() for d, c in spans):
+                _refuse("all_to_all_v", f"the {role}'s spans {spans} (offset, count) run past its {tensor.numel()} "
+                                        "elements")
+        if output_tensor.dtype != input_tensor.dtype:
+            _refuse("all_to_all_v", f"output is {output_tensor.dtype} and input {input_tensor.dtype}; give one dtype")
+        import torch
+
+        widest = torch.tensor([max(c for _, c in send)], dtype=torch.int64, device=input_tensor.device)
+        self._communicator().all_reduce(widest, "max")
+        width = int(widest.item())
+        if width == 0:
+            return
+        flat_in, flat_out = input_tensor.reshape(-1), output_tensor.view(-1)
+        staged = torch.zeros((n, width), dtype=input_tensor.dtype, device=input_tensor.device)
+        for j, (d, c) in enumerate(send):
+            staged[j, :c].copy_(flat_in[d:d + c])
+        received = torch.empty_like(staged)
+        self._communicator().all_to_all(received, staged)
+        for i, (d, c) in enumerate(recv):
+            flat_out[d:d + c].copy_(received[i, :c])
+
     def broadcast(self, tensor, src=0, group=None, async_op=False, config=None):
         """In place: every rank's tensor becomes rank src's."""
         if group is not None:
