@@ -174,7 +174,7 @@ def test_ccl_module_forms(ctx, team):
     reduce_scatter_module.reduce_scatter(rs, inp, ctx, workspace=None)
     share = m * cols // n
     assert torch.equal(rs.cpu().double(), total.view(-1)[me * share:(me + 1) * share])
-    with pytest.raises(aperture.Error, match="third argument must be the Iris instance"):
+    with pytest.raises(aperture.Error, match="Iris instance argument must be an iris.iris"):
         all_reduce_module.all_reduce(out, inp, "not a context")
     ctx.barrier()
 

@@ -33,6 +33,12 @@ class Workspace:
     def matches(self, tensor):
         return tuple(tensor.shape) == self.shape and tensor.dtype == self.dtype
 
+    @classmethod
+    def for_output(cls, workspace, output_tensor):
+        """``workspace`` when it was made for this output's shape and dtype, else a new one."""
+        return workspace if isinstance(workspace, cls) and workspace.matches(output_tensor) else \
+            cls(output_tensor.shape, output_tensor.dtype)
+
 
 def _fused_ops():
     from . import _fused  # the device side's (aperture.iris.ccl._fused)
@@ -79,8 +85,7 @@ class CCL:
 
     # ---- collectives ----------------------------------------------------------------------
     def all_reduce_preamble(self, output_tensor, input_tensor, config=None, workspace=None):
-        return workspace if isinstance(workspace, Workspace) and workspace.matches(output_tensor) else \
-            Workspace(output_tensor.shape, output_tensor.dtype)
+        return Workspace.for_output(workspace, output_tensor)
 
     def all_reduce(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None, workspace=None):
         """output = the reduction (default sum) of every rank's input. Returns the workspace."""
@@ -196,8 +201,7 @@ class CCL:
 
     def reduce_preamble(self, output_tensor, input_tensor, root=0, config=None, workspace=None):
         self._iris._check_rank(root, "ccl.reduce_preamble", "root")
-        return workspace if isinstance(workspace, Workspace) and workspace.matches(output_tensor) else \
-            Workspace(output_tensor.shape, output_tensor.dtype)
+        return Workspace.for_output(workspace, output_tensor)
 
     def reduce(self, output_tensor, input_tensor, dst=0, op=None, group=None, async_op=False, config=None,
                workspace=None, root=None):

@@ -308,9 +308,8 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     accepted and not needed. Collective."""
     name = "all_reduce_rmsnorm"
     _check_world(name, group)
-    if getattr(config, "use_gluon", False):
-        _require(name, False, "use_gluon=True asks for AMD Gluon kernels, which are AMD-only; leave use_gluon "
-                 "False (the Triton kernel runs on NVIDIA)")
+    _require(name, not getattr(config, "use_gluon", False), "use_gluon=True asks for AMD Gluon kernels, which are "
+             "AMD-only; leave use_gluon False (the Triton kernel runs on NVIDIA)")
     _require(name, isinstance(partial, torch.Tensor) and partial.dim() == 2,
              f"partial must be 2D ([tokens, hidden]), got {tuple(getattr(partial, 'shape', ())) or type(partial).__name__}")
     tokens, hidden = partial.shape
@@ -452,11 +451,11 @@ def gemm_reduce_scatter(ctx, input_tensor, weight_shard, group=None, async_op=Fa
     k = weight_shard.shape[1]
     _require(name, k % world == 0, f"weight output dim K ({k}) must be divisible by world_size ({world})")
     _same_dtype(name, input_tensor, weight_shard)
-    shard = k // world
     if _overlappable(input_tensor, weight_shard) and tokens % 64 == 0 and h_shard % 64 == 0:
         tp = _overlapped_gemm(ctx, name)
         out = tp.gemm_rs(weight_shard.t().contiguous(), input_tensor.t().contiguous()).t().contiguous()
     else:
+        shard = k // world
         partial = torch.matmul(input_tensor.float(), weight_shard.float())  # [tokens, K], float32
         blocks = partial.view(tokens, world, shard).permute(1, 0, 2).contiguous()  # rank r's columns, r-th
         summed = torch.empty((tokens, shard), dtype=torch.float32, device=partial.device)
