@@ -321,6 +321,36 @@ def test_all_to_all_v_moves_variable_counts(ctx, team):
         ctx.ccl.all_to_all_v(out, inp, send_counts, [inp.numel()] * n, recv_counts, recv_displs)
     with pytest.raises(aperture.Error, match="one per rank"):
         ctx.ccl.all_to_all_v(out, inp, send_counts[:-1] + [-1], send_displs, recv_counts, recv_displs)
+    # A pair whose counts disagree (rank 0 expects one element more from the last rank) is refused
+    # on every rank, before anything moves.
+    wrong = [c + (1 if me == 0 and i == n - 1 else 0) for i, c in enumerate(recv_counts)]
+    with pytest.raises(aperture.Error, match=f"rank {n - 1} sends {count(n - 1, 0)} elements to rank 0, which "
+                                             f"expects {count(n - 1, 0) + 1}"):
+        ctx.ccl.all_to_all_v(out, inp, send_counts, send_displs, wrong, recv_displs)
+    assert torch.equal(out.cpu().double(), want)
+    ctx.barrier()
+
+
+def test_all_to_all_v_module_form_splits_columns(ctx, team):
+    # Iris's module form: rank i sends j + i + 1 columns of every row to rank j; every element
+    # names its sender, its receiver, its row and its column.
+    from iris_modules import all_to_all_module
+    n, dev, me, rows = team.size, ctx.get_device(), team.rank, 3
+
+    def block(i, j):
+        cols = j + i + 1
+        r = torch.arange(rows, dtype=torch.float64).view(rows, 1)
+        c = torch.arange(cols, dtype=torch.float64).view(1, cols)
+        return 1000 * i + 100 * j + 10 * r + c
+
+    sends = [j + me + 1 for j in range(n)]
+    receives = [me + i + 1 for i in range(n)]
+    inp = torch.cat([block(me, j) for j in range(n)], dim=1).float().to(dev)
+    out = ctx.full((rows, sum(receives)), -1.0, dtype=torch.float32)
+    all_to_all_module.all_to_all_v(out, inp, receives, sends, ctx)
+    assert torch.equal(out.cpu().double(), torch.cat([block(i, me) for i in range(n)], dim=1))
+    with pytest.raises(aperture.Error, match="2-D with sum"):
+        all_to_all_module.all_to_all_v(out, inp, receives, [s + 1 for s in sends], ctx)
     ctx.barrier()
 
 

@@ -61,6 +61,14 @@ class SymmetricHeap:
         self.offset = end
         return self.memory_pool[start:start + nbytes].view(dtype)
 
+    def get_base_address(self):
+        """This rank's heap base, an address in this process (entry ``rank`` of the table)."""
+        return self.memory_pool.data_ptr()
+
+    def on_symmetric_heap(self, tensor):
+        """Iris's name for is_symmetric."""
+        return self.is_symmetric(tensor)
+
     def is_symmetric(self, tensor):
         """True when ``tensor`` lies in this heap (and so on every rank at the same offset)."""
         if tensor.numel() == 0:

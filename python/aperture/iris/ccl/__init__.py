@@ -156,8 +156,9 @@ class CCL:
         """Variable all-to-all over the tensors' elements (flattened; torch's all_to_all_single with
         splits): ``send_counts[j]`` elements from ``send_displs[j]`` of input go to rank j, and rank
         i's land at ``recv_displs[i]`` of output (``recv_counts[i]`` of them: what rank i sends
-        here). One Communicator all_to_all of blocks padded to the largest count any rank sends,
-        which one all_reduce (max) finds."""
+        here). One all_gather of every rank's counts (so that every rank checks that each pair
+        agrees, and all refuse together), then one Communicator all_to_all of blocks padded to the
+        largest count."""
         self._group(group, "all_to_all_v")
         n = self._iris.num_ranks
         lists = {"send_counts": send_counts, "send_displs": send_displs, "recv_counts": recv_counts,
@@ -176,9 +177,17 @@ class CCL:
             _refuse("all_to_all_v", f"output is {output_tensor.dtype} and input {input_tensor.dtype}; give one dtype")
         import torch
 
-        widest = torch.tensor([max(c for _, c in send)], dtype=torch.int64, device=input_tensor.device)
-        self._communicator().all_reduce(widest, "max")
-        width = int(widest.item())
+        mine = torch.tensor([c for _, c in send] + [c for _, c in recv], dtype=torch.int64, device=input_tensor.device)
+        every = torch.empty((n, 2 * n), dtype=torch.int64, device=input_tensor.device)
+        self._communicator().all_gather(every, mine)
+        counts = every.cpu().tolist()  # row r: rank r's send counts, then its receive counts
+        for sender in range(n):
+            for receiver in range(n):
+                sent, expected = counts[sender][receiver], counts[receiver][n + sender]
+                if sent != expected:
+                    _refuse("all_to_all_v", f"rank {sender} sends {sent} elements to rank {receiver}, which expects "
+                                            f"{expected} (its recv_counts[{sender}]); give each pair the same count")
+        width = max(max(row[:n]) for row in counts)
         if width == 0:
             return
         flat_in, flat_out = input_tensor.reshape(-1), output_tensor.view(-1)

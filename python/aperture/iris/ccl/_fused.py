@@ -38,6 +38,8 @@ import aperture
 import aperture.triton as apt
 from aperture._error import _PREFIX, ErrorCode, fail
 
+from .._errors import IrisValueError
+
 # One tile (the row in registers, a single pass) up to this many elements per row.
 _MAX_ONE_TILE = 8192
 _TILE = 4096
@@ -200,7 +202,7 @@ def _congruent(ctx):
     return bool(getattr(address_map, "congruent", False))
 
 
-class FusedError(aperture.Error, ValueError):
+class FusedError(IrisValueError):
     """Operands a fused operation cannot take: aperture.Error, and the ValueError Iris raises."""
 
 

@@ -24,16 +24,16 @@ and matmul_reduce_scatter, and A_sharded of all_gather_matmul.
 
 import torch
 
-import aperture
 from aperture._error import ErrorCode
 
+from .._errors import IrisValueError
 from .config import FusedConfig
 from .workspace import FusedWorkspace
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-class OpsError(aperture.Error, ValueError):
+class OpsError(IrisValueError):
     """A call iris.ops cannot run: aperture.Error, and the ValueError Iris raises for it."""
 
 

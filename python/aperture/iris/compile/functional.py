@@ -1,0 +1,26 @@
+"""``iris.compile.functional``: the other form Iris's compile support has taken, one process-wide
+context set with ``set_context(ctx)`` and read with ``get_context()``. The operators are those of
+``iris.compile.functional_collectives`` (``torch.ops.iris.*``), registered once."""
+
+import aperture
+
+from . import functional_collectives as _fc
+
+
+def set_context(ctx):
+    """Makes the Iris instance ``ctx`` the compiled collectives' context (TypeError, an
+    aperture.Error too, for anything else)."""
+    _fc.setup(ctx)
+
+
+def get_context():
+    """The Iris instance the compiled collectives run on; aperture.Error (a RuntimeError) if none."""
+    with _fc._default_lock:
+        context = _fc._default
+    if context is None:
+        raise aperture.Error("aperture: iris.compile: no Iris context set; call iris.compile.set_context(ctx) "
+                             "before using compiled collectives", code=aperture.ErrorCode.invalid_argument)
+    return context.ctx
+
+
+__all__ = ["set_context", "get_context"]
