@@ -268,6 +268,68 @@ def test_newest_ccl_keywords(ctx, team):
     ctx.barrier()
 
 
+def test_newest_ccl_forms(ctx, team):
+    # Forms Iris's newest ccl tests use: the two-tensor broadcast (method and module), all_gather's
+    # preamble and its heap-only output, Config(all_reduce_variant="one_shot_legacy"), and the
+    # refusal of a workspace whose Config made fewer tiles than the call's (spinlock locks, ring
+    # flags; reduce_scatter's ring workspace through Iris's own _prepare_ring_workspace).
+    from iris_modules import all_gather_module, broadcast_module, reduce_scatter_module
+    from aperture.iris.ccl import Config
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    src = n - 1
+    inp = ctx.zeros(4, 6, dtype=torch.float32)
+    inp.copy_(per_rank(me, (4, 6), torch.float32, dev, salt=7))
+    out = ctx.full((4, 6), -1.0, dtype=torch.float32)
+    ctx.ccl.broadcast(out, inp, src=src, config=Config())
+    assert torch.equal(out.cpu(), per_rank(src, (4, 6), torch.float32, "cpu", salt=7))
+    assert torch.equal(inp.cpu(), per_rank(me, (4, 6), torch.float32, "cpu", salt=7))  # inputs are not written
+    out.fill_(-2.0)
+    broadcast_module.broadcast(out, inp, ctx, src=0)
+    assert torch.equal(out.cpu(), per_rank(0, (4, 6), torch.float32, "cpu", salt=7))
+    same = ctx.zeros(4, 6, dtype=torch.float32)
+    same.copy_(inp)
+    ctx.ccl.broadcast(same, same, src=src)  # in place through the two-tensor form
+    assert torch.equal(same.cpu(), per_rank(src, (4, 6), torch.float32, "cpu", salt=7))
+    with pytest.raises(aperture.Error, match="24 elements and input 6"):
+        ctx.ccl.broadcast(out, inp[0], src=0)
+
+    gathered = ctx.full((n * 4, 6), -1.0, dtype=torch.float32)
+    config = Config(all_gather_variant="ring")
+    ws = all_gather_module.all_gather_preamble(gathered, inp, ctx, config=config)
+    assert ws is ctx.ccl.all_gather_preamble(gathered, inp, config=config, workspace=ws)
+    ctx.ccl.all_gather(gathered, inp, config=config, workspace=ws)
+    everyone = torch.cat([per_rank(r, (4, 6), torch.float32, "cpu", salt=7) for r in range(n)])
+    assert torch.equal(gathered.cpu(), everyone)
+    off_heap = torch.full((n * 4, 6), -1.0, device=dev)  # either tensor may lie off the heap (Iris's newest)
+    ctx.ccl.all_gather(off_heap, inp.clone())
+    assert torch.equal(off_heap.cpu(), everyone)
+    with pytest.raises(ValueError, match=rf"Output tensor shape \({n * 4 + 1}, 6\) does not match expected shape "
+                                         rf"\({n * 4}, 6\)") as refused:
+        ctx.ccl.all_gather(ctx.zeros(n * 4 + 1, 6), inp)
+    assert isinstance(refused.value, aperture.Error)
+
+    total = sum(per_rank(r, (4, 6), torch.float64, "cpu", salt=7) for r in range(n))
+    ctx.ccl.all_reduce(out, inp, config=Config(all_reduce_variant="one_shot_legacy"))
+    assert torch.equal(out.cpu().double(), total)
+    for variant, kind in (("spinlock", "Lock"), ("ring", "Flags")):
+        big = Config(all_reduce_variant=variant, block_size_m=4, block_size_n=8)  # 1 tile of the (4, 6) output
+        ws = ctx.ccl.all_reduce_preamble(out, inp, config=big)
+        assert ws.tiles == 1
+        ctx.ccl.all_reduce(out, inp, config=big, workspace=ws)  # the preamble's own Config: fine
+        assert torch.equal(out.cpu().double(), total)
+        with pytest.raises(ValueError, match=f"{kind} array too small: the workspace holds 1 tiles.* makes 6"):
+            ctx.ccl.all_reduce(out, inp, config=Config(all_reduce_variant=variant, block_size_m=2, block_size_n=2),
+                               workspace=ws)
+    ws = reduce_scatter_module.ReduceScatterWorkspace()
+    assert reduce_scatter_module._prepare_ring_workspace(ctx, 4, 6, torch.float32, 1, ws) is ws
+    small = Config(reduce_scatter_variant="ring_chunked", block_size_m=2, block_size_n=2)
+    with pytest.raises(ValueError, match="Flags array too small"):
+        ctx.ccl.reduce_scatter(out, inp, config=small, workspace=ws)
+    ctx.ccl.reduce_scatter(out, inp, config=small)  # without the workspace: runs
+    assert torch.equal(out.cpu().double(), total)
+    ctx.barrier()
+
+
 def test_fused_gemm_ops_run_unfused_where_overlapped_gemm_cannot(ctx, team):
     # On the host heap (and for dtypes or shapes OverlappedGemm does not take on a GPU), the fused
     # GEMM ops run as torch.matmul and one Communicator call; their module forms too.
@@ -349,6 +411,11 @@ def test_all_to_all_v_module_form_splits_columns(ctx, team):
     out = ctx.full((rows, sum(receives)), -1.0, dtype=torch.float32)
     all_to_all_module.all_to_all_v(out, inp, receives, sends, ctx)
     assert torch.equal(out.cpu().double(), torch.cat([block(i, me) for i in range(n)], dim=1))
+    out.fill_(-1.0)  # the method takes the same column form (as Iris's newest tests call it)
+    ctx.ccl.all_to_all_v(out, inp, output_split_sizes=receives, input_split_sizes=sends, config=iris.ccl.Config())
+    assert torch.equal(out.cpu().double(), torch.cat([block(i, me) for i in range(n)], dim=1))
+    with pytest.raises(aperture.Error, match="give either send_counts"):
+        ctx.ccl.all_to_all_v(out, inp, receives, sends, [0] * n)
     with pytest.raises(aperture.Error, match="2-D with sum"):
         all_to_all_module.all_to_all_v(out, inp, receives, [s + 1 for s in sends], ctx)
     ctx.barrier()

@@ -96,7 +96,6 @@ class Iris:
         self.device = f"cuda:{self.gpu_id}" if pool_device.type == "cuda" else "cpu"
         self.heap_bases = self.heap.get_heap_bases()
         self._communicator = None
-        self._device_barrier_flags = {}
         self._device_context = None
         self._symmetric_maps = {}
         from .ccl import CCL

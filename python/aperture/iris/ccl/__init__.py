@@ -13,6 +13,7 @@ import weakref
 
 import aperture
 
+from .._errors import IrisValueError
 from . import p2p
 from .config import AUTOTUNE, Config
 from .p2p import P2PConfig, P2POp, P2PState, P2PWork
@@ -24,11 +25,14 @@ def _refuse(call, detail, code=None):
 
 
 class Workspace:
-    """What ``all_reduce_preamble`` returns and ``all_reduce`` takes: aperture's Communicator keeps its
-    own scratch, so this only records the shape and dtype it was prepared for."""
+    """What a preamble returns and the call takes back. aperture's Communicator keeps its own
+    scratch, so this records what the workspace was prepared for: the output's shape and dtype and,
+    for the variants whose Iris kernels keep one lock or flag per tile (PER_TILE), the tile count
+    of the preamble's Config. A later call whose Config makes more tiles is refused as Iris refuses
+    it (its arrays would be too small), so a program behaves the same on both."""
 
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype = tuple(shape), dtype
+    def __init__(self, shape=(), dtype=None, tiles=None):
+        self.shape, self.dtype, self.tiles = tuple(shape), dtype, tiles
 
     def matches(self, tensor):
         return tuple(tensor.shape) == self.shape and tensor.dtype == self.dtype
@@ -38,6 +42,57 @@ class Workspace:
         """``workspace`` when it was made for this output's shape and dtype, else a new one."""
         return workspace if isinstance(workspace, cls) and workspace.matches(output_tensor) else \
             cls(output_tensor.shape, output_tensor.dtype)
+
+
+# (call, variant) -> the per-tile array Iris's kernels of that variant keep in the workspace.
+PER_TILE = {("all_reduce", "spinlock"): "Lock", ("all_reduce", "ring"): "Flags",
+            ("reduce_scatter", "ring_chunked"): "Flags"}
+
+
+def tile_count(shape, config):
+    """Iris's tiles of an (M, N) tensor (N: every dimension after the first) under ``config``."""
+    rows = shape[0] if len(shape) else 1
+    cols = 1
+    for extent in shape[1:]:
+        cols *= extent
+    return -(-rows // config.block_size_m) * -(-cols // config.block_size_n)
+
+
+def _variant(call, config):
+    return getattr(config, f"{call}_variant", None) if config is not None else None
+
+
+def _prepare(call, workspace, output_tensor, config):
+    """The preamble of ``call``: the workspace for this output, holding the Config's tile count
+    when its variant keeps per-tile state."""
+    workspace = Workspace.for_output(workspace, output_tensor)
+    if (call, _variant(call, config)) in PER_TILE:
+        workspace.tiles = tile_count(workspace.shape, config)
+    return workspace
+
+
+def _check_tiles(call, workspace, config):
+    kind = PER_TILE.get((call, _variant(call, config)))
+    held = getattr(workspace, "tiles", None)
+    if kind is None or held is None:
+        return
+    needed = tile_count(workspace.shape, config)
+    if needed > held:
+        raise IrisValueError(
+            f"aperture: iris.ccl.{call}: {kind} array too small: the workspace holds {held} tiles, and this call's "
+            f"Config (block_size_m={config.block_size_m}, block_size_n={config.block_size_n}) makes {needed} of the "
+            f"{workspace.shape} output; call {call}_preamble with this Config, or pass workspace=None",
+            code=aperture.ErrorCode.invalid_argument)
+
+
+_ELEMENT_SPLITS = ("send_counts", "send_displs", "recv_counts", "recv_displs")
+_COLUMN_SPLITS = ("output_split_sizes", "input_split_sizes")
+
+
+def _is_tensor(value):
+    import torch
+
+    return isinstance(value, torch.Tensor)
 
 
 def _fused_ops():
@@ -85,12 +140,14 @@ class CCL:
 
     # ---- collectives ----------------------------------------------------------------------
     def all_reduce_preamble(self, output_tensor, input_tensor, config=None, workspace=None):
-        return Workspace.for_output(workspace, output_tensor)
+        return _prepare("all_reduce", workspace, output_tensor, config)
 
     def all_reduce(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None, workspace=None):
         """output = the reduction (default sum) of every rank's input. Returns the workspace."""
         if group is not None:
             self._group(group, "all_reduce")
+        if workspace is not None and config is not None:
+            _check_tiles("all_reduce", workspace, config)
         if output_tensor is not input_tensor:
             self._same_shape("all_reduce", output_tensor, input_tensor)
             if output_tensor.data_ptr() != input_tensor.data_ptr():
@@ -103,10 +160,20 @@ class CCL:
             workspace = self._workspace
         return workspace
 
-    def all_gather(self, output_tensor, input_tensor, group=None, async_op=False, config=None):
-        """output (world_size * M, N) = every rank's input (M, N), stacked by rank along dim 0."""
+    def all_gather_preamble(self, output_tensor, input_tensor, config=None, workspace=None):
+        return Workspace.for_output(workspace, output_tensor)
+
+    def all_gather(self, output_tensor, input_tensor, group=None, async_op=False, config=None, workspace=None):
+        """output (world_size * M, N) = every rank's input (M, N), stacked by rank along dim 0. Either
+        may lie off the heap (the Communicator stages it), as Iris's newest accepts."""
         if group is not None:
             self._group(group, "all_gather")
+        if output_tensor.dim() >= 2 and input_tensor.dim() >= 2:
+            rows, cols = input_tensor.shape[0] * self._num_ranks, input_tensor.shape[1]
+            if output_tensor.shape[0] != rows or output_tensor.shape[1] != cols:
+                raise IrisValueError(f"aperture: iris.ccl.all_gather: Output tensor shape {tuple(output_tensor.shape[:2])} "
+                                     f"does not match expected shape {(rows, cols)}: (world_size * M, N) for an (M, N) "
+                                     "input", code=aperture.ErrorCode.invalid_argument)
         (self._comm or self._communicator()).all_gather(output_tensor, input_tensor)
 
     def reduce_scatter(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None,
@@ -119,6 +186,8 @@ class CCL:
         - otherwise this rank's 1/world_size share, flattened (chunk ``rank`` of the input's
           elements, torch's reduce_scatter_tensor layout), in output's first numel/world_size elements."""
         self._group(group, "reduce_scatter")
+        if workspace is not None and config is not None:
+            _check_tiles("reduce_scatter", workspace, config)
         n = self._iris.num_ranks
         if input_tensor.numel() % n:
             _refuse("reduce_scatter", f"input has {input_tensor.numel()} elements, not a multiple of the {n} ranks")
@@ -151,8 +220,48 @@ class CCL:
         self._communicator().all_to_all(received, send)
         output_tensor.view(rows, n, cols // n).copy_(received.transpose(0, 1))
 
-    def all_to_all_v(self, output_tensor, input_tensor, send_counts, send_displs, recv_counts, recv_displs,
-                     group=None, async_op=False, config=None):
+    def all_to_all_v(self, output_tensor, input_tensor, *splits, group=None, async_op=False, config=None, **named):
+        """Iris's two forms of the variable all-to-all, told apart by their arguments:
+        - elements, ``(output, input, send_counts, send_displs, recv_counts, recv_displs)``;
+        - columns, ``(output, input, output_split_sizes, input_split_sizes)``."""
+        for names, run in ((_ELEMENT_SPLITS, self._all_to_all_v_elements), (_COLUMN_SPLITS, self._all_to_all_v_columns)):
+            if set(named) <= set(names) and len(splits) + len(named) == len(names):
+                given = dict(zip(names, splits), **named)
+                return run(output_tensor, input_tensor, *(given[name] for name in names), group=group,
+                           async_op=async_op, config=config)
+        _refuse("all_to_all_v", f"give either {', '.join(_ELEMENT_SPLITS)} (element counts and offsets) or "
+                                f"{', '.join(_COLUMN_SPLITS)} (columns); got {len(splits)} positional and "
+                                f"{sorted(named)} named")
+
+    def _all_to_all_v_columns(self, output_tensor, input_tensor, output_split_sizes, input_split_sizes, group=None,
+                              async_op=False, config=None):
+        """Column blocks (torch's all_to_all_single with split sizes, on columns): input
+        (M, sum(input_split_sizes)) sends its j-th block of ``input_split_sizes[j]`` columns to rank
+        j; output (M, sum(output_split_sizes)) receives ``output_split_sizes[i]`` columns from rank
+        i, blocks in rank order. Runs as the element form on the transposed tensors, where a column
+        block is contiguous."""
+        for role, tensor, splits in (("input", input_tensor, input_split_sizes),
+                                     ("output", output_tensor, output_split_sizes)):
+            if tensor.dim() != 2 or tensor.shape[1] != sum(int(s) for s in splits):
+                _refuse("all_to_all_v", f"the {role} must be 2-D with sum({role}_split_sizes) = "
+                                        f"{sum(int(s) for s in splits)} columns, got shape {tuple(tensor.shape)}")
+        rows = input_tensor.shape[0]
+        if output_tensor.shape[0] != rows:
+            _refuse("all_to_all_v", f"output has {output_tensor.shape[0]} rows and input {rows}; give both the same")
+
+        def spans(splits):
+            counts = [int(s) * rows for s in splits]
+            return counts, [sum(counts[:j]) for j in range(len(counts))]
+
+        send_counts, send_displs = spans(input_split_sizes)
+        recv_counts, recv_displs = spans(output_split_sizes)
+        columns_out = output_tensor.new_empty((output_tensor.shape[1], rows))  # (columns, M): a block is contiguous
+        self._all_to_all_v_elements(columns_out, input_tensor.t().contiguous(), send_counts, send_displs, recv_counts,
+                                    recv_displs, group=group, async_op=async_op, config=config)
+        output_tensor.copy_(columns_out.t())
+
+    def _all_to_all_v_elements(self, output_tensor, input_tensor, send_counts, send_displs, recv_counts, recv_displs,
+                               group=None, async_op=False, config=None):
         """Variable all-to-all over the tensors' elements (flattened; torch's all_to_all_single with
         splits): ``send_counts[j]`` elements from ``send_displs[j]`` of input go to rank j, and rank
         i's land at ``recv_displs[i]`` of output (``recv_counts[i]`` of them: what rank i sends
@@ -199,8 +308,23 @@ class CCL:
         for i, (d, c) in enumerate(recv):
             flat_out[d:d + c].copy_(received[i, :c])
 
-    def broadcast(self, tensor, src=0, group=None, async_op=False, config=None):
-        """In place: every rank's tensor becomes rank src's."""
+    def broadcast(self, *args, **kwargs):
+        """Iris's two forms. In place, ``broadcast(tensor, src=0, group=None, async_op=False,
+        config=None)``: every rank's tensor becomes rank src's. From one tensor to another,
+        ``broadcast(output_tensor, input_tensor, src=0, group=None, async_op=False, config=None)``:
+        every rank's output becomes rank src's input (the other ranks' inputs are not read)."""
+        if "input_tensor" in kwargs or len(args) > 1 and _is_tensor(args[1]):
+            return self._broadcast_from(*args, **kwargs)
+        return self._broadcast(*args, **kwargs)
+
+    def _broadcast_from(self, output_tensor, input_tensor, src=0, group=None, async_op=False, config=None):
+        self._iris._check_rank(src, "ccl.broadcast", "src")
+        self._same_shape("broadcast", output_tensor, input_tensor)
+        if int(src) == self._iris.cur_rank and output_tensor.data_ptr() != input_tensor.data_ptr():
+            output_tensor.copy_(input_tensor.view(output_tensor.shape))
+        self._broadcast(output_tensor, int(src), group, async_op, config)
+
+    def _broadcast(self, tensor, src=0, group=None, async_op=False, config=None):
         if group is not None:
             self._group(group, "broadcast")
         if src.__class__ is not int or not 0 <= src < self._num_ranks:

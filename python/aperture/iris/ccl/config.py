@@ -19,7 +19,8 @@ from .. import _amd
 
 ALL_GATHER_VARIANTS = ("persistent", "partitioned", "pull", "ring")
 ALL_TO_ALL_VARIANTS = ("default",)
-ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "spinlock", "push", "two_shot_push", "auto")
+ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "one_shot_legacy", "spinlock", "push", "two_shot_push",
+                       "auto")
 REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push", "ring_chunked")
 REDUCE_VARIANTS = ("two_shot", "one_shot", "ring")
 BARRIER_MODES = ("device", "host")
