@@ -11,6 +11,8 @@ the stream sees its result either way.
 
 import weakref
 
+import torch
+
 import aperture
 
 from .._errors import IrisValueError
@@ -90,8 +92,6 @@ _COLUMN_SPLITS = ("output_split_sizes", "input_split_sizes")
 
 
 def _is_tensor(value):
-    import torch
-
     return isinstance(value, torch.Tensor)
 
 
@@ -132,8 +132,6 @@ class CCL:
         key = (like.dtype, like.device, numel)
         buf = self._scratch.get(key)
         if buf is None:
-            import torch
-
             buf = torch.empty(numel, dtype=like.dtype, device=like.device)
             self._scratch[key] = buf
         return buf
@@ -168,12 +166,12 @@ class CCL:
         may lie off the heap (the Communicator stages it), as Iris's newest accepts."""
         if group is not None:
             self._group(group, "all_gather")
-        if output_tensor.dim() >= 2 and input_tensor.dim() >= 2:
-            rows, cols = input_tensor.shape[0] * self._num_ranks, input_tensor.shape[1]
-            if output_tensor.shape[0] != rows or output_tensor.shape[1] != cols:
-                raise IrisValueError(f"aperture: iris.ccl.all_gather: Output tensor shape {tuple(output_tensor.shape[:2])} "
-                                     f"does not match expected shape {(rows, cols)}: (world_size * M, N) for an (M, N) "
-                                     "input", code=aperture.ErrorCode.invalid_argument)
+        out_shape, in_shape = output_tensor.shape, input_tensor.shape
+        if len(in_shape) > 1 and len(out_shape) > 1 and (out_shape[1] != in_shape[1] or
+                                                        out_shape[0] != in_shape[0] * self._num_ranks):
+            raise IrisValueError(f"aperture: iris.ccl.all_gather: Output tensor shape {tuple(out_shape[:2])} does not "
+                                 f"match expected shape {(in_shape[0] * self._num_ranks, in_shape[1])}: (world_size "
+                                 "* M, N) for an (M, N) input", code=aperture.ErrorCode.invalid_argument)
         (self._comm or self._communicator()).all_gather(output_tensor, input_tensor)
 
     def reduce_scatter(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None,
@@ -284,8 +282,6 @@ class CCL:
                                         "elements")
         if output_tensor.dtype != input_tensor.dtype:
             _refuse("all_to_all_v", f"output is {output_tensor.dtype} and input {input_tensor.dtype}; give one dtype")
-        import torch
-
         mine = torch.tensor([c for _, c in send] + [c for _, c in recv], dtype=torch.int64, device=input_tensor.device)
         every = torch.empty((n, 2 * n), dtype=torch.int64, device=input_tensor.device)
         self._communicator().all_gather(every, mine)
@@ -308,14 +304,14 @@ class CCL:
         for i, (d, c) in enumerate(recv):
             flat_out[d:d + c].copy_(received[i, :c])
 
-    def broadcast(self, *args, **kwargs):
+    def broadcast(self, tensor, *args, **kwargs):
         """Iris's two forms. In place, ``broadcast(tensor, src=0, group=None, async_op=False,
         config=None)``: every rank's tensor becomes rank src's. From one tensor to another,
         ``broadcast(output_tensor, input_tensor, src=0, group=None, async_op=False, config=None)``:
         every rank's output becomes rank src's input (the other ranks' inputs are not read)."""
-        if "input_tensor" in kwargs or len(args) > 1 and _is_tensor(args[1]):
-            return self._broadcast_from(*args, **kwargs)
-        return self._broadcast(*args, **kwargs)
+        if args and args[0].__class__ is not int and _is_tensor(args[0]) or "input_tensor" in kwargs:
+            return self._broadcast_from(tensor, *args, **kwargs)
+        return self._broadcast(tensor, *args, **kwargs)
 
     def _broadcast_from(self, output_tensor, input_tensor, src=0, group=None, async_op=False, config=None):
         self._iris._check_rank(src, "ccl.broadcast", "src")
