@@ -304,23 +304,23 @@ class CCL:
         for i, (d, c) in enumerate(recv):
             flat_out[d:d + c].copy_(received[i, :c])
 
-    def broadcast(self, tensor, *args, **kwargs):
+    def broadcast(self, tensor, *args, src=0, group=None, async_op=False, config=None, input_tensor=None):
         """Iris's two forms. In place, ``broadcast(tensor, src=0, group=None, async_op=False,
         config=None)``: every rank's tensor becomes rank src's. From one tensor to another,
         ``broadcast(output_tensor, input_tensor, src=0, group=None, async_op=False, config=None)``:
         every rank's output becomes rank src's input (the other ranks' inputs are not read)."""
-        if args and args[0].__class__ is not int and _is_tensor(args[0]) or "input_tensor" in kwargs:
-            return self._broadcast_from(tensor, *args, **kwargs)
-        return self._broadcast(tensor, *args, **kwargs)
-
-    def _broadcast_from(self, output_tensor, input_tensor, src=0, group=None, async_op=False, config=None):
-        self._iris._check_rank(src, "ccl.broadcast", "src")
-        self._same_shape("broadcast", output_tensor, input_tensor)
-        if int(src) == self._iris.cur_rank and output_tensor.data_ptr() != input_tensor.data_ptr():
-            output_tensor.copy_(input_tensor.view(output_tensor.shape))
-        self._broadcast(output_tensor, int(src), group, async_op, config)
-
-    def _broadcast(self, tensor, src=0, group=None, async_op=False, config=None):
+        if args or input_tensor is not None:  # positional arguments, or the two-tensor form
+            if args and _is_tensor(args[0]):
+                input_tensor, args = args[0], args[1:]
+            if len(args) > 4:
+                raise TypeError(f"broadcast() takes at most 6 positional arguments ({len(args) + 2} given)")
+            src, group, async_op, config = args + (src, group, async_op, config)[len(args):]
+            if input_tensor is not None:
+                self._iris._check_rank(src, "ccl.broadcast", "src")
+                self._same_shape("broadcast", tensor, input_tensor)
+                if int(src) == self._iris.cur_rank and tensor.data_ptr() != input_tensor.data_ptr():
+                    tensor.copy_(input_tensor.view(tensor.shape))
+        # The in-place call by keywords, the common one, comes straight here: nothing above runs.
         if group is not None:
             self._group(group, "broadcast")
         if src.__class__ is not int or not 0 <= src < self._num_ranks:
