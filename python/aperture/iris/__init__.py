@@ -41,7 +41,7 @@ _launch_options.install()
 
 def __getattr__(name):
     # The device side's names (aperture.iris._device_context), imported when first asked for.
-    if name in ("DeviceContext", "Context"):
+    if name in ("DeviceContext", "Context", "TritonContext"):  # TritonContext: Iris's newest name
         from ._device_context import DeviceContext
 
         return DeviceContext
@@ -49,7 +49,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "Iris", "iris", "DeviceContext", "Context", "translate", "load", "store", "get", "put", "copy", "atomic_add",
+    "Iris", "iris", "DeviceContext", "Context", "TritonContext", "translate", "load", "store", "get", "put", "copy", "atomic_add",
     "atomic_sub", "atomic_and", "atomic_or", "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas",
     "do_bench", "tensor_creation", "ccl", "ops", "experimental", "hip", "set_logger_level", "logger", "DEBUG", "INFO",
     "WARNING", "ERROR", "get_device_id_for_rank", "is_simulation_env", "parse_bool_env", "CUDAArrayInterface",

@@ -105,13 +105,11 @@ class _DeviceBytes:
 
 
 def peer_tensor(amap, tensor, rank):
-    """Rank ``rank``'s copy of ``tensor`` (contiguous, in ``amap``'s allocation), as a tensor of this
-    process over the peer mapping; aperture.Error when that copy is out of load/store reach."""
-    if not tensor.is_contiguous():
-        raise aperture.Error("aperture: iris: a peer's copy is given for contiguous tensors only; pass "
-                             "t.contiguous() of a heap tensor", code=aperture.ErrorCode.invalid_argument)
-    nbytes = tensor.numel() * tensor.element_size()
-    address = amap.translate(tensor, int(rank))
+    """Rank ``rank``'s copy of ``tensor`` (in ``amap``'s allocation), as a tensor of this process over
+    the peer mapping, with ``tensor``'s shape and strides; aperture.Error when that copy is out of
+    load/store reach."""
+    address = amap.translate(tensor, int(rank))  # of the first element
+    nbytes = _extent(tensor)
     if nbytes == 0:
         return tensor.clone()
     if tensor.device.type == "cuda":
@@ -120,4 +118,4 @@ def peer_tensor(amap, tensor, rank):
         import ctypes
 
         raw = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), dtype=torch.uint8)
-    return raw.view(tensor.dtype).view(tensor.shape)
+    return raw.view(tensor.dtype).as_strided(tensor.shape, tensor.stride())

@@ -19,6 +19,7 @@ import torch
 import aperture
 
 from . import _amd, _ranks, tensor_creation
+from ._errors import IrisValueError
 from ._heap import SymmetricHeap, peer_tensor
 from .logging import log_with_rank
 
@@ -262,7 +263,7 @@ class Iris:
 
     def _check_rank(self, rank, call, name):
         if not isinstance(rank, (int, np.integer)) or not 0 <= int(rank) < self.num_ranks:
-            raise aperture.Error(f"aperture: iris: {call}: {name}={rank!r} is not a rank of this {self.num_ranks}-rank "
+            raise IrisValueError(f"aperture: iris: {call}: {name}={rank!r} is out of range for this {self.num_ranks}-rank "
                                  f"job; give 0..{self.num_ranks - 1}", code=aperture.ErrorCode.invalid_argument)
 
     # ---- the heap ---------------------------------------------------------------------
@@ -310,7 +311,8 @@ class Iris:
             return self.heap.address_map
         amap = self._own_allocation(tensor)
         if amap is None:
-            raise aperture.Error("aperture: iris: the tensor is neither on the heap nor from allocate_symmetric",
+            raise IrisValueError("aperture: iris: the tensor is not on the symmetric heap nor from allocate_symmetric; "
+                                 "allocate it with ctx.zeros/ctx.empty (or as_symmetric a copy)",
                                  code=aperture.ErrorCode.invalid_argument)
         return amap
 

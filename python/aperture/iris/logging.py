@@ -2,7 +2,7 @@
 
 The logger is named "iris" as Iris's is, so a program's ``logging.getLogger("iris")`` settings
 apply; IRIS_LOG_LEVEL sets its starting level. Records that ``Iris.debug/info/...`` emit carry
-``iris_rank`` and ``iris_num_ranks``, which the formatter shows as ``[rank/num_ranks]``.
+``iris_rank`` and ``iris_num_ranks``, which IrisFormatter (the handler's) shows as ``[rank/num_ranks]``.
 """
 
 import logging as _logging
@@ -14,14 +14,15 @@ WARNING = _logging.WARNING
 ERROR = _logging.ERROR
 
 
-class RankFormatter(_logging.Formatter):
-    """time, level, ``[Iris] [rank/num_ranks]``, the module, the message."""
+class IrisFormatter(_logging.Formatter):
+    """Iris's format: ``[Iris] message``, and ``[Iris] [rank/num_ranks] message`` for a record that
+    carries ``iris_rank`` and ``iris_num_ranks``."""
 
     def format(self, record):
-        rank = getattr(record, "iris_rank", "?")
-        num_ranks = getattr(record, "iris_num_ranks", "?")
-        when = self.formatTime(record, "%H:%M:%S")
-        return f"{when} {record.levelname:<5s} [Iris] [{rank}/{num_ranks}] [{record.module or '?'}] {record.getMessage()}"
+        rank = getattr(record, "iris_rank", None)
+        num_ranks = getattr(record, "iris_num_ranks", None)
+        where = "" if rank is None or num_ranks is None else f" [{rank}/{num_ranks}]"
+        return f"[Iris]{where} {record.getMessage()}"
 
 
 logger = _logging.getLogger("iris")
@@ -31,7 +32,7 @@ if _level_from_env in ("DEBUG", "INFO", "WARNING", "ERROR"):
     logger.setLevel(getattr(_logging, _level_from_env))
 if not logger.handlers:
     _handler = _logging.StreamHandler()
-    _handler.setFormatter(RankFormatter())
+    _handler.setFormatter(IrisFormatter())
     logger.addHandler(_handler)
 
 
@@ -48,4 +49,4 @@ def log_with_rank(level, message, rank, num_ranks):
         logger.handle(record)
 
 
-__all__ = ["logger", "set_logger_level", "DEBUG", "INFO", "WARNING", "ERROR"]
+__all__ = ["logger", "set_logger_level", "IrisFormatter", "DEBUG", "INFO", "WARNING", "ERROR"]
