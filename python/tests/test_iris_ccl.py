@@ -106,6 +106,15 @@ def test_allocate_symmetric_has_its_own_table(ctx, team):
         assert isinstance(refused.value, aperture.Error)
     with pytest.raises(ValueError, match="symmetric heap"):
         ctx.as_remote(torch.zeros(4, device=ctx.get_device()), 0)
+    # Iris's experimental SymmetricAddressMap interface, over the allocation's aperture map.
+    from aperture.iris.experimental.symmetric_memory import SymmetricAddressMap
+    from aperture.iris.experimental.torch_symmmem_provider import TorchSymmMemProvider
+    from aperture.iris.experimental.torch_symm_mem_provider import TorchSymmMemProvider as same
+    assert TorchSymmMemProvider is same
+    amap = SymmetricAddressMap(ctx.symmetric_address_map(t))
+    assert amap.direct == [True] * team.size and amap.all_direct() and amap.indirect_peers() == []
+    assert amap.allocation_base == t.data_ptr() and amap.allocation_bytes >= t.numel() * 4
+    assert torch.equal(amap.peer_bases.cpu(), bases.cpu()) and amap.owns(t) and amap.is_direct(team.rank)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
