@@ -316,6 +316,16 @@ def test_newest_ccl_forms(ctx, team):
     assert torch.equal(same.cpu(), per_rank(src, (4, 6), torch.float32, "cpu", salt=7))
     with pytest.raises(aperture.Error, match="24 elements and input 6"):
         ctx.ccl.broadcast(out, inp[0], src=0)
+    # A parameter given by position and by keyword is refused before any rank moves, as Python
+    # refuses it for a named signature (even when the keyword repeats the default).
+    for call, name in ((lambda: ctx.ccl.broadcast(out, inp, src, src=0), "src"),
+                       (lambda: ctx.ccl.broadcast(out, src, None, group=None), "group"),
+                       (lambda: ctx.ccl.broadcast(out, inp, src, None, False, async_op=True), "async_op"),
+                       (lambda: ctx.ccl.broadcast(out, inp, input_tensor=inp), "input_tensor")):
+        with pytest.raises(TypeError, match=f"multiple values for argument '{name}'"):
+            call()
+    ctx.ccl.broadcast(out, inp, src, None, False, None)  # every parameter by position
+    assert torch.equal(out.cpu(), per_rank(src, (4, 6), torch.float32, "cpu", salt=7))
 
     gathered = ctx.full((n * 4, 6), -1.0, dtype=torch.float32)
     config = Config(all_gather_variant="ring")
@@ -573,6 +583,17 @@ def test_config_and_amd_only_names():
         with pytest.raises(aperture.Error, match="AMD-only") as e:
             thunk()
         assert word in str(e.value) and "NVIDIA" in str(e.value)
+    # The AMD-only modules import by path (a program that only uses them on its AMD path runs);
+    # the first name taken from one is refused, a from-import included.
+    import importlib
+    for module, name, word in [("aperture.iris.experimental.iris_gluon", "iris", "Gluon"),
+                               ("aperture.iris.experimental.rocshmem_provider", "RocshmemProvider", "rocSHMEM"),
+                               ("aperture.iris.hip", "get_num_xcc", "HIP"), ("aperture.iris.gluon", "load", "Gluon")]:
+        imported = importlib.import_module(module)
+        with pytest.raises(aperture.Error, match=f"{module[len('aperture.'):]}.{name} is AMD-only") as e:
+            exec(f"from {module} import {name}", {})
+        assert word in str(e.value) and "NVIDIA" in str(e.value)
+        assert not hasattr(imported, "__path__")  # dunder probes stay AttributeErrors
 
 
 def test_newer_top_level_helpers(monkeypatch):

@@ -10,7 +10,6 @@ aperture.Error each naming the NVIDIA equivalent. docs/IRIS.md lists every name.
 """
 
 from . import _launch_options, ccl, experimental, ops, tensor_creation
-from ._amd import AmdOnlyModule
 from ._device import (
     atomic_add,
     atomic_and,
@@ -33,8 +32,7 @@ from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level
 from .tensor_utils import CUDAArrayInterface, tensor_from_ptr
 from .util import do_bench, get_device_id_for_rank, is_simulation_env, parse_bool_env
 
-hip = AmdOnlyModule("hip", "iris.hip")
-gluon = AmdOnlyModule("gluon", "iris.gluon")
+from . import gluon, hip  # AMD-only: importable, every name in them refuses (aperture.iris._amd)
 
 _launch_options.install()
 

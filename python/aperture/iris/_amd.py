@@ -25,13 +25,14 @@ def refuse(name, what=None):
                          code=aperture.ErrorCode.unavailable)
 
 
-class AmdOnlyModule:
-    """Stands for an AMD-only Iris module: any attribute raises the module's one error."""
+def module_getattr(name, module):
+    """A module-level ``__getattr__`` (PEP 562) for an AMD-only Iris module: importing it succeeds,
+    as it does for a program that touches it only on its AMD path, and any name in it raises the
+    one error for ``name``."""
 
-    def __init__(self, name, what):
-        self._name, self._what = name, what
-
-    def __getattr__(self, attribute):
+    def __getattr__(attribute):
         if attribute.startswith("__"):
             raise AttributeError(attribute)
-        refuse(self._name, f"{self._what}.{attribute}")
+        refuse(name, f"{module}.{attribute}")
+
+    return __getattr__

@@ -39,19 +39,49 @@ def flatten_size(size):
     return tuple(int(n) for n in size)
 
 
-def check_device(heap_device, device):
+def parse_size(size):
+    """Iris's helper: ``(size, num_elements)`` for a factory's ``*size``, with one-element wrapping
+    tuples or lists removed (``((2, 3),)`` -> ``(2, 3)``, ``([4, 5],)`` -> ``[4, 5]``: the inner
+    sequence as given). ``flatten_size`` is the checked form the factories use."""
+    while len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = size[0]
+    return size, math.prod(size)
+
+
+def allocate(heap, num_elements, dtype):
+    """A flat tensor of ``num_elements`` on ``heap`` (Iris's helper; the heap's own allocate)."""
+    return heap.allocate(num_elements, dtype)
+
+
+def is_valid_device(device, iris_device):
+    """Whether heap tensors may be requested with ``device``: None, or the heap's device (its
+    index may be left out). On a machine with no GPU, where the heap is host memory and Triton
+    interprets the kernels, an Iris program's "cuda" means the heap's tensors too."""
     if device is None:
-        return
-    wanted = torch.device(device)
+        return True
+    wanted, heap_device = torch.device(device), torch.device(iris_device)
     if wanted.type == "cuda" and heap_device.type == "cpu" and not torch.cuda.is_available():
-        # An Iris program (they say device="cuda") run on a machine without a GPU, over a host heap
-        # and Triton's interpreter: its tensors are the heap's.
-        return
-    same = wanted.type == heap_device.type and (wanted.index is None or heap_device.type == "cpu"
+        return True
+    return wanted.type == heap_device.type and (wanted.index is None or heap_device.type == "cpu"
                                                  or wanted.index == heap_device.index)
-    if not same:
-        _refuse(f"device {device} requested, but this heap is on {heap_device}; pass device=None (or "
-                f"{heap_device}) for heap tensors")
+
+
+def throw_if_invalid_device(device, iris_device):
+    """aperture.Error (a RuntimeError, as Iris raises) when ``is_valid_device`` is False."""
+    if not is_valid_device(device, iris_device):
+        _refuse(f"device {device} requested, but this heap is on {iris_device}; pass device=None (or "
+                f"{iris_device}) for heap tensors")
+
+
+def check_device(heap_device, device):
+    throw_if_invalid_device(device, heap_device)
+
+
+def apply_layout(tensor, layout):
+    """``tensor`` itself for torch.strided, the only layout heap tensors have; ValueError (an
+    aperture.Error too) for any other."""
+    _check_layout(layout)
+    return tensor
 
 
 def _check_layout(layout):
@@ -59,19 +89,47 @@ def _check_layout(layout):
         _refuse_value(f"layout {layout} is not supported; heap tensors are torch.strided")
 
 
-def _check_out(heap, out, shape, dtype):
-    if not isinstance(out, torch.Tensor):
-        _refuse(f"out= must be a torch.Tensor on the symmetric heap, got {type(out).__name__}")
-    if not heap.is_symmetric(out):
-        _refuse(f"The output tensor is not on the symmetric heap (it is at {out.data_ptr():#x}; the heap is "
+def throw_if_invalid_output_tensor(heap, tensor, num_elements, dtype):
+    """Refuses an ``out=`` tensor as Iris does, checking in Iris's order: the element count, the
+    dtype, then whether it lies on ``heap`` (aperture.Error, a RuntimeError)."""
+    if not isinstance(tensor, torch.Tensor):
+        _refuse(f"out= must be a torch.Tensor on the symmetric heap, got {type(tensor).__name__}")
+    if tensor.numel() != num_elements:
+        _refuse(f"The output tensor has {tensor.numel()} elements, but {num_elements} are required")
+    if tensor.dtype != dtype:
+        _refuse(f"The output tensor has dtype {tensor.dtype}, but {dtype} is required")
+    if not heap.is_symmetric(tensor):
+        _refuse(f"The output tensor is not on the symmetric heap (it is at {tensor.data_ptr():#x}; the heap is "
                 f"{heap.memory_pool.data_ptr():#x}, {heap.heap_size} bytes); allocate it with the context's factories")
-    if out.dtype != dtype:
-        _refuse(f"The output tensor has dtype {out.dtype}, but {dtype} is required")
-    if out.numel() != math.prod(shape):
-        _refuse(f"The output tensor has {out.numel()} elements, but {math.prod(shape)} are required "
-                f"(shape {tuple(shape)})")
+
+
+def _check_out(heap, out, shape, dtype):
+    throw_if_invalid_output_tensor(heap, out, math.prod(shape), dtype)
     if tuple(out.shape) != tuple(shape):
         out.resize_(shape)  # torch's out= rule: the same object, reshaped (same element count: no reallocation)
+
+
+def _channels_last_of(input):
+    """The channels-last format a 4-D or 5-D ``input`` is laid out in, else None."""
+    if input is None or input.dim() not in (4, 5) or input.is_contiguous():
+        return None
+    candidate = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
+    return candidate if input.is_contiguous(memory_format=candidate) else None
+
+
+def apply_memory_format(heap, tensor, size, memory_format, input_tensor=None):
+    """Iris's helper: ``tensor``'s values in ``memory_format``, on ``heap``. ``tensor`` itself when
+    its layout already is that (contiguous, or a format torch does not define for this many
+    dimensions, such as a 2-D channels_last); otherwise a new heap tensor holding the same values.
+    ``torch.preserve_format`` takes ``input_tensor``'s channels-last layout, if it has one."""
+    if memory_format == torch.preserve_format:
+        memory_format = _channels_last_of(input_tensor) or torch.contiguous_format
+    shaped = tensor.view(tuple(size)) if tuple(tensor.shape) != tuple(size) else tensor
+    laid_out = _in_format(shaped, memory_format)
+    if laid_out is shaped or laid_out.stride() == shaped.stride():
+        return shaped
+    fresh = _in_format(heap.allocate(shaped.numel(), shaped.dtype).view(shaped.shape), memory_format)
+    return fresh.copy_(shaped)
 
 
 def _new(heap, device, shape, dtype, out, layout):
@@ -133,10 +191,8 @@ def full(heap, heap_device, size, fill_value, out=None, dtype=None, layout=torch
 def zeros_like(heap, heap_device, input, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=torch.preserve_format):
     t = _new(heap, device, tuple(input.shape), dtype or input.dtype, None, layout or input.layout)
-    if memory_format == torch.preserve_format and input.dim() in (4, 5) and not input.is_contiguous():
-        candidate = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
-        if input.is_contiguous(memory_format=candidate):
-            memory_format = candidate
+    if memory_format == torch.preserve_format:
+        memory_format = _channels_last_of(input) or torch.contiguous_format
     return _finish(_in_format(t, memory_format).zero_(), requires_grad)
 
 

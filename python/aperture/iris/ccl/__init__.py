@@ -22,6 +22,25 @@ from .p2p import P2PConfig, P2POp, P2PState, P2PWork
 from .utils import ReduceOp, op_name
 
 
+class _NotGiven:
+    """broadcast's default for a parameter the caller did not name, so that one given both by
+    position and by keyword is refused; it reads as the parameter's own default (None, False)."""
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return "<not given>"
+
+
+class _SourceDefault(int):
+    """broadcast's default src: rank 0, and distinguishable from an explicit src=0."""
+
+
+_NOT_GIVEN = _NotGiven()
+_SRC_DEFAULT = _SourceDefault(0)
+
+
 def _refuse(call, detail, code=None):
     raise aperture.Error(f"aperture: iris.ccl.{call}: {detail}", code=code or aperture.ErrorCode.invalid_argument)
 
@@ -304,27 +323,36 @@ class CCL:
         for i, (d, c) in enumerate(recv):
             flat_out[d:d + c].copy_(received[i, :c])
 
-    def broadcast(self, tensor, *args, src=0, group=None, async_op=False, config=None, input_tensor=None):
+    def broadcast(self, tensor, *args, src=_SRC_DEFAULT, group=_NOT_GIVEN, async_op=_NOT_GIVEN, config=_NOT_GIVEN,
+                  input_tensor=None):
         """Iris's two forms. In place, ``broadcast(tensor, src=0, group=None, async_op=False,
         config=None)``: every rank's tensor becomes rank src's. From one tensor to another,
         ``broadcast(output_tensor, input_tensor, src=0, group=None, async_op=False, config=None)``:
         every rank's output becomes rank src's input (the other ranks' inputs are not read)."""
         if args or input_tensor is not None:  # positional arguments, or the two-tensor form
             if args and _is_tensor(args[0]):
+                if input_tensor is not None:
+                    raise TypeError("broadcast() got multiple values for argument 'input_tensor'")
                 input_tensor, args = args[0], args[1:]
             if len(args) > 4:
                 raise TypeError(f"broadcast() takes at most 6 positional arguments ({len(args) + 2} given)")
-            src, group, async_op, config = args + (src, group, async_op, config)[len(args):]
+            # As Python would for a named signature: a parameter given both ways is refused.
+            given = (src, group, async_op, config)
+            for name, keyword in zip(("src", "group", "async_op", "config"), given[:len(args)]):
+                if keyword is not _NOT_GIVEN and keyword is not _SRC_DEFAULT:
+                    raise TypeError(f"broadcast() got multiple values for argument '{name}'")
+            src, group, async_op, config = args + given[len(args):]
             if input_tensor is not None:
                 self._iris._check_rank(src, "ccl.broadcast", "src")
                 self._same_shape("broadcast", tensor, input_tensor)
                 if int(src) == self._iris.cur_rank and tensor.data_ptr() != input_tensor.data_ptr():
                     tensor.copy_(input_tensor.view(tensor.shape))
         # The in-place call by keywords, the common one, comes straight here: nothing above runs.
-        if group is not None:
+        if group is not None and group is not _NOT_GIVEN:
             self._group(group, "broadcast")
         if src.__class__ is not int or not 0 <= src < self._num_ranks:
-            self._iris._check_rank(src, "ccl.broadcast", "src")
+            if src is not _SRC_DEFAULT:
+                self._iris._check_rank(src, "ccl.broadcast", "src")
             src = int(src)
         (self._comm or self._communicator()).broadcast(tensor, src)
 

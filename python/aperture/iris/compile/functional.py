@@ -2,8 +2,6 @@
 context set with ``set_context(ctx)`` and read with ``get_context()``. The operators are those of
 ``iris.compile.functional_collectives`` (``torch.ops.iris.*``), registered once."""
 
-import aperture
-
 from . import functional_collectives as _fc
 
 
@@ -14,13 +12,9 @@ def set_context(ctx):
 
 
 def get_context():
-    """The Iris instance the compiled collectives run on; aperture.Error (a RuntimeError) if none."""
-    with _fc._default_lock:
-        context = _fc._default
-    if context is None:
-        raise aperture.Error("aperture: iris.compile: no Iris context set; call iris.compile.set_context(ctx) "
-                             "before using compiled collectives", code=aperture.ErrorCode.invalid_argument)
-    return context.ctx
+    """The Iris instance the compiled collectives run on (this thread's, else the process's
+    default); aperture.Error (a RuntimeError) if none was set."""
+    return _fc._current().ctx
 
 
 __all__ = ["set_context", "get_context"]
