@@ -82,7 +82,28 @@ not_public_op() {
     tests/ops/test_all_gather_matmul_hbm_buffer.py) ;;
     tests/ops/*) echo "an internal Iris variant that iris/ops/__init__.py does not re-export (not provided by aperture.iris)" ;;
     tests/ccl/test_moe_dispatch.py) echo "MoE dispatch (iris.ccl.MoEDispatcher, moe_utils) is not provided by aperture.iris (docs/IRIS.md)" ;;
+    tests/unittests/test_drivers.py|tests/unittests/test_multihost_guard.py|tests/unittests/test_platform_libs.py)
+      echo "Iris's internals (iris.drivers, iris.host.distributed, iris.host.platform.libs: its fabric drivers, heap exchange and library loading) are not provided by aperture.iris (docs/IRIS.md)" ;;
+    tests/unittests/test_kernel_artifacts.py)
+      echo "iris.tracing.kernel_artifacts hashes and files AMD kernel binaries (amdgcn, hsaco): not provided by aperture.iris (docs/IRIS.md)" ;;
   esac
+}
+
+# Why a file cannot run against any installed iris, Iris's own included (empty: it can).
+not_runnable_outside_iris_tree() {  # FILE_RELATIVE
+  local file=$src/$1 dir
+  if grep -qE '"\.\.", "\.\.", "iris"|\.\./\.\./iris/' "$file"; then
+    echo "it loads Iris's own source files by path (../../iris/...), which only a checkout of Iris has: it tests that tree, not the iris package a program imports"
+    return
+  fi
+  dir=$(grep -oE '\.\./\.\./examples/[A-Za-z0-9_]+' "$file" | head -1)
+  if [[ -n $dir && ! -d $src/tests/unittests/$dir ]]; then
+    echo "it imports Iris's ${dir#../../}, which this tree does not hold"
+    return
+  fi
+  if grep -q '^from test_utils import distributed_test' "$file" && ! grep -qs '^def distributed_test' "$src/tests/test_utils.py" "$src/tests/unittests/test_utils.py"; then
+    echo "the only stored version of this file imports test_utils.distributed_test and fixtures (dtype, sem, scope) that no test_utils or conftest of the tree defines: it does not collect on Iris either (tests/unittests/*_triton.py cover the same operation)"
+  fi
 }
 
 # 0 when every skip in the log LOG says its test needs more ranks than this run's N (Iris's own
@@ -154,6 +175,7 @@ run_file() {  # FILE_RELATIVE RANKS
   local rel=$1 n=$2 why log rc=0 args=() line
   why=$(amd_only "$rel")
   [[ -z $why ]] && why=$(not_public_op "$rel")
+  [[ -z $why ]] && why=$(not_runnable_outside_iris_tree "$rel")
   [[ -n $why ]] && { record "$rel" "$n" "N/A" "$why"; return; }
   if grep -q 'dist_spawn' "$src/$rel"; then
     local launch=(-m pytest "$rel" --num_ranks "$n")
