@@ -572,7 +572,8 @@ def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None, cache_modif
          volatile: tl.constexpr = False, congruent: tl.constexpr = False, proxy=None):
     """Reads to_rank's copy of ``ptr`` (relaxed). Masked-out lanes read nothing and yield
     ``other`` (undefined when ``other`` is None, as in ``tl.load``). ``cache_modifier`` and
-    ``volatile`` are ``tl.load``'s. ``congruent=True`` (a compile-time constant) promises that the
+    ``volatile`` are ``tl.load``'s (a volatile load drops a ".ca"/".cg" hint, which PTX's
+    ld.volatile cannot carry). ``congruent=True`` (a compile-time constant) promises that the
     table's entries differ by multiples of 16 bytes, as ``aperture.address_map(t).congruent``
     says: the vector form then runs with no run-time test and no branch. ``proxy``
     (``aperture.GpuProxy(...).handle``) reaches a to_rank whose entry is 0 through the GPU proxy;
@@ -588,20 +589,28 @@ def load(ptr, from_rank, to_rank, peer_bases, mask=None, other=None, cache_modif
     return value
 
 
+@triton.constexpr_function
+def _load_cache_modifier(cache_modifier, volatile):
+    # PTX's ld.volatile takes no cache operator (ptxas: "'.volatile' cannot be combined with
+    # '.ca'", and '.cg' alike): a volatile load reads memory every time anyway, so the hint goes.
+    return "" if volatile and cache_modifier in (".ca", ".cg") else cache_modifier
+
+
 @triton.jit
 def _load_direct(ptr, from_rank, to_rank, peer_bases, mask, other, cache_modifier: tl.constexpr,
                  volatile: tl.constexpr, congruent: tl.constexpr):
+    hint: tl.constexpr = _load_cache_modifier(cache_modifier, volatile)
     delta = _delta_bytes(from_rank, to_rank, peer_bases)
     # One uniform branch: the vector form where the peers are 16-byte congruent, the word form
     # elsewhere; only the branch taken runs (see the module's docstring).
     if congruent:
-        value = tl.load(_vector_promised(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier,
+        value = tl.load(_vector_promised(ptr, delta), mask=mask, other=other, cache_modifier=hint,
                         volatile=volatile)
     elif delta % _VECTOR_BYTES == 0:
-        value = tl.load(_shift_vector_aligned(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier,
+        value = tl.load(_shift_vector_aligned(ptr, delta), mask=mask, other=other, cache_modifier=hint,
                         volatile=volatile)
     else:
-        value = tl.load(_shift(ptr, delta), mask=mask, other=other, cache_modifier=cache_modifier, volatile=volatile)
+        value = tl.load(_shift(ptr, delta), mask=mask, other=other, cache_modifier=hint, volatile=volatile)
     return value
 
 

@@ -95,8 +95,11 @@ def test_out_tensors_and_bad_requests(shmem):
         shmem.zeros(6, out=out, dtype=torch.int32)
     with pytest.raises(aperture.Error, match="layout"):
         shmem.zeros(4, layout=torch.sparse_coo)
-    with pytest.raises(aperture.Error, match="step"):
-        shmem.arange(0, 5, 0)
+    for bad in [(0, 5, 0), (5, 1), (1, 5, -1)]:  # ValueError as in Iris, where torch raises RuntimeError
+        with pytest.raises(ValueError, match="step") as raised:
+            shmem.arange(*bad)
+        assert isinstance(raised.value, aperture.Error)
+    assert shmem.arange(3, 3).numel() == 0 and torch.equal(shmem.arange(5, 1, -2).cpu(), torch.tensor([5, 3]))
     with pytest.raises(aperture.Error, match="heap_size"):
         shmem.empty(HEAP, dtype=torch.int64)
     if shmem.get_device().type == "cuda":

@@ -197,8 +197,12 @@ def zeros_like(heap, heap_device, input, dtype=None, layout=None, device=None, r
 
 
 def arange(heap, heap_device, start, end, step, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    # ValueError (an aperture.Error too) as Iris raises, where torch.arange would raise RuntimeError.
     if step == 0:
-        _refuse("arange: step must be non-zero")
+        _refuse_value("arange: step must be non-zero")
+    if (step > 0 and start > end) or (step < 0 and start < end):
+        _refuse_value(f"arange: start={start} and end={end} are inconsistent with the sign of step={step}; an empty "
+                      "range has start == end")
     values = torch.arange(start, end, step, dtype=dtype)
     t = _new(heap, device, (values.numel(),), values.dtype, out, layout)
     return _finish(t.copy_(values), requires_grad)
