@@ -135,9 +135,32 @@ sys.exit(0 if reasons and all(needs_more_ranks(r) for r in reasons) else 1)
 PY
 }
 
+# The tests of FILE whose own code reads Iris's heap-allocator internals, one "nodeid|reason" each.
+internals_tests() {  # FILE_RELATIVE
+  "$PYTHON" - "$src" "$1" <<'PY'
+import ast, sys
+src, rel = sys.argv[1], sys.argv[2]
+text = open(f"{src}/{rel}").read()
+internals = ("heap.allocator", "iris.host.platform.hip")
+for node in ast.walk(ast.parse(text)):
+    if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+        used = [name for name in internals if name in (ast.get_source_segment(text, node) or "")]
+        if used:
+            print(f"{rel}::{node.name}|Iris's heap-allocator internals ({', '.join(used)}): aperture.iris's heap is "
+                  "an aperture provider's allocation, not Iris's allocator objects (docs/IRIS.md)")
+PY
+}
+
 # Tests that cannot hold here, with the reason; printed and deselected (never silently).
 known_deselects() {  # FILE RANKS -> lines "nodeid|reason"
   local rel=$1 n=$2
+  internals_tests "$rel"
+  if [[ $rel == tests/unittests/test_vmem*.py ]]; then
+    local name
+    for name in $(grep -oE '^def test_[a-z_]*import_external_tensor\b' "$src/$rel" | cut -c5-); do
+      echo "$rel::$name|as_symmetric copies on NVIDIA: Iris's vmem allocator maps the external tensor's own memory into the heap, but torch's cudaMalloc'd memory cannot be mapped a second time (cuMemRetainAllocationHandle takes only cuMemCreate allocations); docs/IRIS.md"
+    done
+  fi
   if (( gpus == 0 )); then
     # Each factory's test that device="cpu" is refused (test_zeros_device_handling and the like).
     local name
@@ -146,6 +169,9 @@ known_deselects() {  # FILE RANKS -> lines "nodeid|reason"
     done
   elif (( gpus < 2 )) && [[ $rel == tests/unittests/test_zeros.py ]]; then
     echo "$rel::test_zeros_device_handling|needs 2 GPUs: with one, the test's \"other\" GPU cuda:(i+1)%1 is the heap's own"
+  fi
+  if (( gpus < 2 )) && [[ $rel == tests/unittests/test_iris_helpers.py ]]; then
+    echo "$rel::test_device_validation|needs 2 GPUs: with one, the test's \"other\" GPU cuda:(i+1)%1 is the heap's own (and without a GPU \"cpu\" is the heap's device)"
   fi
   if [[ $rel == tests/unittests/test_zeros_like.py ]] && grep -q 'C \* D \* W, C \* W, C)' "$src/$rel"; then
     # Iris's apply_memory_format gives channels_last_3d the same strides, which overlap: H spans 5 * 18 = 90 elements, D's stride is 72.

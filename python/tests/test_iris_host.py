@@ -124,6 +124,19 @@ def test_what_irises_own_tests_call(shmem):
     with pytest.raises(ValueError, match="layout") as refused:
         shmem.zeros(2, 4, layout=torch.sparse_coo)
     assert isinstance(refused.value, aperture.Error)
+    heap_device = shmem.get_device()
+    assert shmem._Iris__is_valid_device(None) and shmem._Iris__is_valid_device(heap_device)
+    assert shmem._Iris__is_valid_device(heap_device.type) and not shmem._Iris__is_valid_device("mps")
+    if heap_device.type == "cuda":
+        assert not shmem._Iris__is_valid_device("cpu")
+        assert not shmem._Iris__is_valid_device(f"cuda:{heap_device.index + 1}")
+    from aperture.iris import tensor_creation
+    assert tensor_creation.parse_size(([4, 5],)) == ([4, 5], 20) and tensor_creation.parse_size(((),)) == ((), 1)
+    assert tensor_creation.apply_layout(raw, torch.strided) is raw
+    channels_last = tensor_creation.apply_memory_format(shmem.heap, torch.arange(24, dtype=torch.int32).to(heap_device)
+                                                        .view(1, 2, 3, 4), (1, 2, 3, 4), torch.channels_last)
+    assert channels_last.stride() == (24, 1, 8, 2) and shmem._Iris__on_symmetric_heap(channels_last)
+    assert torch.equal(channels_last.cpu(), torch.arange(24, dtype=torch.int32).view(1, 2, 3, 4))
     from aperture.iris.mem.triton import DeviceContext, load
     from aperture.iris.mem.triton.context import Context
     assert Context is iris.DeviceContext and DeviceContext is iris.DeviceContext and load is iris.load

@@ -4,12 +4,13 @@
 Mirrors Iris's public module tree: ``iris.iris(heap_size, allocator_type=...)`` and class
 ``Iris`` (iris.iris), the device functions, ``DeviceContext``, ``iris.ccl`` (Config, every
 collective, p2p, the fused ops), ``iris.ops`` (the fused GEMM + collective operations, also
-``ctx.ops``), ``iris.tensor_creation``, the logging names, ``iris.do_bench``
-and ``iris.experimental``. AMD-only names (gluon, SDMA, rocSHMEM, dmabuf, XCC, hip) raise one
-aperture.Error each naming the NVIDIA equivalent. docs/IRIS.md lists every name.
+``ctx.ops``), ``iris.tensor_creation``, the logging names, ``iris.do_bench``,
+``iris.experimental`` and ``iris.tracing`` (``ctx.tracing``, ``TraceEvent``). AMD-only names
+(gluon, SDMA, rocSHMEM, dmabuf, XCC, hip) raise one aperture.Error each naming the NVIDIA
+equivalent. docs/IRIS.md lists every name.
 """
 
-from . import _launch_options, ccl, experimental, ops, tensor_creation
+from . import _launch_options, ccl, experimental, ops, tensor_creation, tracing
 from ._device import (
     atomic_add,
     atomic_and,
@@ -30,6 +31,7 @@ from ._device import (
 from .iris import Iris, iris
 from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level
 from .tensor_utils import CUDAArrayInterface, tensor_from_ptr
+from .tracing import TraceEvent
 from .util import do_bench, get_device_id_for_rank, is_simulation_env, parse_bool_env
 
 from . import gluon, hip  # AMD-only: importable, every name in them refuses (aperture.iris._amd)
@@ -51,5 +53,5 @@ __all__ = [
     "atomic_sub", "atomic_and", "atomic_or", "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas",
     "do_bench", "tensor_creation", "ccl", "ops", "experimental", "hip", "set_logger_level", "logger", "DEBUG", "INFO",
     "WARNING", "ERROR", "get_device_id_for_rank", "is_simulation_env", "parse_bool_env", "CUDAArrayInterface",
-    "tensor_from_ptr",
+    "tensor_from_ptr", "tracing", "TraceEvent",
 ]

@@ -5,6 +5,9 @@ is one int64 tensor on the heap's device, laid out as Iris lays it out:
 
     [cur_rank, num_ranks, heap_base_0, ..., heap_base_{num_ranks-1}, tracing_enabled (0)]
 
+and, after ``ctx.tracing.enable()``, tracing_enabled 1 followed by the trace words (max_events,
+the counters' and buffers' addresses: aperture.iris.tracing._layout).
+
 A kernel takes that tensor and its rank and world size as compile-time constants, and builds
 the context in the kernel:
 
@@ -23,8 +26,10 @@ reads ``from_rank``'s and writes ``to_rank``'s. Defaults are Iris's but for the 
 order another GPU's accesses on NVIDIA; docs/IRIS.md). ``hint=`` is accepted: aperture.triton
 vectorises the translated access by itself where the heap's copies are 16-byte congruent.
 
-Tracing (``initialize(..., tracing=True)``, ``ctx.tracing``) is Iris's AMD event recorder
-(XCC and CU ids, s_memrealtime); it is refused at compile time with a message that says so.
+Tracing: ``initialize(..., tracing=True)`` gives ``ctx.tracing`` the recorder of
+aperture.iris.tracing.device (``record_event_start`` / ``record_event_end``, into the buffers of
+the host's ``ctx.tracing.enable()``). With the default ``tracing=False`` the recorder is made of
+compile-time constants, so the kernel is what it was without tracing: no argument, no load.
 """
 
 import torch
@@ -35,33 +40,40 @@ from triton.language.core import _aggregate as aggregate
 import aperture.triton as apt
 
 from ._device import _cache, _sem, _scope
+from .tracing.device import DeviceTracing, bind_interpreted_methods, from_context
 
 # Words of the context tensor before the table: cur_rank, num_ranks.
 _TABLE_OFFSET = tl.constexpr(2)
 
 
 class _DeviceContext:
-    """This rank, the world size (both compile-time constants) and the heap's table."""
+    """This rank, the world size (both compile-time constants), the heap's table and the event
+    recorder (``tracing``: aperture.iris.tracing.device.DeviceTracing)."""
 
     rank: tl.constexpr
     world_size: tl.constexpr
     heap_bases: tl.tensor
+    tracing: DeviceTracing
 
     @triton.constexpr_function
-    def __init__(self, rank, world_size, heap_bases):
+    def __init__(self, rank, world_size, heap_bases, tracing=None):
         self.rank = tl.constexpr(rank)
         self.world_size = tl.constexpr(world_size)
         self.heap_bases = heap_bases
+        self.tracing = DeviceTracing(False, rank) if tracing is None else tracing
 
     @staticmethod
     @triton.jit
     def initialize(context_tensor, rank, world_size, tracing: tl.constexpr = False):
         """The context from ``ctx.get_device_context()``'s tensor; ``rank`` and ``world_size``
-        must be the kernel's ``tl.constexpr`` parameters (as in Iris)."""
-        tl.static_assert(not tracing, "aperture.iris: DeviceContext tracing is Iris's AMD event recorder (XCC/CU "
-                                      "ids, s_memrealtime) and is not provided on NVIDIA; use Nsight Systems / "
-                                      "Nsight Compute (or torch.profiler) to trace kernels, and pass tracing=False")
-        return DeviceContext(rank, world_size, context_tensor + _TABLE_OFFSET)
+        must be the kernel's ``tl.constexpr`` parameters (as in Iris). ``tracing=True`` reads the
+        trace buffers' addresses from the tensor for ``ctx.tracing`` (events are recorded once
+        the host called ``ctx.tracing.enable()`` before taking the tensor; until then none are)."""
+        if tracing:
+            recorder = from_context(context_tensor, rank, world_size)
+        else:
+            recorder = DeviceTracing(False, rank)
+        return DeviceContext(rank, world_size, context_tensor + _TABLE_OFFSET, recorder)
 
     @triton.jit
     def _translate(self, ptr, from_rank, to_rank, hint: tl.constexpr = None):
@@ -167,35 +179,22 @@ DeviceContext = aggregate(_DeviceContext)
 DeviceContext.__name__ = DeviceContext.__qualname__ = "DeviceContext"
 
 
-def _interpreted_methods():
-    # Triton 3.6's aggregate copies only JITCallable members onto the class, and under the
-    # interpreter (TRITON_INTERPRET=1) @triton.jit makes InterpretedFunctions, which are not: the
-    # methods would be missing. Bind them here, as the compiler binds them.
-    from triton.runtime.interpreter import InterpretedFunction
-
-    def bound(function):
-        return lambda self, *args, **kwargs: function(self, *args, **kwargs)
-
-    for name, member in vars(_DeviceContext).items():
-        if isinstance(member, staticmethod) and isinstance(member.__func__, InterpretedFunction):
-            setattr(DeviceContext, name, member)
-        elif isinstance(member, InterpretedFunction):
-            setattr(DeviceContext, name, bound(member))
-
-
-_interpreted_methods()
+bind_interpreted_methods(DeviceContext, _DeviceContext)
 
 
 def device_context(ctx):
     """The tensor Iris's ``ctx.get_device_context()`` returns, for the host object ``ctx``: int64,
-    on the heap's device, ``[rank, num_ranks, heap_bases..., 0]`` (the last word: tracing off).
+    on the heap's device, ``[rank, num_ranks, heap_bases..., 0]`` (the last word: tracing off),
+    or, when ``ctx.tracing`` is enabled, ``[rank, num_ranks, heap_bases..., 1, trace words...]``.
     The table is a copy of ``ctx.get_heap_bases()`` (the heap's; a tensor from
     allocate_symmetric with a table of its own goes through that table instead)."""
     bases = ctx.get_heap_bases()
     rank, world = int(ctx.get_rank()), int(ctx.get_num_ranks())
     first = _TABLE_OFFSET.value
-    words = torch.empty(first + world + 1, dtype=torch.int64, device=bases.device)
+    tracing = getattr(ctx, "tracing", None)
+    trace_words = tracing.context_words() if tracing is not None and tracing.enabled else [0]
+    words = torch.empty(first + world + len(trace_words), dtype=torch.int64, device=bases.device)
     words[0], words[1] = rank, world
     words[first:first + world] = bases.view(torch.int64)
-    words[-1] = 0
+    words[first + world:] = torch.tensor(trace_words, dtype=torch.int64)
     return words

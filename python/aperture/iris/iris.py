@@ -105,6 +105,9 @@ class Iris:
         self._p2p_mailboxes = Mailboxes(self)  # collective, so made here: send/recv involve two ranks only
         self.ccl = CCL(self)
         self._ops = None
+        from .tracing import Tracing
+
+        self.tracing = Tracing(self)  # off until ctx.tracing.enable()
         self.barrier()
         self._log_with_rank(logging.INFO, f"init: heap_size={heap_size} rank={self.cur_rank}/{self.num_ranks} "
                                           f"allocator={allocator_type} provider={self.provider.name}")
@@ -268,7 +271,7 @@ class Iris:
 
     # ---- the heap ---------------------------------------------------------------------
     # Iris's private helpers, which its own tests call by their mangled names
-    # (shmem._Iris__allocate(n, dtype), shmem._Iris__on_symmetric_heap(t)).
+    # (shmem._Iris__allocate(n, dtype), shmem._Iris__on_symmetric_heap(t), shmem._Iris__is_valid_device(d)).
     def __allocate(self, num_elements, dtype):
         """``num_elements`` of ``dtype`` from the heap, uninitialised, 1-D."""
         return self.heap.allocate(int(num_elements), dtype)
@@ -276,6 +279,10 @@ class Iris:
     def __on_symmetric_heap(self, tensor):
         """True when ``tensor`` lies in the symmetric heap."""
         return self.heap.is_symmetric(tensor)
+
+    def __is_valid_device(self, device):
+        """True when heap tensors may be requested with ``device`` (tensor_creation.is_valid_device)."""
+        return tensor_creation.is_valid_device(device, self.get_device())
 
     def is_symmetric(self, tensor):
         """True when ``tensor`` lies in the heap or in one of this context's allocate_symmetric allocations."""
@@ -324,13 +331,18 @@ class Iris:
 
     # ---- device context ---------------------------------------------------------------
     def get_device_context(self):
-        """The int64 tensor DeviceContext.initialize reads: [cur_rank, num_ranks, heap bases...],
-        built by aperture.iris's device side (_device_context.device_context)."""
+        """The int64 tensor DeviceContext.initialize reads: [cur_rank, num_ranks, heap bases...,
+        tracing flag, trace words when tracing is enabled], built by aperture.iris's device side
+        (_device_context.device_context). ``ctx.tracing.enable()`` rebuilds it: take it after."""
         if self._device_context is None:
-            from . import _device_context
-
-            self._device_context = _device_context.device_context(self)
+            self._build_device_context()
         return self._device_context
+
+    def _build_device_context(self):
+        """Builds the context tensor anew (Iris's name; ctx.tracing calls it when it changes)."""
+        from . import _device_context
+
+        self._device_context = _device_context.device_context(self)
 
     # ---- factories (Iris's signatures) ------------------------------------------------
     def empty(self, *size, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False,

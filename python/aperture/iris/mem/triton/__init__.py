@@ -1,8 +1,9 @@
 """``iris.mem.triton``: the device side at the path Iris's newest tree gives it.
 
 ``Context`` (also ``DeviceContext``) and the device functions are aperture.iris's own, the same
-objects as ``iris.DeviceContext`` and ``iris.load`` ...; Iris's tile, signal and tracing helpers of
-this module (``Tile``, ``put_signal``, ``quiet``, ``Tracing`` ...) are not provided (docs/IRIS.md).
+objects as ``iris.DeviceContext`` and ``iris.load`` ...; the device-side recorder is
+``iris.mem.triton.tracing.Tracing`` (aperture.iris.tracing.DeviceTracing). Iris's tile and signal
+helpers of this module (``Tile``, ``put_signal``, ``quiet`` ...) are not provided (docs/IRIS.md).
 """
 
 from ..._device import (  # noqa: F401
