@@ -115,19 +115,20 @@ not_runnable_outside_iris_tree() {  # FILE_RELATIVE
 }
 
 # 0 when every skip in the log LOG says its test needs more ranks than this run's N (Iris's own
-# "Need at least 2 ranks", "requires at least 4 ranks", "root=3 >= world_size=1"): what a run of N
-# ranks cannot give, like the N/A runs. Any other skip, or none at all, is 1.
+# "Need at least 2 ranks", "requires at least 4 ranks", "root=3 >= world_size=1") or more GPUs
+# than the machine's ("Requires at least 2 GPUs"): what this run cannot give, like the N/A runs.
+# Any other skip, or none at all, is 1.
 only_rank_skips() {  # LOG N
-  "$PYTHON" - "$1" "$2" <<'PY'
+  "$PYTHON" - "$1" "$2" "$gpus" <<'PY'
 import re, sys
-text, n = open(sys.argv[1], errors="replace").read(), int(sys.argv[2])
+text, n, gpus = open(sys.argv[1], errors="replace").read(), int(sys.argv[2]), int(sys.argv[3])
 reasons = re.findall(r"SKIPPED \[\d+\] \S+?:\d+: (.*)$", text, re.M)
 
 def needs_more_ranks(reason):
-    wanted = re.search(r"(at least|>=|exactly)\s*(\d+)\s*ranks", reason, re.I)
+    wanted = re.search(r"(at least|>=|exactly)\s*(\d+)\s*(ranks|GPUs)", reason, re.I)
     if wanted:
-        ranks = int(wanted.group(2))
-        return ranks != n if wanted.group(1).lower() == "exactly" else ranks > n
+        count, have = int(wanted.group(2)), (n if wanted.group(3).lower() == "ranks" else gpus)
+        return count != have if wanted.group(1).lower() == "exactly" else count > have
     root = re.search(r"root=(\d+) >= world_size=(\d+)", reason)
     return bool(root) and int(root.group(2)) == n
 
@@ -264,9 +265,9 @@ run_file() {  # FILE_RELATIVE RANKS
     record "$rel" "$n" "FAIL" "exit $rc: ${summary:-no pytest summary} ($log)"
   elif grep -qE '[0-9]+ skipped' "$log" && only_rank_skips "$log" "$n"; then
     if grep -qE '[0-9]+ passed' "$log"; then
-      record "$rel" "$n" "PASS" "$summary (the skipped tests need more than $n ranks)"
+      record "$rel" "$n" "PASS" "$summary (the skipped tests need more ranks or GPUs than this run has)"
     else
-      record "$rel" "$n" "N/A" "every test needs more than $n ranks: $summary ($log)"
+      record "$rel" "$n" "N/A" "every test needs more ranks or GPUs than this run has: $summary ($log)"
     fi
   elif grep -qE '[0-9]+ skipped' "$log" || ! grep -qE '[0-9]+ passed' "$log"; then
     record "$rel" "$n" "FAIL" "a skip is not a pass / nothing ran: ${summary} ($log)"
