@@ -22,7 +22,7 @@ if __name__ == "__main__":
     os.environ.pop("TRITON_INTERPRET", None)  # the child compiles (see compiled_ptx below)
 else:
     # triton_world before triton: it decides whether Triton interprets this process's kernels.
-    from triton_world import INTERPRETED, job_size
+    from triton_world import INTERPRETED, compiled_in_child, job_size
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -458,11 +458,7 @@ def test_python_m_aperture_iris_resolves_iris_tracing(tmp_path):
 # ---- what the kernels compile to (sm_90; no GPU needed) -----------------------------------------
 @pytest.fixture(scope="module")
 def compiled_ptx():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    env.pop("TRITON_INTERPRET", None)
-    child = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600)
-    assert child.returncode == 0, f"compiling the kernels for sm_90 failed:\n{child.stderr[-4000:]}"
-    return json.loads(child.stdout)
+    return compiled_in_child(__file__)
 
 
 def code(ptx):

@@ -15,7 +15,6 @@ tests of this directory may interpret Triton, and interpreted functions cannot b
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
@@ -24,7 +23,7 @@ if __name__ == "__main__":
     os.environ.pop("TRITON_INTERPRET", None)
 else:
     import triton_world  # noqa: F401 - decides interpretation for this process before aperture.triton loads
-    from triton_world import only_in_one_rank_jobs
+    from triton_world import compiled_in_child, only_in_one_rank_jobs
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -164,12 +163,7 @@ def compile_all():
 
 @pytest.fixture(scope="module")
 def ptx():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    env.pop("TRITON_INTERPRET", None)
-    env["TRITON_DISABLE_LINE_INFO"] = "1"  # source lines differ between the kernels; code must not
-    child = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600)
-    assert child.returncode == 0, f"compiling the kernels for sm_90 failed:\n{child.stderr[-4000:]}"
-    return json.loads(child.stdout)
+    return compiled_in_child(__file__, TRITON_DISABLE_LINE_INFO="1")
 
 
 def body(text, name):

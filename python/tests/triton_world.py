@@ -37,6 +37,21 @@ if INTERPRETED:
     ATOMIC_DTYPES["xchg"] = [torch.int32, torch.int64]
 
 
+def compiled_in_child(test_file, **env_extra):
+    """What ``test_file`` run as a script prints (JSON): the codegen tests compile their kernels for
+    sm_90 there, because this process may interpret Triton, and interpreted functions cannot be
+    compiled. ``env_extra`` is added to the child's environment."""
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env_extra)
+    env.pop("TRITON_INTERPRET", None)
+    child = subprocess.run([sys.executable, test_file], env=env, capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, f"compiling the kernels for sm_90 failed:\n{child.stderr[-4000:]}"
+    return json.loads(child.stdout)
+
+
 def pattern(rank, n, dtype, salt=0, device=DEVICE):
     """n values that differ per rank, per element and per salt, exact in every dtype of DTYPES
     (small integers: bf16 holds integers up to 256 exactly, int8 up to 127)."""
