@@ -727,6 +727,113 @@ def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
     assert "spawned ok" in run.stdout
 
 
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own four-rank job")
+def test_collectives_on_subgroups(tmp_path):
+    # Iris's test_process_groups' shape at 4 ranks: consecutive groups [0, 1], [2, 3] and strided ones
+    # [0, 2], [1, 3] (dist.new_group, called by every rank); every subgroup collective with values that
+    # differ per rank and per element, each element checked, src/dst numbered within the group; a
+    # group of every rank is the world's (the Communicator); and the refusals.
+    prog = tmp_path / "groups.py"
+    prog.write_text(textwrap.dedent("""
+        import socket
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def value(rank, shape, salt=0):
+            n = 1
+            for d in shape:
+                n *= d
+            return (torch.arange(n, dtype=torch.float32) * 0.5 + 100 * rank + salt).view(shape)
+
+        def check(got, want, what):
+            assert torch.equal(got.cpu(), want), (what, got, want)
+
+        def worker(rank, world, url):
+            dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
+            import aperture
+            import iris
+            from iris.ccl.utils import ReduceOp
+            ctx = iris.iris(1 << 22)
+            consecutive = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+            strided = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+            everyone = dist.new_group([0, 1, 2, 3])
+            for groups in (consecutive, strided):
+                group = next(g for g in groups if rank in dist.get_process_group_ranks(g))
+                members = dist.get_process_group_ranks(group)
+                me, size = members.index(rank), len(members)
+                M, N = 3, 4 * size
+                x = ctx.zeros(M, N)
+                x.copy_(value(rank, (M, N)))
+                out = ctx.full((M, N), -1.0)
+                ctx.ccl.all_reduce(out, x, group=group)
+                check(out, sum(value(r, (M, N)) for r in members), "all_reduce")
+                ctx.ccl.all_reduce(out, x, op=ReduceOp.MAX, group=group)
+                check(out, value(max(members), (M, N)), "all_reduce max")
+                gathered = ctx.full((size * M, N), -1.0)
+                ctx.ccl.all_gather(gathered, x, group=group)
+                check(gathered, torch.cat([value(r, (M, N)) for r in members]), "all_gather")
+                exchanged = ctx.full((M, N), -1.0)
+                ctx.ccl.all_to_all(exchanged, x, group=group)
+                w = N // size
+                want = torch.cat([value(r, (M, N))[:, me * w:(me + 1) * w] for r in members], dim=1)
+                check(exchanged, want, "all_to_all")
+                scattered = ctx.full((M, N), -1.0)
+                ctx.ccl.reduce_scatter(scattered, x, group=group)
+                check(scattered, sum(value(r, (M, N)) for r in members), "reduce_scatter (M, N)")
+                share = ctx.full((M * N // size,), -1.0)
+                ctx.ccl.reduce_scatter(share, x, group=group)
+                check(share, sum(value(r, (M, N)) for r in members).view(-1).chunk(size)[me], "reduce_scatter share")
+                b = ctx.zeros(M, N)
+                b.copy_(value(rank, (M, N), salt=7))
+                ctx.ccl.broadcast(b, src=1, group=group)  # the group's second rank, not global rank 1
+                check(b, value(members[1], (M, N), salt=7), "broadcast")
+                reduced = ctx.full((M, N), -1.0)
+                ctx.ccl.reduce(reduced, x, dst=1, group=group)
+                check(reduced, sum(value(r, (M, N)) for r in members) if me == 1 else torch.full((M, N), -1.0),
+                      "reduce")
+                part = ctx.full((M, N), -1.0)
+                ctx.ccl.scatter(part, gathered * (1 + me), src=0, group=group)
+                check(part, value(rank, (M, N)), "scatter")  # member 0's gathered rows, block me
+                collected = ctx.full((size * M, N), -1.0)
+                ctx.ccl.gather(collected, x, dst=0, group=group)
+                check(collected, torch.cat([value(r, (M, N)) for r in members]) if me == 0
+                      else torch.full((size * M, N), -1.0), "gather")
+                ctx.ccl.barrier(group=group)
+                ctx.barrier(group=group)
+                ctx.device_barrier(group=group)
+                for bad, words in ((lambda: ctx.ccl.broadcast(b, src=size, group=group), "out of range"),
+                                   (lambda: ctx.ccl.all_to_all_v(out, x, group=group), "subgroup"),
+                                   (lambda: ctx.ccl.all_gather(out, x, group=group), "does not match")):
+                    try:
+                        bad()
+                    except aperture.Error as error:
+                        assert words in str(error), (words, str(error))
+                    else:
+                        raise AssertionError("not refused: " + words)
+                other = next(g for g in groups if rank not in dist.get_process_group_ranks(g))
+                try:
+                    ctx.ccl.all_reduce(out, x, group=other)
+                except aperture.Error as error:
+                    assert "is not in the group" in str(error), str(error)
+                else:
+                    raise AssertionError("a group without this rank was not refused")
+            whole = ctx.full((2, 8), -1.0)
+            ctx.ccl.all_reduce(whole, ctx.full((2, 8), float(rank + 1)), group=everyone)  # the world's path
+            check(whole, torch.full((2, 8), 10.0), "all_reduce on a group of every rank")
+            ctx.barrier()
+            dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+            mp.spawn(worker, args=(4, f"tcp://127.0.0.1:{port}"), nprocs=4)
+            print("groups ok")
+    """))
+    run = run_through_shim(prog, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
+    assert "groups ok" in run.stdout
+
+
 @pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank children")
 def test_context_cost_example_times_contexts_and_the_spawned_test_pattern():
     # examples/iris/context_cost.py is what the GPU run uses to say what a context costs (docs/IRIS.md).

@@ -181,6 +181,7 @@ class Iris:
         return self._communicator
 
     def _check_group(self, group, call):
+        """Refuses a subgroup where aperture.iris takes the whole world only (send/recv)."""
         if group is None:
             return
         try:
@@ -195,20 +196,32 @@ class Iris:
                              code=aperture.ErrorCode.invalid_argument)
 
     def barrier(self, stream=None, group=None):
-        """Waits for this rank's GPU work (the stream given, or the whole device), then for every rank."""
-        self._check_group(group, "barrier")
+        """Waits for this rank's GPU work (the stream given, or the whole device), then for every rank
+        (every rank of ``group``, a torch.distributed subgroup: through torch.distributed)."""
+        from .ccl.subgroup import subgroup_of
+
+        sub = None if group is None else subgroup_of(self, group, "barrier")
         if self.get_device().type == "cuda":
             if stream is None:
                 torch.cuda.synchronize(self.get_device())
             else:
                 stream.synchronize()
-        self.team.barrier()
+        if sub is not None:
+            sub.barrier()
+        else:
+            self.team.barrier()
 
     def device_barrier(self, group=None):
         """A barrier on the GPU's stream (no host wait), capturable in a CUDA graph: aperture's
-        Communicator barrier, enqueued on torch's current stream."""
-        self._check_group(group, "device_barrier")
-        self._comm().barrier()
+        Communicator barrier, enqueued on torch's current stream (on a subgroup, torch.distributed's
+        barrier of that group)."""
+        from .ccl.subgroup import subgroup_of
+
+        sub = None if group is None else subgroup_of(self, group, "device_barrier")
+        if sub is not None:
+            sub.barrier()
+        else:
+            self._comm().barrier()
 
     # ---- broadcast ----------------------------------------------------------------------
     @staticmethod

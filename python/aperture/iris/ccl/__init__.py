@@ -4,9 +4,10 @@
 have Iris's signatures and tensor shapes and run as aperture Communicator calls on torch's current
 stream (zero-copy for heap tensors); ``send/recv/isend/irecv/batch_isend_irecv`` run through the
 heap (ccl.p2p); ``all_gather_gemm``, ``gemm_reduce_scatter`` and ``all_reduce_rmsnorm`` are the
-device side's fused kernels (ccl._fused). ``group`` must be None (or the whole world): aperture.iris
-has no subgroups. ``async_op`` is accepted: every call is ordered on the stream, so later work on
-the stream sees its result either way.
+device side's fused kernels (ccl._fused). ``group`` None (or a group of every rank) is the
+Communicator's; a subgroup (a torch.distributed ProcessGroup of some of the ranks) runs the
+collective as torch.distributed's on that group (ccl.subgroup). ``async_op`` is accepted: every
+call is ordered on the stream, so later work on the stream sees its result either way.
 """
 
 import weakref
@@ -19,6 +20,7 @@ from .._errors import IrisValueError
 from . import p2p
 from .config import AUTOTUNE, Config
 from .p2p import P2PConfig, P2POp, P2PState, P2PWork
+from .subgroup import subgroup_of
 from .utils import ReduceOp, op_name
 
 
@@ -139,8 +141,13 @@ class CCL:
         return self._comm
 
     def _group(self, group, call):
-        if group is not None:
-            self._iris._check_group(group, f"ccl.{call}")
+        """The Subgroup that runs a call on ``group`` (ccl.subgroup), or None for the whole world."""
+        return subgroup_of(self._iris, group, call)
+
+    def _refuse_subgroup(self, group, call):
+        if self._group(group, call) is not None:
+            _refuse(call, "a subgroup (group= with some of the ranks) is not supported here; call it on every rank "
+                          "with group=None")
 
     def _same_shape(self, call, out, inp):
         if out.numel() != inp.numel():
@@ -161,15 +168,18 @@ class CCL:
 
     def all_reduce(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None, workspace=None):
         """output = the reduction (default sum) of every rank's input. Returns the workspace."""
-        if group is not None:
-            self._group(group, "all_reduce")
         if workspace is not None and config is not None:
             _check_tiles("all_reduce", workspace, config)
         if output_tensor is not input_tensor:
             self._same_shape("all_reduce", output_tensor, input_tensor)
-            if output_tensor.data_ptr() != input_tensor.data_ptr():
+        sub = None if group is None else self._group(group, "all_reduce")
+        if sub is not None:
+            sub.all_reduce(output_tensor, input_tensor, op)
+        else:
+            if output_tensor is not input_tensor and output_tensor.data_ptr() != input_tensor.data_ptr():
                 output_tensor.copy_(input_tensor)
-        (self._comm or self._communicator()).all_reduce(output_tensor, "sum" if op is None else op_name(op, "all_reduce"))
+            (self._comm or self._communicator()).all_reduce(output_tensor,
+                                                            "sum" if op is None else op_name(op, "all_reduce"))
         if workspace is None:
             if self._workspace_of is not output_tensor:  # the usual loop reuses one tensor: no new object
                 self._workspace = Workspace(output_tensor.shape, output_tensor.dtype)
@@ -183,15 +193,18 @@ class CCL:
     def all_gather(self, output_tensor, input_tensor, group=None, async_op=False, config=None, workspace=None):
         """output (world_size * M, N) = every rank's input (M, N), stacked by rank along dim 0. Either
         may lie off the heap (the Communicator stages it), as Iris's newest accepts."""
-        if group is not None:
-            self._group(group, "all_gather")
+        sub = None if group is None else self._group(group, "all_gather")
+        ranks = self._num_ranks if sub is None else sub.size
         out_shape, in_shape = output_tensor.shape, input_tensor.shape
         if len(in_shape) > 1 and len(out_shape) > 1 and (out_shape[1] != in_shape[1] or
-                                                        out_shape[0] != in_shape[0] * self._num_ranks):
+                                                        out_shape[0] != in_shape[0] * ranks):
             raise IrisValueError(f"aperture: iris.ccl.all_gather: Output tensor shape {tuple(out_shape[:2])} does not "
-                                 f"match expected shape {(in_shape[0] * self._num_ranks, in_shape[1])}: (world_size "
+                                 f"match expected shape {(in_shape[0] * ranks, in_shape[1])}: (world_size "
                                  "* M, N) for an (M, N) input", code=aperture.ErrorCode.invalid_argument)
-        (self._comm or self._communicator()).all_gather(output_tensor, input_tensor)
+        if sub is not None:
+            sub.all_gather(output_tensor, input_tensor)
+        else:
+            (self._comm or self._communicator()).all_gather(output_tensor, input_tensor)
 
     def reduce_scatter(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None,
                        workspace=None):
@@ -202,9 +215,12 @@ class CCL:
           reads right;
         - otherwise this rank's 1/world_size share, flattened (chunk ``rank`` of the input's
           elements, torch's reduce_scatter_tensor layout), in output's first numel/world_size elements."""
-        self._group(group, "reduce_scatter")
         if workspace is not None and config is not None:
             _check_tiles("reduce_scatter", workspace, config)
+        sub = self._group(group, "reduce_scatter")
+        if sub is not None:
+            sub.reduce_scatter(output_tensor, input_tensor, op)
+            return
         n = self._iris.num_ranks
         if input_tensor.numel() % n:
             _refuse("reduce_scatter", f"input has {input_tensor.numel()} elements, not a multiple of the {n} ranks")
@@ -222,9 +238,12 @@ class CCL:
     def all_to_all(self, output_tensor, input_tensor, group=None, async_op=False, config=None):
         """input and output (M, N * world_size): output's column block r = rank r's input column block
         ``rank`` (Iris's layout: a rank's share is N columns of every row)."""
-        self._group(group, "all_to_all")
-        n = self._iris.num_ranks
         self._same_shape("all_to_all", output_tensor, input_tensor)
+        sub = self._group(group, "all_to_all")
+        if sub is not None:
+            sub.all_to_all(output_tensor, input_tensor)
+            return
+        n = self._iris.num_ranks
         if input_tensor.dim() < 2 or input_tensor.shape[0] == 1:
             self._communicator().all_to_all(output_tensor, input_tensor)
             return
@@ -241,6 +260,8 @@ class CCL:
         """Iris's two forms of the variable all-to-all, told apart by their arguments:
         - elements, ``(output, input, send_counts, send_displs, recv_counts, recv_displs)``;
         - columns, ``(output, input, output_split_sizes, input_split_sizes)``."""
+        if group is not None:
+            self._refuse_subgroup(group, "all_to_all_v")
         for names, run in ((_ELEMENT_SPLITS, self._all_to_all_v_elements), (_COLUMN_SPLITS, self._all_to_all_v_columns)):
             if set(named) <= set(names) and len(splits) + len(named) == len(names):
                 given = dict(zip(names, splits), **named)
@@ -285,7 +306,8 @@ class CCL:
         here). One all_gather of every rank's counts (so that every rank checks that each pair
         agrees, and all refuse together), then one Communicator all_to_all of blocks padded to the
         largest count."""
-        self._group(group, "all_to_all_v")
+        if group is not None:
+            self._refuse_subgroup(group, "all_to_all_v")
         n = self._iris.num_ranks
         lists = {"send_counts": send_counts, "send_displs": send_displs, "recv_counts": recv_counts,
                  "recv_displs": recv_displs}
@@ -349,7 +371,10 @@ class CCL:
                     tensor.copy_(input_tensor.view(tensor.shape))
         # The in-place call by keywords, the common one, comes straight here: nothing above runs.
         if group is not None and group is not _NOT_GIVEN:
-            self._group(group, "broadcast")
+            sub = self._group(group, "broadcast")
+            if sub is not None:
+                sub.broadcast(tensor, 0 if src is _SRC_DEFAULT else src)
+                return
         if src.__class__ is not int or not 0 <= src < self._num_ranks:
             if src is not _SRC_DEFAULT:
                 self._iris._check_rank(src, "ccl.broadcast", "src")
@@ -364,12 +389,15 @@ class CCL:
                workspace=None, root=None):
         """On the root, output = the reduction of every rank's input; other ranks' outputs are
         untouched. Iris's versions name the root ``dst`` or ``root``; both are taken."""
-        self._group(group, "reduce")
         if root is not None and dst not in (0, root):
             _refuse("reduce", f"dst={dst} and root={root} name different roots; give one")
         dst = dst if root is None else root
-        self._iris._check_rank(dst, "ccl.reduce", "dst")
         self._same_shape("reduce", output_tensor, input_tensor)
+        sub = self._group(group, "reduce")
+        if sub is not None:
+            sub.reduce(output_tensor, input_tensor, dst, op)
+            return
+        self._iris._check_rank(dst, "ccl.reduce", "dst")
         # Every rank reduces into its scratch (the Communicator wants one layout on every rank), and
         # the root copies the result out.
         target = self._buffer(input_tensor, input_tensor.numel())
@@ -381,7 +409,10 @@ class CCL:
     def scatter(self, output_tensor, input_tensor, src=0, group=None, async_op=False, config=None):
         """output (M, N) = row block ``rank`` of rank src's input (world_size * M, N); input must be
         allocated on every rank (Iris's rule)."""
-        self._group(group, "scatter")
+        sub = self._group(group, "scatter")
+        if sub is not None:
+            sub.scatter(output_tensor, input_tensor, src)
+            return
         self._iris._check_rank(src, "ccl.scatter", "src")
         n = self._iris.num_ranks
         if input_tensor.numel() != n * output_tensor.numel():
@@ -395,7 +426,10 @@ class CCL:
 
     def gather(self, output_tensor, input_tensor, dst=0, group=None, async_op=False, config=None):
         """On rank dst, output (world_size * M, N) = every rank's input, by rank; others untouched."""
-        self._group(group, "gather")
+        sub = self._group(group, "gather")
+        if sub is not None:
+            sub.gather(output_tensor, input_tensor, dst)
+            return
         self._iris._check_rank(dst, "ccl.gather", "dst")
         target = self._buffer(input_tensor, output_tensor.numel())  # one layout on every rank
         self._communicator().all_gather(target, input_tensor)
@@ -405,9 +439,11 @@ class CCL:
     def barrier(self, group=None, async_op=False):
         """Every rank's stream waits here for every other (a device-side barrier, capturable in a
         CUDA graph); ``async_op`` is accepted: it is on the stream either way."""
-        if group is not None:
-            self._group(group, "barrier")
-        (self._comm or self._communicator()).barrier()
+        sub = None if group is None else self._group(group, "barrier")
+        if sub is not None:
+            sub.barrier()
+        else:
+            (self._comm or self._communicator()).barrier()
 
     # ---- point to point -----------------------------------------------------------------
     def init_p2p(self, max_numel=2**20, dtype=None, config=None):
