@@ -201,6 +201,20 @@ known_deselects() {  # FILE RANKS -> lines "nodeid|reason"
   if (( gpus == 0 )) && [[ $rel == tests/ccl/test_process_groups.py ]]; then
     echo "$rel::test_all_to_all_with_groups|CPU rehearsal: the test's own reference, torch.distributed.all_to_all, is not in gloo (\"Backend gloo does not support alltoall\"); aperture.iris's subgroup all_to_all on gloo is an all_gather and is checked by test_iris_ccl"
   fi
+  if [[ $rel == tests/ccl/test_sendrecv.py ]] && (( n > 2 )); then
+    local name
+    for name in $("$PYTHON" - "$src/$rel" <<'PY'
+import ast, sys
+text = open(sys.argv[1]).read()
+for node in ast.walk(ast.parse(text)):
+    if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and \
+            "use device_barrier internally" in (ast.get_source_segment(text, node) or ""):
+        print(node.name)
+PY
+    ); do
+      echo "$rel::$name|Iris's versions disagree: here the ranks outside the pair call device_barrier(), because this test's Iris ends send and recv with a barrier of every rank; Iris's sendrecv.py and p2p.py that aperture.iris follows are pairwise (test_p2p's idle ranks call nothing), and one cannot hold with the other (docs/IRIS.md)"
+    done
+  fi
   if [[ $rel == tests/ccl/test_all_gather.py ]]; then
     echo "$rel::test_all_gather_rejects_non_symmetric_output|Iris's own versions disagree: this one refuses an all_gather output off the heap, the newest (iris.ccl.dispatch, which test_graph_capture.py's all_gather relies on) copies any tensor through the heap; aperture.iris follows the newest"
   fi

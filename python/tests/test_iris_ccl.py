@@ -802,9 +802,19 @@ def test_collectives_on_subgroups(tmp_path):
                 ctx.ccl.barrier(group=group)
                 ctx.barrier(group=group)
                 ctx.device_barrier(group=group)
+                # Point to point within the group: peers numbered within it, on the heap's mailboxes.
+                letter = ctx.zeros(M, N)
+                if me == 0:
+                    letter.copy_(value(rank, (M, N), salt=3))
+                    ctx.ccl.send(letter, 1, group=group)
+                else:
+                    ctx.ccl.recv(letter, 0, group=group)
+                    check(letter, value(members[0], (M, N), salt=3), "send/recv in the group")
+                ctx.barrier(group=group)
                 for bad, words in ((lambda: ctx.ccl.broadcast(b, src=size, group=group), "out of range"),
                                    (lambda: ctx.ccl.all_to_all_v(out, x, group=group), "subgroup"),
-                                   (lambda: ctx.ccl.all_gather(out, x, group=group), "does not match")):
+                                   (lambda: ctx.ccl.all_gather(out, x, group=group), "does not match"),
+                                   (lambda: ctx.ccl.send(letter, size, group=group), "out of range")):
                     try:
                         bad()
                     except aperture.Error as error:

@@ -180,21 +180,6 @@ class Iris:
             self._communicator = aperture.Communicator(self.team, self.provider)
         return self._communicator
 
-    def _check_group(self, group, call):
-        """Refuses a subgroup where aperture.iris takes the whole world only (send/recv)."""
-        if group is None:
-            return
-        try:
-            import torch.distributed as dist
-
-            if dist.is_initialized() and dist.get_world_size(group) == self.num_ranks:
-                return  # the whole world under another name
-        except (ImportError, RuntimeError, ValueError):
-            pass
-        raise aperture.Error(f"aperture: iris: {call}(group=...) with a subgroup is not supported: aperture.iris runs "
-                             "every collective over all ranks of the context; pass group=None",
-                             code=aperture.ErrorCode.invalid_argument)
-
     def barrier(self, stream=None, group=None):
         """Waits for this rank's GPU work (the stream given, or the whole device), then for every rank
         (every rank of ``group``, a torch.distributed subgroup: through torch.distributed)."""

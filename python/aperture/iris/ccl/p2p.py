@@ -177,8 +177,13 @@ def _check_peer(ctx, peer, call, name):
                              code=aperture.ErrorCode.invalid_argument)
 
 
-def _check_group(ctx, group, call):
-    ctx._check_group(group, f"ccl.{call}")
+def _global_peer(ctx, group, peer, call, name):
+    """The context rank of ``peer``: as given for group=None (or a group of every rank), else
+    its rank within ``group``, a torch.distributed subgroup, as Iris numbers it."""
+    from .subgroup import subgroup_of
+
+    sub = None if group is None else subgroup_of(ctx, group, call)
+    return peer if sub is None else sub._global(peer, call, name)
 
 
 def init_p2p(ctx, max_numel=2**20, dtype=None, config=None):
@@ -187,7 +192,7 @@ def init_p2p(ctx, max_numel=2**20, dtype=None, config=None):
 
 
 def isend(ctx, tensor, dst, p2p_state=None, group=None, tag=0):
-    _check_group(ctx, group, "isend")
+    dst = _global_peer(ctx, group, dst, "isend", "dst")
     _check_peer(ctx, dst, "isend", "dst")
     dst = int(dst)
     boxes = _mailboxes(ctx)
@@ -214,7 +219,7 @@ def irecv(ctx, tensor, src, p2p_state=None, group=None, tag=0):
     if src is None:
         raise aperture.Error("aperture: iris.ccl.irecv: src=None (any source) is not supported; name the sender",
                              code=aperture.ErrorCode.invalid_argument)
-    _check_group(ctx, group, "irecv")
+    src = _global_peer(ctx, group, src, "irecv", "src")
     _check_peer(ctx, src, "irecv", "src")
     boxes = _mailboxes(ctx)
     boxes.reachable(int(src), "irecv")
