@@ -57,19 +57,19 @@ class Subgroup:
                           f"numbered 0..{self.size - 1} within it")
         return self.members[int(local)]
 
-    def _gloo(self):
+    def _device(self, tensor):
+        """Where the group's backend takes ``tensor``: host memory for a gloo-only group (gloo moves
+        no GPU tensor in reduce_scatter, scatter or gather), else the tensor's own device."""
         import torch.distributed as dist
 
-        return dist.get_backend(self.group) == "gloo"
+        return torch.device("cpu") if dist.get_backend(self.group) == "gloo" else tensor.device
 
     def _flat(self, tensor):
-        """A contiguous flat copy of ``tensor`` where the group's backend takes it: host memory
-        for gloo (which moves no GPU tensor in reduce_scatter, scatter or gather), else in place."""
-        device = "cpu" if self._gloo() else tensor.device
-        return tensor.reshape(-1).to(device=device, copy=True).contiguous()
+        """A contiguous flat copy of ``tensor`` on ``_device(tensor)``."""
+        return tensor.reshape(-1).to(device=self._device(tensor), copy=True).contiguous()
 
     def _empty(self, like, numel):
-        return torch.empty(numel, dtype=like.dtype, device="cpu" if self._gloo() else like.device)
+        return torch.empty(numel, dtype=like.dtype, device=self._device(like))
 
     # ---- reductions -----------------------------------------------------------------------
     def _reduce_op(self, op, call):
@@ -153,7 +153,7 @@ class Subgroup:
         width = cols // self.size
         # Member-major blocks: block j is what goes to member j.
         send = self._flat(input.reshape(rows, self.size, width).transpose(0, 1))
-        if self._gloo():  # gloo has no all-to-all: gather every member's blocks and keep this rank's
+        if send.device.type == "cpu":  # gloo has no all-to-all: gather every member's blocks, keep ours
             everyone = self._empty(input, self.size * send.numel())
             dist.all_gather_into_tensor(everyone, send, group=self.group)
             received = everyone.view(self.size, self.size, rows * width)[:, self.rank]
