@@ -1,12 +1,13 @@
 """Collectives on a subgroup: ``group=`` a torch.distributed ProcessGroup of some of the ranks.
 
 aperture's Communicator spans every rank of the context, and a subgroup's ranks call without the
-others, so a call on a proper subgroup runs as torch.distributed's collective on that group
-(whichever backend the group has: NCCL's on GPU tensors; gloo's through host copies), in Iris's layouts: what ``ctx.ccl`` gives on the
-whole world, with the group's size for the world's and the group's own numbering for ``src`` and
-``dst`` (Iris's "source rank within the group"). Iris hands its large messages to
-torch.distributed the same way. A group that holds every rank of the context is the world: the
-Communicator runs it.
+others, so a call on a proper subgroup runs as torch.distributed's collective on that group (NCCL's
+on GPU tensors; gloo's through host copies), in Iris's layouts: what ``ctx.ccl`` gives on the whole
+world, with the group's size for the world's and the group's own numbering for ``src`` and ``dst``
+(Iris's "source rank within the group"). Iris hands its large messages to torch.distributed the
+same way. A group that holds every rank of the context is the world: the Communicator runs it.
+The group's ranks are the context's: aperture.iris takes its ranks from torch.distributed when it
+is initialised (aperture.iris._ranks).
 """
 
 import torch
