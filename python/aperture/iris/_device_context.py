@@ -41,6 +41,15 @@ import aperture.triton as apt
 
 from ._device import _cache, _sem, _scope
 from .tracing.device import DeviceTracing, bind_interpreted_methods, from_context
+from .x.all_reduce import all_reduce_atomic as _x_all_reduce_atomic
+from .x.all_reduce import all_reduce_one_shot as _x_all_reduce_one_shot
+from .x.all_reduce import all_reduce_ring as _x_all_reduce_ring
+from .x.all_reduce import all_reduce_spinlock as _x_all_reduce_spinlock
+from .x.all_reduce import all_reduce_two_shot as _x_all_reduce_two_shot
+from .x.all_gather import all_gather as _x_all_gather
+from .x.all_to_all import all_to_all as _x_all_to_all
+from .x.gather import gather as _x_gather
+from .x.reduce_scatter import reduce_scatter as _x_reduce_scatter
 
 # Words of the context tensor before the table: cur_rank, num_ranks.
 _TABLE_OFFSET = tl.constexpr(2)
@@ -173,6 +182,54 @@ class _DeviceContext:
                    hint: tl.constexpr = None):
         return apt.atomic_max(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
                               scope=_scope(scope))
+
+    # Iris's tile-level collectives as methods (iris.x's functions, with this context).
+
+    @triton.jit
+    def all_reduce_atomic(self, tile, dst_view):
+        """iris.x.all_reduce_atomic(tile, dst_view, self)."""
+        _x_all_reduce_atomic(tile, dst_view, self)
+
+    @triton.jit
+    def all_reduce_spinlock(self, tile, dst_view, locks):
+        """iris.x.all_reduce_spinlock(tile, dst_view, locks, self)."""
+        _x_all_reduce_spinlock(tile, dst_view, locks, self)
+
+    @triton.jit
+    def all_reduce_one_shot(self, tile, src_view, dst_view, locks):
+        """iris.x.all_reduce_one_shot(tile, src_view, dst_view, locks, self)."""
+        _x_all_reduce_one_shot(tile, src_view, dst_view, locks, self)
+
+    @triton.jit
+    def all_reduce_two_shot(self, tile, src_view, dst_view, locks):
+        """iris.x.all_reduce_two_shot with the tiles dealt round-robin: rank r owns tile numbers
+        r, r + world_size, ..."""
+        _x_all_reduce_two_shot(tile, src_view, dst_view, locks, self.rank, self.world_size, self)
+
+    @triton.jit
+    def all_reduce_ring(self, tile, src_view, dst_view):
+        """iris.x.all_reduce_ring(tile, src_view, dst_view, self)."""
+        _x_all_reduce_ring(tile, src_view, dst_view, self)
+
+    @triton.jit
+    def all_gather(self, tile, dst_view, dim: tl.constexpr):
+        """iris.x.all_gather(tile, dst_view, dim, self)."""
+        _x_all_gather(tile, dst_view, dim, self)
+
+    @triton.jit
+    def gather(self, tile, src_view, source_rank, hint: tl.constexpr = None):
+        """iris.x.gather(tile, src_view, source_rank, self); ``hint`` is accepted and not needed."""
+        return _x_gather(tile, src_view, source_rank, self)
+
+    @triton.jit
+    def all_to_all(self, tile, src_view, dst_view, N_per_rank):
+        """iris.x.all_to_all(tile, src_view, dst_view, N_per_rank, self)."""
+        _x_all_to_all(tile, src_view, dst_view, N_per_rank, self)
+
+    @triton.jit
+    def reduce_scatter(self, tile, src_view, dst_view, locks):
+        """iris.x.reduce_scatter(tile, src_view, dst_view, locks, self)."""
+        _x_reduce_scatter(tile, src_view, dst_view, locks, self)
 
 
 DeviceContext = aggregate(_DeviceContext)

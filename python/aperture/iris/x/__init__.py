@@ -1,0 +1,38 @@
+"""``iris.x``: Iris's tile-level collectives, for kernels that iterate over their own tiles.
+
+A kernel describes one tile (``Tile(pid_m, pid_n, BLOCK_M, BLOCK_N, data)``, ``TileView`` without
+data) of a tensor (``make_tensor_view(ptr, M, N, stride_m, stride_n)``) and calls a collective
+with a device context, the standalone way::
+
+    ctx = iris.DeviceContext.initialize(context_tensor, RANK, WORLD_SIZE)
+    iris.x.all_reduce_atomic(iris.x.Tile(pid_m, pid_n, BM, BN, acc), dst_view, ctx)
+
+or as the context's method (``ctx.all_reduce_atomic(tile, dst_view)``; the methods are listed in
+aperture.iris._device_context). The collectives are aperture's own, on aperture.triton: every peer
+access goes through the heap's table, and every wait is an acquire at system scope. What each
+variant does, and where it differs from Iris, is in its module and in docs/IRIS.md.
+"""
+
+from .all_gather import all_gather
+from .all_reduce import all_reduce_atomic, all_reduce_one_shot, all_reduce_ring, all_reduce_spinlock, all_reduce_two_shot
+from .all_to_all import all_to_all
+from .core import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view, offset_ptr, tile_layout, tile_ptr
+from .gather import gather
+from .reduce_scatter import reduce_scatter
+
+
+def __getattr__(name):
+    # iris.x.DeviceContext(rank, world_size, heap_bases) is the one device context of aperture.iris;
+    # imported on first use because that context's methods are built on this package.
+    if name == "DeviceContext":
+        from .._device_context import DeviceContext
+
+        return DeviceContext
+    raise AttributeError(f"module 'iris.x' has no attribute '{name}'")
+
+
+__all__ = [
+    "Tile", "TileView", "TensorView", "DeviceContext", "AllReduceConfig", "tile_layout", "tile_ptr", "offset_ptr",
+    "make_tensor_view", "all_reduce_atomic", "all_reduce_ring", "all_reduce_two_shot", "all_reduce_one_shot",
+    "all_reduce_spinlock", "gather", "all_gather", "all_to_all", "reduce_scatter",
+]
