@@ -6,6 +6,10 @@ machine. Kernels use only iris.* device functions and the table get_heap_bases()
 """
 
 import contextlib
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -268,3 +272,194 @@ def test_device_functions_between_the_ranks_of_the_job(team, dtype):
     assert torch.equal(got, pattern(nxt, N, dtype, device=dev))
     i = torch.arange(N, dtype=torch.int32, device=dev)
     assert torch.equal(counts, world * i + sum(range(world)))
+
+
+# ---- iris.host.distributed.helpers: Iris's host helpers over torch.distributed ----------------------
+
+# A job of several ranks (aperture launch, mpirun, torchrun) runs the spawning test in no rank: it
+# starts a job of its own. Its child drops every launcher's variables, so that it joins no job.
+IN_A_JOB = any(int(os.environ.get(name, "1")) > 1 for name in ("APERTURE_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"))
+_LAUNCHER_VARIABLES = ("APERTURE_RANK", "APERTURE_WORLD", "APERTURE_LOCAL", "APERTURE_HUB", "APERTURE_JOB",
+                       "APERTURE_NODE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                       "MASTER_PORT", "OMPI_", "PMIX")
+
+
+def test_distributed_helpers_refuse_without_torch_distributed():
+    import torch.distributed as dist
+    from aperture.iris.host.distributed import helpers
+
+    if dist.is_available() and dist.is_initialized():
+        pytest.skip("torch.distributed is initialised in this process")  # alike in every rank
+    calls = {
+        "distributed_allgather": lambda: helpers.distributed_allgather([1, 2, 3]),
+        "distributed_allgather_multidim": lambda: helpers.distributed_allgather_multidim([[1, 2], [3, 4]]),
+        "distributed_broadcast_scalar": lambda: helpers.distributed_broadcast_scalar(1),
+        "distributed_broadcast_tensor": lambda: helpers.distributed_broadcast_tensor(torch.ones(2)),
+        "distributed_barrier": lambda: helpers.distributed_barrier(),
+        "init_distributed": lambda: helpers.init_distributed(),
+        "extract_group_info": lambda: helpers.extract_group_info(object(), 0, 2),
+        "distributed_device_barrier": lambda: helpers.distributed_device_barrier(torch.zeros(2, dtype=torch.int32),
+                                                                                 object(), 0, 2, torch.zeros(2)),
+    }
+    for name, call in calls.items():
+        with pytest.raises(RuntimeError, match="torch.distributed is not initialised") as refused:
+            call()
+        assert isinstance(refused.value, aperture.Error), name
+        assert name in str(refused.value) or name == "distributed_device_barrier", str(refused.value)
+    # Without a group, extract_group_info needs no torch.distributed: every rank, stride 1.
+    assert helpers.extract_group_info(None, 2, 4) == (2, 2, 4, 0, 1)
+    assert sorted(helpers.__all__) == sorted(n for n in calls)
+
+
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own two-rank job")
+def test_distributed_helpers_between_two_spawned_ranks(tmp_path):
+    # Iris's test runner's shape: workers from torch.multiprocessing, gloo over a tcp:// URL, the
+    # helpers imported by Iris's path through `python -m aperture.iris`. Values differ per rank and
+    # per element; every element of every result is checked on every rank.
+    prog = tmp_path / "helpers.py"
+    prog.write_text(textwrap.dedent("""
+        import socket, time
+        import numpy as np
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def value(rank, shape, dtype, salt=0):
+            n = int(np.prod(shape))
+            v = (np.arange(n) * 3 + 1000 * rank + 17 * salt) % 251
+            return (v % 2 == 1 if dtype == np.bool_ else v).astype(dtype).reshape(shape)
+
+        def worker(rank, world, url):
+            from iris.host.distributed.helpers import (distributed_allgather, distributed_allgather_multidim,
+                distributed_barrier, distributed_broadcast_scalar, distributed_broadcast_tensor,
+                distributed_device_barrier, extract_group_info, init_distributed)
+            import iris.host.distributed.helpers as helpers
+            import aperture.iris.host.distributed.helpers as ours
+            assert helpers is ours
+            dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
+            assert init_distributed() == (None, rank, world)
+            # (world, element count) rows, row r rank r's tensor flattened; the dtypes gloo carries
+            # and those it refuses (int16, uint32, uint64: as objects); NumPy, torch, strided, lists.
+            for dtype in (np.int32, np.int64, np.float32, np.float64, np.uint8, np.bool_, np.int16, np.uint32,
+                          np.uint64):
+                for shape in ((5,), (3, 4), (2, 3, 2)):
+                    got = distributed_allgather_multidim(value(rank, shape, dtype))
+                    want = np.stack([value(r, shape, dtype).reshape(-1) for r in range(world)])
+                    assert isinstance(got, np.ndarray) and got.dtype == want.dtype, (dtype, got.dtype)
+                    assert got.shape == (world, int(np.prod(shape))) and np.array_equal(got, want), (dtype, shape, got)
+            strided = torch.from_numpy(value(rank, (4, 6), np.float32)).t()
+            got = distributed_allgather_multidim(strided)
+            want = np.stack([torch.from_numpy(value(r, (4, 6), np.float32)).t().reshape(-1).numpy()
+                             for r in range(world)])
+            assert np.array_equal(got, want), got
+            got = distributed_allgather_multidim(value(rank, (2, 2), np.int64).tolist())
+            assert np.array_equal(got, np.stack([value(r, (4,), np.int64) for r in range(world)])), got
+            # Iris's table shape in test_flash_decode: int32 (seqs, blocks) block tables.
+            tables = torch.arange(5, dtype=torch.int32).repeat(3, 1) + 100 * rank
+            got = torch.from_numpy(distributed_allgather_multidim(tables.numpy())).view(world, 3, -1)
+            for r in range(world):
+                assert torch.equal(got[r], torch.arange(5, dtype=torch.int32).repeat(3, 1) + 100 * r), got
+            # 1-D all-gather: (world, n), the same dtypes; anything but 1-D is an AssertionError.
+            for dtype in (np.int32, np.int64, np.float64, np.bool_, np.int16, np.uint64):
+                got = distributed_allgather(value(rank, (7,), dtype, salt=1))
+                want = np.stack([value(r, (7,), dtype, salt=1) for r in range(world)])
+                assert got.dtype == want.dtype and np.array_equal(got, want), (dtype, got)
+            assert np.array_equal(distributed_allgather([rank, rank + 1]), [[r, r + 1] for r in range(world)])
+            try:
+                distributed_allgather(value(rank, (2, 2), np.int32))
+            except AssertionError:
+                pass
+            else:
+                raise AssertionError("a 2-D array was not refused")
+            # Broadcasts from every root: the root's value, whatever the others pass.
+            for root in range(world):
+                for mine, want, kind in ((10 + rank, 10 + root, int), (0.5 + rank, 0.5 + root, float),
+                                         (rank % 2 == 1, root % 2 == 1, bool), (f"r{rank}", f"r{root}", str),
+                                         (np.int16(3 + rank), 3 + root, np.int16)):
+                    got = distributed_broadcast_scalar(mine if rank == root else None, root=root)
+                    assert got == want and isinstance(got, kind), (root, got, want)
+                for dtype in (np.float32, np.int64, np.bool_, np.uint64, np.int16):
+                    got = distributed_broadcast_tensor(torch.from_numpy(value(rank, (3, 5), dtype, salt=2))
+                                                       if rank == root else None, root)
+                    want = value(root, (3, 5), dtype, salt=2)
+                    assert isinstance(got, np.ndarray) and got.dtype == want.dtype and np.array_equal(got, want), got
+                got = distributed_broadcast_tensor(value(rank, (6,), np.float64).reshape(2, 3).T
+                                                   if rank == root else None, root=root)
+                assert np.array_equal(got, value(root, (6,), np.float64).reshape(2, 3).T), got
+            assert distributed_broadcast_scalar(7) == 7  # root 0 by default
+            # A root without a value: every rank raises (Iris's ValueError), none waits.
+            for call in (lambda: distributed_broadcast_scalar(None, root=1),
+                         lambda: distributed_broadcast_tensor(None, root=1)):
+                try:
+                    call()
+                except ValueError as error:
+                    assert "gave no value" in str(error), str(error)
+                else:
+                    raise AssertionError("no value from the root was not refused")
+            # Groups: every rank, one rank, and (faked ranks) the refusals.
+            everyone, only_one = dist.new_group([0, 1]), dist.new_group([1])
+            assert extract_group_info(everyone, rank, world) == (rank, rank, 2, 0, 1)
+            assert extract_group_info(None, rank, world) == (rank, rank, world, 0, 1)
+            if rank == 1:
+                assert extract_group_info(only_one, 1, world) == (0, 1, 1, 1, 1)
+            else:
+                try:
+                    extract_group_info(only_one, 0, world)
+                except RuntimeError as error:
+                    assert "not in the process group" in str(error), str(error)
+                else:
+                    raise AssertionError("a group without this rank was not refused")
+            real = dist.get_process_group_ranks
+            try:
+                dist.get_process_group_ranks = lambda group: [0, 3, 12]
+                try:
+                    extract_group_info(everyone, 3, 16)
+                except NotImplementedError as error:
+                    assert "evenly spaced" in str(error), str(error)
+                else:
+                    raise AssertionError("a group of uneven strides was not refused")
+                dist.get_process_group_ranks = lambda group: [0, 4, 8, 12]
+                assert extract_group_info(everyone, 8, 16) == (2, 8, 4, 0, 4)
+                dist.get_process_group_ranks = lambda group: [5, 5]
+                try:
+                    extract_group_info(everyone, 5, 16)
+                except ValueError as error:
+                    assert "repeat" in str(error), str(error)
+                else:
+                    raise AssertionError("a repeated rank was not refused")
+            finally:
+                dist.get_process_group_ranks = real
+            distributed_barrier()
+            distributed_barrier(group=everyone)
+            # The device barrier: rank 1 arrives a second late, after writing its marker; rank 0 must
+            # not pass before it, and then sees the marker. Each rank's flag counts its barriers.
+            import iris
+            ctx = iris.iris(1 << 20)
+            flags = ctx.zeros(world, dtype=torch.int32)
+            marker = ctx.zeros(8, dtype=torch.int64)
+            ctx.barrier()
+            started = time.monotonic()
+            if rank == 1:
+                time.sleep(1.0)
+                marker.copy_(torch.arange(8, dtype=torch.int64) * 5 + 1)
+            distributed_device_barrier(flags, None, rank, world, ctx.get_heap_bases())
+            if rank == 0:
+                assert time.monotonic() - started >= 0.9, "the device barrier did not wait for rank 1"
+                assert torch.equal(ctx.as_remote(marker, 1).cpu(), torch.arange(8, dtype=torch.int64) * 5 + 1)
+            distributed_device_barrier(flags, everyone, rank, world, ctx.get_heap_bases())
+            assert flags.cpu().tolist()[rank] == 2, flags
+            ctx.barrier()
+            dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+            mp.spawn(worker, args=(2, f"tcp://127.0.0.1:{port}"), nprocs=2)
+            print("helpers ok")
+    """))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_LAUNCHER_VARIABLES)}
+    # The host heap and Triton's interpreter for the device barrier, on any machine.
+    env.update(APERTURE_PROVIDER="shm", TRITON_INTERPRET="1")
+    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
+    assert "helpers ok" in run.stdout
