@@ -60,23 +60,11 @@ def _install():
     dist.init_process_group = init_process_group
 
 
-def _cap_heap(limit):
-    """aperture.iris.Iris(heap_size > limit) gets limit bytes: patched in as aperture.iris.iris loads."""
+def _after_import(name, patch):
+    """Calls patch(module) once the module ``name`` has loaded (no import of it here)."""
     import importlib.abc
     import importlib.machinery
     import sys
-
-    def patch(module):
-        original = module.Iris.__init__
-
-        def __init__(self, heap_size=1 << 30, *args, **kwargs):
-            if heap_size > limit:
-                print(f"iris-cpu-rehearsal: a heap of {heap_size} bytes asked for, {limit} given (the tests "
-                      "use less; on a GPU they get what they ask)", file=sys.stderr)
-                heap_size = limit
-            original(self, heap_size, *args, **kwargs)
-
-        module.Iris.__init__ = __init__
 
     class Loader(importlib.abc.Loader):
         def __init__(self, inner):
@@ -91,7 +79,7 @@ def _cap_heap(limit):
 
     class Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, fullname, path=None, target=None):
-            if fullname != "aperture.iris.iris":
+            if fullname != name:
                 return None
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
             if spec is not None and spec.loader is not None:
@@ -101,7 +89,45 @@ def _cap_heap(limit):
     sys.meta_path.insert(0, Finder())
 
 
+def _cap_heap(limit):
+    """aperture.iris.Iris(heap_size > limit) gets limit bytes: patched in as aperture.iris.iris loads."""
+    import sys
+
+    def patch(module):
+        original = module.Iris.__init__
+
+        def __init__(self, heap_size=1 << 30, *args, **kwargs):
+            if heap_size > limit:
+                print(f"iris-cpu-rehearsal: a heap of {heap_size} bytes asked for, {limit} given (the tests "
+                      "use less; on a GPU they get what they ask)", file=sys.stderr)
+                heap_size = limit
+            original(self, heap_size, *args, **kwargs)
+
+        module.Iris.__init__ = __init__
+
+    _after_import("aperture.iris.iris", patch)
+
+
+def _interpreter_takes_one_element_indices():
+    """Triton 3.6's interpreter holds a kernel's scalar arguments as one-element arrays and makes an
+    index of them with int(), which NumPy 2.4 refuses for arrays that are not 0-d: a kernel loop
+    over a runtime bound (Iris's ``for tile_id in range(pid, total_tiles, NUM_SMS)``) fails before
+    it starts. Compiled kernels are unaffected; the rehearsal converts such an array's one value."""
+
+    def patch(interpreter):
+        original = interpreter._patch_lang_tensor
+
+        def patch_lang_tensor(tensor, scope):
+            original(tensor, scope)
+            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+        interpreter._patch_lang_tensor = patch_lang_tensor
+
+    _after_import("triton.runtime.interpreter", patch)
+
+
 if os.environ.get("APERTURE_IRIS_CPU_REHEARSAL") == "1":
     _install()
+    _interpreter_takes_one_element_indices()
     if os.environ.get("APERTURE_IRIS_CPU_REHEARSAL_HEAP"):
         _cap_heap(int(os.environ["APERTURE_IRIS_CPU_REHEARSAL_HEAP"]))
