@@ -12,32 +12,17 @@ import torch
 # triton_world before aperture.iris (which imports triton): it decides whether Triton interprets
 # this process's kernels, for every test file of the run.
 import triton_world  # noqa: F401
+from spawned_job import IN_A_JOB, child_environment, run_spawned_job
 
 import aperture
 import aperture.iris as iris
 
 HEAP = 4 << 20
 
-# Whether this test process is one rank of a larger job, whichever launcher made it; a test that
-# starts a job of its own runs only from a one-rank job (its children must not join this one).
-IN_A_JOB = any(int(os.environ.get(name, "1")) > 1 for name in ("APERTURE_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"))
-# Every launcher's variables, dropped from such a child's environment: aperture launch's, torchrun's
-# and mpirun's (an MPI child that inherits them tries to join the parent's job and aborts).
-LAUNCHER_VARIABLES = ("APERTURE_RANK", "APERTURE_WORLD", "APERTURE_LOCAL", "APERTURE_HUB", "APERTURE_JOB",
-                      "APERTURE_NODE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                      "MASTER_PORT", "OMPI_COMM_WORLD", "OMPI_MCA_orte", "OMPI_MCA_ess", "OMPI_MCA_pmix", "PMIX",
-                      "OMPI_APP_CTX", "OMPI_FIRST_RANKS", "OMPI_FILE_LOCATION", "OMPI_UNIVERSE", "OMPI_NUM_APP_CTX")
-
-
-def child_environment():
-    return {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARIABLES)}
-
-
 def run_through_shim(prog, *args, env=None, timeout=120):
     """Runs `python -m aperture.iris PROG ARGS` as a one-rank job of its own on the shm heap."""
     if env is None:
-        env = child_environment()
-        env["APERTURE_PROVIDER"] = "shm"
+        env = child_environment(APERTURE_PROVIDER="shm")
     return subprocess.run([sys.executable, "-m", "aperture.iris", str(prog), *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -698,12 +683,9 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
 def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
     # Iris's test runner's shape: workers from torch.multiprocessing, torch.distributed over a tcp://
     # URL, no launcher variables, `import iris` through the mechanism's PYTHONPATH shim.
-    prog = tmp_path / "spawned.py"
-    prog.write_text(textwrap.dedent("""
-        import os, socket, sys
+    worker = """
         import torch
         import torch.distributed as dist
-        import torch.multiprocessing as mp
 
         def worker(rank, world, url):
             dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
@@ -717,14 +699,8 @@ def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
             ctx.barrier()
             dist.destroy_process_group()
 
-        if __name__ == "__main__":
-            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-            mp.spawn(worker, args=(2, f"tcp://127.0.0.1:{port}"), nprocs=2)
-            print("spawned ok")
-    """))
-    run = run_through_shim(prog, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "spawned ok" in run.stdout
+    """
+    run_spawned_job(tmp_path / "spawned.py", worker, 2, child_environment(APERTURE_PROVIDER="shm"), timeout=300)
 
 
 @pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own four-rank job")
@@ -733,12 +709,9 @@ def test_collectives_on_subgroups(tmp_path):
     # [0, 2], [1, 3] (dist.new_group, called by every rank); every subgroup collective with values that
     # differ per rank and per element, each element checked, src/dst numbered within the group; a
     # group of every rank is the world's (the Communicator); and the refusals.
-    prog = tmp_path / "groups.py"
-    prog.write_text(textwrap.dedent("""
-        import socket
+    worker = """
         import torch
         import torch.distributed as dist
-        import torch.multiprocessing as mp
 
         def value(rank, shape, salt=0):
             n = 1
@@ -834,14 +807,8 @@ def test_collectives_on_subgroups(tmp_path):
             ctx.barrier()
             dist.destroy_process_group()
 
-        if __name__ == "__main__":
-            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-            mp.spawn(worker, args=(4, f"tcp://127.0.0.1:{port}"), nprocs=4)
-            print("groups ok")
-    """))
-    run = run_through_shim(prog, timeout=600)
-    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
-    assert "groups ok" in run.stdout
+    """
+    run_spawned_job(tmp_path / "groups.py", worker, 4, child_environment(APERTURE_PROVIDER="shm"), timeout=600)
 
 
 @pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank children")

@@ -6,15 +6,12 @@ machine. Kernels use only iris.* device functions and the table get_heap_bases()
 """
 
 import contextlib
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 # triton_world before triton: it decides whether Triton interprets this process's kernels.
 from triton_world import pattern
+from spawned_job import IN_A_JOB, child_environment, run_spawned_job
 import triton
 import triton.language as tl
 
@@ -276,13 +273,6 @@ def test_device_functions_between_the_ranks_of_the_job(team, dtype):
 
 # ---- iris.host.distributed.helpers: Iris's host helpers over torch.distributed ----------------------
 
-# A job of several ranks (aperture launch, mpirun, torchrun) runs the spawning test in no rank: it
-# starts a job of its own. Its child drops every launcher's variables, so that it joins no job.
-IN_A_JOB = any(int(os.environ.get(name, "1")) > 1 for name in ("APERTURE_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"))
-_LAUNCHER_VARIABLES = ("APERTURE_RANK", "APERTURE_WORLD", "APERTURE_LOCAL", "APERTURE_HUB", "APERTURE_JOB",
-                       "APERTURE_NODE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                       "MASTER_PORT", "OMPI_", "PMIX")
-
 
 def test_distributed_helpers_refuse_without_torch_distributed():
     import torch.distributed as dist
@@ -316,13 +306,11 @@ def test_distributed_helpers_between_two_spawned_ranks(tmp_path):
     # Iris's test runner's shape: workers from torch.multiprocessing, gloo over a tcp:// URL, the
     # helpers imported by Iris's path through `python -m aperture.iris`. Values differ per rank and
     # per element; every element of every result is checked on every rank.
-    prog = tmp_path / "helpers.py"
-    prog.write_text(textwrap.dedent("""
-        import socket, time
+    worker = """
+        import time
         import numpy as np
         import torch
         import torch.distributed as dist
-        import torch.multiprocessing as mp
 
         def value(rank, shape, dtype, salt=0):
             n = int(np.prod(shape))
@@ -451,15 +439,7 @@ def test_distributed_helpers_between_two_spawned_ranks(tmp_path):
             ctx.barrier()
             dist.destroy_process_group()
 
-        if __name__ == "__main__":
-            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-            mp.spawn(worker, args=(2, f"tcp://127.0.0.1:{port}"), nprocs=2)
-            print("helpers ok")
-    """))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_LAUNCHER_VARIABLES)}
+    """
     # The host heap and Triton's interpreter for the device barrier, on any machine.
-    env.update(APERTURE_PROVIDER="shm", TRITON_INTERPRET="1")
-    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
-    assert "helpers ok" in run.stdout
+    env = child_environment(APERTURE_PROVIDER="shm", TRITON_INTERPRET="1")
+    run_spawned_job(tmp_path / "helpers.py", worker, 2, env, timeout=300)
