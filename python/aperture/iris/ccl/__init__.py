@@ -4,7 +4,8 @@
 have Iris's signatures and tensor shapes and run as aperture Communicator calls on torch's current
 stream (zero-copy for heap tensors); ``send/recv/isend/irecv/batch_isend_irecv`` run through the
 heap (ccl.p2p); ``all_gather_gemm``, ``gemm_reduce_scatter`` and ``all_reduce_rmsnorm`` are the
-device side's fused kernels (ccl._fused). ``group`` None (or a group of every rank) is the
+device side's fused kernels (ccl._fused); ``MoEDispatcher`` and its routing helpers are
+ccl.moe_dispatch and ccl.moe_utils (heap stores of token rows). ``group`` None (or a group of every rank) is the
 Communicator's; a subgroup (a torch.distributed ProcessGroup of some of the ranks) runs the
 collective as torch.distributed's on that group (ccl.subgroup). ``async_op`` is accepted: every
 call is ordered on the stream, so later work on the stream sees its result either way.
@@ -19,6 +20,8 @@ import aperture
 from .._errors import IrisValueError
 from . import p2p
 from .config import AUTOTUNE, Config
+from .moe_dispatch import DispatchHandle, MoEDispatchConfig, MoEDispatcher
+from .moe_utils import ExptAssignment, TopkResult, make_expt_assignment, make_expt_dict_uniform, topk
 from .p2p import P2PConfig, P2POp, P2PState, P2PWork
 from .subgroup import subgroup_of
 from .utils import ReduceOp, op_name
@@ -490,4 +493,6 @@ class CCL:
         return _fused_ops().all_reduce_rmsnorm_preamble(self._iris, *args, **kwargs)
 
 
-__all__ = ["AUTOTUNE", "Config", "ReduceOp", "CCL", "Workspace", "P2PConfig", "P2POp", "P2PState", "P2PWork", "p2p"]
+__all__ = ["AUTOTUNE", "Config", "ReduceOp", "CCL", "Workspace", "P2PConfig", "P2POp", "P2PState", "P2PWork", "p2p",
+           "MoEDispatcher", "MoEDispatchConfig", "DispatchHandle", "ExptAssignment", "make_expt_dict_uniform",
+           "make_expt_assignment", "topk", "TopkResult"]
