@@ -88,7 +88,6 @@ not_public_op() {
     tests/ops/test_matmul_reduce_scatter.py|tests/ops/test_matmul_reduce_scatter_hbm_buffer.py|\
     tests/ops/test_all_gather_matmul_hbm_buffer.py) ;;
     tests/ops/*) echo "an internal Iris variant that iris/ops/__init__.py does not re-export (not provided by aperture.iris)" ;;
-    tests/ccl/test_moe_dispatch.py) echo "MoE dispatch (iris.ccl.MoEDispatcher, moe_utils) is not provided by aperture.iris (docs/IRIS.md)" ;;
     tests/unittests/test_drivers.py|tests/unittests/test_multihost_guard.py|tests/unittests/test_platform_libs.py)
       echo "Iris's internals (iris.drivers, iris.host.distributed, iris.host.platform.libs: its fabric drivers, heap exchange and library loading) are not provided by aperture.iris (docs/IRIS.md)" ;;
     tests/unittests/test_allocate_symmetric.py)
