@@ -26,8 +26,8 @@ M, N = 72, 24  # 5 x 2 tiles, both edges partial; 10 tiles split 3-3-4 by reduce
 BM, BN = 16, 16
 TILES_M, TILES_N = triton.cdiv(M, BM), triton.cdiv(N, BN)
 TILES = TILES_M * TILES_N
-# Half precision atomics need a GPU: Triton's interpreter adds float32 and integers only.
-DTYPES = [torch.float32] if INTERPRETED else [torch.float32, torch.float16, torch.bfloat16]
+# bfloat16 needs a GPU: Triton's interpreter (NumPy) has no bfloat16 atomics.
+DTYPES = [torch.float32, torch.float16] if INTERPRETED else [torch.float32, torch.float16, torch.bfloat16]
 FORMS = ["function", "method"]
 
 only_in_one_rank_jobs(globals())
@@ -112,9 +112,11 @@ def flagged_kernel(src, dst, locks, heap_ctx, M, N, RANK: tl.constexpr, WORLD: t
             ctx.all_reduce_one_shot(tile, src_view, dst_view, locks)
         else:
             x.all_reduce_one_shot(tile, src_view, dst_view, locks, ctx)
-    elif OP == "two_shot":
+    elif OP == "two_shot":  # the method; Iris's newest five-argument form; its form with start and stride
         if METHOD:
             ctx.all_reduce_two_shot(tile, src_view, dst_view, locks)
+        elif tile.pid_m % 2 == 0:
+            x.all_reduce_two_shot(tile, src_view, dst_view, locks, ctx)
         else:
             x.all_reduce_two_shot(tile, src_view, dst_view, locks, RANK, WORLD, ctx)
     elif OP == "reduce_scatter":

@@ -204,7 +204,7 @@ class _DeviceContext:
     def all_reduce_two_shot(self, tile, src_view, dst_view, locks):
         """iris.x.all_reduce_two_shot with the tiles dealt round-robin: rank r owns tile numbers
         r, r + world_size, ..."""
-        _x_all_reduce_two_shot(tile, src_view, dst_view, locks, self.rank, self.world_size, self)
+        _x_all_reduce_two_shot(tile, src_view, dst_view, locks, self)
 
     @triton.jit
     def all_reduce_ring(self, tile, src_view, dst_view):

@@ -8,8 +8,8 @@ reaches the peers' copies through the table.
 - atomic: atomically adds ``tile.data`` into every rank's destination (zeroed beforehand).
 - spinlock: like atomic, as a locked read-add-write of each rank's destination tile.
 - one_shot: every rank reads every other rank's source tile once its ready flag is 1, and sums.
-- two_shot: the tile's owner (start_tile, start_tile + stride, ...) sums as one_shot and writes the
-  result to every rank.
+- two_shot: the tile's owner (round-robin, or start_tile, start_tile + stride, ...) sums as
+  one_shot and writes the result to every rank.
 - ring: every rank reads the others' source tiles in ring order and sums; the sources must be
   complete before the kernel starts (no flags).
 
@@ -63,10 +63,7 @@ def all_reduce_one_shot(tile, src_view, dst_view, locks, ctx):
 
 
 @triton.jit
-def all_reduce_two_shot(tile, src_view, dst_view, locks, start_tile: tl.constexpr, stride: tl.constexpr, ctx):
-    """The rank that owns the tile (tile numbers start_tile, start_tile + stride, ...; give each
-    rank its own start and the same stride, e.g. rank and world_size) sums it as one_shot does and
-    writes the sum into every rank's ``dst_view``; other ranks do nothing for this tile."""
+def _two_shot(tile, src_view, dst_view, locks, start_tile, stride, ctx):
     tile_id = tile_number(tile, dst_view)
     if (tile_id >= start_tile) and ((tile_id - start_tile) % stride == 0):
         src_ptrs, mask = src_view.tile_ptr(tile)
@@ -76,6 +73,20 @@ def all_reduce_two_shot(tile, src_view, dst_view, locks, start_tile: tl.constexp
         result = acc.to(tile.data.dtype)
         for peer in range(ctx.world_size):
             apt.store(dst_ptrs, result, ctx.rank, peer, ctx.heap_bases, mask=mask)
+
+
+@triton.jit
+def all_reduce_two_shot(tile, src_view, dst_view, locks, start_tile, stride=None, ctx=None):
+    """The rank that owns the tile sums it as one_shot does and writes the sum into every rank's
+    ``dst_view``; other ranks do nothing for this tile. Iris's two forms:
+    ``(tile, src_view, dst_view, locks, ctx)`` deals the tiles round-robin (rank r owns tile
+    numbers r, r + world_size, ...); ``(tile, src_view, dst_view, locks, start_tile, stride, ctx)``
+    gives this rank tile numbers start_tile, start_tile + stride, ... (each rank its own start, the
+    same stride)."""
+    if ctx is None:  # the five-argument form: the fifth is the context
+        _two_shot(tile, src_view, dst_view, locks, start_tile.rank, start_tile.world_size, start_tile)
+    else:
+        _two_shot(tile, src_view, dst_view, locks, start_tile, stride, ctx)
 
 
 @triton.jit
