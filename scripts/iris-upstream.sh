@@ -362,6 +362,10 @@ PY
   if [[ $rel == tests/ccl/test_barrier.py ]]; then
     echo "$rel::test_barrier_state_reuse|Iris's internals: it reads the host object's _ccl_barrier_state (Iris's per-group flag tensor); aperture's ccl.barrier is the Communicator's stream barrier, whose flags are its own"
   fi
+  if (( gpus == 0 )) && [[ $rel == tests/x/test_all_reduce.py ]] &&
+     grep -A4 '"dtype, atol, rtol"' "$src/$rel" | sed -n 3,5p | tr -d ' \n' | grep -q 'float16.*float32.*bfloat16'; then
+    echo "k:not (atomic and (dtype0 or dtype2))|CPU rehearsal: Triton's interpreter has no bfloat16 atomics (\"Unsupported data type\"), and its float16 atomic add is not atomic between processes (an add of one rank lost at 2 ranks, 2026-12-04); compiled, both are the GPU's atomics"
+  fi
   if [[ $rel == tests/x/test_all_gather.py ]] && grep -q 'larger than dimensions ({M}x{N})' "$src/$rel"; then
     echo "k:not 64-32-128-128|Iris's own: its (M, N, BLOCK_SIZE_M, BLOCK_SIZE_N) = (64, 32, 128, 128) cases skip themselves (\"new all_gather requires tile.data shape to match block size\")"
   fi

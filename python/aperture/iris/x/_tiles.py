@@ -24,6 +24,7 @@ def wait_until_ready(locks, tile_id, ctx, peer):
     system scope, so the peer's writes before its release (on another GPU too) are visible after."""
     while apt.atomic_add(locks + tile_id, 0, ctx.rank, peer, ctx.heap_bases, sem="acquire", scope="sys") != 1:
         pass
+    tl.debug_barrier()  # every thread of the program reads after the acquire, not only the poller
 
 
 @triton.jit

@@ -42,6 +42,7 @@ def all_reduce_spinlock(tile, dst_view, locks, ctx):
     for peer in range(ctx.world_size):
         while apt.atomic_cas(locks + tile_id, 0, 1, ctx.rank, peer, ctx.heap_bases, sem="acquire", scope="sys") != 0:
             pass
+        tl.debug_barrier()  # every thread reads the tile after the lock's acquire
         current = apt.load(dst_ptrs, ctx.rank, peer, ctx.heap_bases, mask=mask, other=0.0)
         total = current.to(acc_type) + tile.data.to(acc_type)
         apt.store(dst_ptrs, total.to(tile.data.dtype), ctx.rank, peer, ctx.heap_bases, mask=mask)

@@ -1,0 +1,112 @@
+"""What iris.x's tile collectives compile to on NVIDIA GPUs (PTX for sm_90, no GPU needed): each
+collective in fp32, fp16 and bf16, with the orderings its protocol needs at system scope (the
+peers are other GPUs): ready flags read with acquires, locks taken with an acquire CAS and freed
+with a release exchange, atomic adds acq_rel. Compiled in a child process (this file run as a
+script), as test_triton_codegen.py does: this directory's tests may interpret Triton.
+"""
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+if __name__ == "__main__":
+    os.environ.pop("TRITON_INTERPRET", None)
+else:
+    import triton_world  # noqa: F401 - decides interpretation for this process before aperture loads
+    from triton_world import compiled_in_child, only_in_one_rank_jobs
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+import aperture.iris as iris  # noqa: E402
+import aperture.iris.x as x  # noqa: E402
+
+HOPPER = GPUTarget("cuda", 90, 32)
+OPS = ["atomic", "spinlock", "one_shot", "two_shot", "ring", "reduce_scatter", "all_gather", "gather", "all_to_all"]
+DTYPES = {"fp32": "*fp32", "fp16": "*fp16", "bf16": "*bf16"}
+
+
+@triton.jit
+def tile_kernel(src, dst, locks, context, M, N, RANK: tl.constexpr, WORLD: tl.constexpr, BM: tl.constexpr,
+                BN: tl.constexpr, OP: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m = pid // tl.cdiv(N, BN)
+    pid_n = pid % tl.cdiv(N, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tile = x.Tile(pid_m, pid_n, BM, BN, tl.load(src + rm[:, None] * N + rn[None, :], mask=mask, other=0.0))
+    ctx = iris.DeviceContext.initialize(context, RANK, WORLD)
+    src_view = x.make_tensor_view(src, M, N, N, 1)
+    dst_view = x.make_tensor_view(dst, M, N, N, 1)
+    if OP == "atomic":
+        x.all_reduce_atomic(tile, dst_view, ctx)
+    elif OP == "spinlock":
+        x.all_reduce_spinlock(tile, dst_view, locks, ctx)
+    elif OP == "one_shot":
+        x.all_reduce_one_shot(tile, src_view, dst_view, locks, ctx)
+    elif OP == "two_shot":
+        x.all_reduce_two_shot(tile, src_view, dst_view, locks, ctx)
+    elif OP == "ring":
+        x.all_reduce_ring(tile, src_view, dst_view, ctx)
+    elif OP == "reduce_scatter":
+        x.reduce_scatter(tile, src_view, dst_view, locks, ctx)
+    elif OP == "all_gather":
+        x.all_gather(tile, x.make_tensor_view(dst, M * WORLD, N, N, 1), 0, ctx)
+    elif OP == "gather":
+        tl.store(dst + rm[:, None] * N + rn[None, :], ctx.gather(tile, src_view, (RANK + 1) % WORLD), mask=mask)
+    else:
+        x.all_to_all(tile, src_view, dst_view, N // WORLD, ctx)
+
+
+def compile_all():
+    out = {}
+    for dtype, pointer in DTYPES.items():
+        signature = {"src": pointer, "dst": pointer, "locks": "*i32", "context": "*i64", "M": "i32", "N": "i32",
+                     "RANK": "constexpr", "WORLD": "constexpr", "BM": "constexpr", "BN": "constexpr", "OP": "constexpr"}
+        attrs = {(i,): [["tt.divisibility", 16]] for i in range(4)}
+        for op in OPS:
+            constexprs = {"RANK": 1, "WORLD": 4, "BM": 32, "BN": 64, "OP": op}
+            source = triton.compiler.ASTSource(fn=tile_kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+            out[f"{op}-{dtype}"] = triton.compile(source, target=HOPPER).asm["ptx"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def ptx():
+    return compiled_in_child(__file__, TRITON_DISABLE_LINE_INFO="1")
+
+
+def sys_scope(text, sem, op):
+    """Whether the PTX holds an ``op`` instruction with ``sem`` at system scope (either order)."""
+    return re.search(rf"\b{op}\.global\.(?:{sem}\.sys|sys\.{sem})\.", text) is not None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_collective_compiles_for_sm90(ptx, dtype):
+    for op in OPS:
+        assert ".target sm_90" in ptx[f"{op}-{dtype}"], op
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_waits_are_acquires_and_locks_release_at_system_scope(ptx, dtype):
+    for op in ["one_shot", "two_shot", "reduce_scatter"]:
+        text = ptx[f"{op}-{dtype}"]
+        assert sys_scope(text, "acquire", "ld") or sys_scope(text, "acquire", "atom"), f"{op}: no acquire wait"
+    spinlock = ptx[f"spinlock-{dtype}"]
+    assert re.search(r"atom\.global\.(?:acquire\.sys|sys\.acquire)\.cas\.b32", spinlock), "the lock is not an acquire CAS"
+    assert re.search(r"atom\.global\.(?:release\.sys|sys\.release)\.exch\.b32", spinlock), "the unlock is not a release"
+    assert sys_scope(ptx[f"atomic-{dtype}"], "acq_rel", "atom"), "the reduction's adds are not acq_rel at system scope"
+    # The reading collectives load peers' tiles without atomics of their own.
+    assert "atom." not in ptx[f"ring-{dtype}"] and "atom." not in ptx[f"gather-{dtype}"]
+
+
+if __name__ != "__main__":
+    only_in_one_rank_jobs(globals())  # the same PTX in every rank: compiled once
+
+if __name__ == "__main__":
+    json.dump(compile_all(), sys.stdout)
