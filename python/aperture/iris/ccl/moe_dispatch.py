@@ -48,6 +48,7 @@ What differs from Iris, and why:
 - No AMD-only option exists in this API; nothing is refused as AMD-only.
 """
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -164,15 +165,7 @@ def _size(value, call, name, minimum=1):
 
 
 def _launch_context(device):
-    return torch.cuda.device(device) if device.type == "cuda" else _NoContext()
-
-
-class _NoContext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 class MoEDispatcher:
