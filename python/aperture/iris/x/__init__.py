@@ -10,7 +10,9 @@ with a device context, the standalone way::
 or as the context's method (``ctx.all_reduce_atomic(tile, dst_view)``; the methods are listed in
 aperture.iris._device_context). The collectives are aperture's own, on aperture.triton: every peer
 access goes through the heap's table, and every wait is an acquire at system scope. What each
-variant does, and where it differs from Iris, is in its module and in docs/IRIS.md.
+variant does, and where it differs from Iris, is in its module and in docs/IRIS.md. Iris's
+prefill flash attention (one GPU, paged, distributed over the heap, ring) is here too
+(``prefill_attn``).
 """
 
 from .all_gather import all_gather
@@ -19,6 +21,19 @@ from .all_to_all import all_to_all
 from .core import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view, offset_ptr, tile_layout, tile_ptr
 from .gather import gather
 from .reduce_scatter import reduce_scatter
+from .prefill_attn import (
+    distributed_prefill_attn_kernel,
+    finalize_prefill_output_kernel,
+    flash_prefill_kernel,
+    flash_prefill_step,
+    fused_ring_prefill_attn_kernel,
+    load_kv_tile_global_paged,
+    load_kv_tile_paged,
+    paged_prefill_attn,
+    paged_prefill_attn_kernel,
+    reference_prefill_attn,
+    ring_prefill_attn_step_kernel,
+)
 
 
 def __getattr__(name):
@@ -35,4 +50,9 @@ __all__ = [
     "Tile", "TileView", "TensorView", "DeviceContext", "AllReduceConfig", "tile_layout", "tile_ptr", "offset_ptr",
     "make_tensor_view", "all_reduce_atomic", "all_reduce_ring", "all_reduce_two_shot", "all_reduce_one_shot",
     "all_reduce_spinlock", "gather", "all_gather", "all_to_all", "reduce_scatter",
+    # Prefill flash attention: one GPU, paged, distributed over the heap, ring (prefill_attn).
+    "flash_prefill_step", "flash_prefill_kernel", "reference_prefill_attn", "load_kv_tile_paged",
+    "paged_prefill_attn_kernel", "paged_prefill_attn", "load_kv_tile_global_paged",
+    "distributed_prefill_attn_kernel", "ring_prefill_attn_step_kernel", "finalize_prefill_output_kernel",
+    "fused_ring_prefill_attn_kernel",
 ]
