@@ -190,12 +190,21 @@ out = []
 for node in tests:
     body = ast.get_source_segment(text, node) or ""
     calls = sorted({n for n in re.findall(r"\biris\.x\.(\w+)", body) if absent(n)})
+    # Modules a test imports inside its body (an example's helper) that neither Python nor the tree has.
+    inner = {a.name.split(".")[0] for n in ast.walk(node) if isinstance(n, ast.Import) for a in n.names} | \
+            {n.module.split(".")[0] for n in ast.walk(node) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    unheld = sorted(m for m in inner - known if importlib.util.find_spec(m) is None and
+                    not any(m + ".py" in files for _, _, files in os.walk(src)))
     skip = [s for s in node.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
             and ast.get_source_segment(text, s.value.func) == "pytest.skip"]
     if calls:
         out.append((node.name, f"it calls iris.x.{', iris.x.'.join(calls)}, which aperture.iris.x does not provide"))
+    elif unheld:
+        out.append((node.name, f"it imports {', '.join(unheld)} (an example's module), which this tree does not hold"))
     elif skip:
         out.append((node.name, f"Iris's own: it skips itself unconditionally ({ast.get_source_segment(text, skip[0].value.args[0])})"))
+    elif gpus == 0 and "torch.cuda.Event(" in body:
+        out.append((node.name, "CPU rehearsal: the test times itself with torch.cuda.Event, which needs a GPU"))
     elif gpus == 0 and "dist.all_to_all(" in body:
         out.append((node.name, "CPU rehearsal: the test's own reference, torch.distributed.all_to_all, is not in gloo "
                                "(\"Backend gloo does not support alltoall\")"))
@@ -273,7 +282,10 @@ def needs_more_ranks(reason):
     root = re.search(r"root=(\d+) >= world_size=(\d+)", reason)
     return bool(root) and int(root.group(2)) == n
 
-sys.exit(0 if reasons and all(needs_more_ranks(r) for r in reasons) else 1)
+def no_gpu_here(reason):  # the CPU rehearsal: a test that skips itself for want of CUDA
+    return gpus == 0 and re.search(r"CUDA (is )?not available", reason, re.I) is not None
+
+sys.exit(0 if reasons and all(needs_more_ranks(r) or no_gpu_here(r) for r in reasons) else 1)
 PY
 }
 
@@ -441,9 +453,9 @@ run_file() {  # FILE_RELATIVE RANKS
     record "$rel" "$n" "FAIL" "exit $rc: ${summary:-no pytest summary} ($log)"
   elif grep -qE '[0-9]+ skipped' "$log" && only_rank_skips "$log" "$n"; then
     if grep -qE '[0-9]+ passed' "$log"; then
-      record "$rel" "$n" "PASS" "$summary (the skipped tests need more ranks or GPUs than this run has)"
+      record "$rel" "$n" "PASS" "$summary (the skipped tests need more ranks or GPUs than this run has, or a GPU where the rehearsal has none)"
     else
-      record "$rel" "$n" "N/A" "every test needs more ranks or GPUs than this run has: $summary ($log)"
+      record "$rel" "$n" "N/A" "every test needs more ranks or GPUs than this run has, or a GPU where the rehearsal has none: $summary ($log)"
     fi
   elif grep -qE '[0-9]+ skipped' "$log" || ! grep -qE '[0-9]+ passed' "$log"; then
     record "$rel" "$n" "FAIL" "a skip is not a pass / nothing ran: ${summary} ($log)"
