@@ -275,7 +275,7 @@ def _fused_rank(world, rank, launches):
 
 # Interpreted only: on a GPU the fused ring runs one process per GPU, as Iris's own tests run it
 # (scripts/iris-upstream.sh); interpreted, forked processes share the host heaps.
-if INTERPRETED:
+if __name__ != "__main__" and INTERPRETED:
     @pytest.mark.parametrize("ranks", [2, 3])
     def test_fused_ring_forked_ranks(ranks):
         """One process per rank (fork: the heaps' shared memory at the same address in each), twice in a

@@ -11,15 +11,20 @@ or as the context's method (``ctx.all_reduce_atomic(tile, dst_view)``; the metho
 aperture.iris._device_context). The collectives are aperture's own, on aperture.triton: every peer
 access goes through the heap's table, and every wait is an acquire at system scope. What each
 variant does, and where it differs from Iris, is in its module and in docs/IRIS.md. Iris's
-prefill flash attention (one GPU, paged, distributed over the heap, ring) is here too
-(``prefill_attn``).
+prefill flash attention (one GPU, paged, distributed over the heap, ring; ``prefill_attn``) and
+its fused GEMM + collective kernels (``gemm_all_reduce``, ``gemm_all_gather``, ``gemm_reduce_scatter``,
+``all_gather_gemm``) are here too.
 """
 
 from .all_gather import all_gather
 from .all_reduce import all_reduce_atomic, all_reduce_one_shot, all_reduce_ring, all_reduce_spinlock, all_reduce_two_shot
+from .all_gather_gemm import all_gather_gemm
 from .all_to_all import all_to_all
 from .core import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view, offset_ptr, tile_layout, tile_ptr
 from .gather import gather
+from .gemm_all_gather import gemm_all_gather
+from .gemm_all_reduce import gemm_all_reduce
+from .gemm_reduce_scatter import gemm_reduce_scatter
 from .reduce_scatter import reduce_scatter
 from .prefill_attn import (
     distributed_prefill_attn_kernel,
@@ -50,6 +55,8 @@ __all__ = [
     "Tile", "TileView", "TensorView", "DeviceContext", "AllReduceConfig", "tile_layout", "tile_ptr", "offset_ptr",
     "make_tensor_view", "all_reduce_atomic", "all_reduce_ring", "all_reduce_two_shot", "all_reduce_one_shot",
     "all_reduce_spinlock", "gather", "all_gather", "all_to_all", "reduce_scatter",
+    # Fused GEMM + collective kernels (Iris builds them on tritonBLAS; these are plain Triton).
+    "gemm_all_reduce", "gemm_all_gather", "gemm_reduce_scatter", "all_gather_gemm",
     # Prefill flash attention: one GPU, paged, distributed over the heap, ring (prefill_attn).
     "flash_prefill_step", "flash_prefill_kernel", "reference_prefill_attn", "load_kv_tile_paged",
     "paged_prefill_attn_kernel", "paged_prefill_attn", "load_kv_tile_global_paged",
