@@ -353,3 +353,26 @@ def test_iris_x_exports_irises_names():
         assert getattr(x, name) is not None, name
     assert x.DeviceContext is iris.DeviceContext
     assert x.AllReduceConfig is not None and x.all_reduce_atomic is not None
+
+
+def test_importing_a_kernels_module_by_its_iris_path_keeps_the_exported_kernel(tmp_path):
+    # Iris's tests/x do `import iris.x.gemm_all_gather` and then `from iris.x import
+    # gemm_all_gather`, which must be the kernel (launched as gemm_all_gather[grid]), not the module.
+    import subprocess
+    import sys
+
+    from spawned_job import child_environment
+
+    prog = tmp_path / "imports.py"
+    prog.write_text("import iris\n"
+                    "import iris.x.gemm_all_gather\n"
+                    "import iris.iris\n"
+                    "from iris.x import gemm_all_gather\n"
+                    "import types\n"
+                    "assert not isinstance(gemm_all_gather, types.ModuleType), gemm_all_gather\n"
+                    "assert not isinstance(iris.iris, types.ModuleType), iris.iris\n"
+                    "assert iris.x.gemm_all_gather is gemm_all_gather\n"
+                    "print('kernel kept')\n")
+    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True,
+                         env=child_environment(APERTURE_PROVIDER="shm"), timeout=120)
+    assert run.returncode == 0 and "kernel kept" in run.stdout, run.stdout + run.stderr[-3000:]

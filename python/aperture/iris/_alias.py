@@ -37,12 +37,24 @@ def check_no_real_iris():
             "aperture.iris instead")
 
 
+def _alias_loaded_submodules(target, alias):
+    """Registers every submodule of ``target`` already loaded under the ``alias`` path too. Imported
+    through the finder instead, the import system would set the package's attribute of that name to
+    the submodule: iris.iris (the function) or iris.x.gemm_all_gather (the kernel) would become
+    modules once a program imports ``iris.x.gemm_all_gather``, as Iris's tests do."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith(target + "."):
+            sys.modules.setdefault(alias + name[len(target):], module)
+
+
 class _AliasLoader(importlib.abc.Loader):
     def __init__(self, target):
         self._target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self._target)  # the one module object: no second copy of any class
+        module = importlib.import_module(self._target)  # the one module object: no second copy of any class
+        _alias_loaded_submodules(self._target, spec.name)
+        return module
 
     def exec_module(self, module):
         pass
@@ -80,11 +92,8 @@ def install():
         return
     check_no_real_iris()
     importlib.import_module(_TARGET)
-    # Submodules already loaded are aliased directly: importing them through the finder would make
-    # the import system set iris.iris (the function) to the iris.iris submodule.
-    for name, module in list(sys.modules.items()):
-        if name == _TARGET or name.startswith(_TARGET + "."):
-            sys.modules.setdefault(_PREFIX + name[len(_TARGET):], module)
+    sys.modules.setdefault(_PREFIX, sys.modules[_TARGET])
+    _alias_loaded_submodules(_TARGET, _PREFIX)
     sys.meta_path.insert(0, IrisAliasFinder())
     os.environ["APERTURE_IRIS"] = "1"
     _without_gpu_set_device_is_a_no_op()
