@@ -13,8 +13,8 @@ import aperture.triton as apt
 
 
 # Triton 3.6's interpreter cannot take a kernel's run-time scalar (a one-element array there) as
-# a bound of range(): its loops over tiles and K run as while loops; compiled kernels keep for
-# loops, which Triton software-pipelines.
+# a bound of range(): interpreted, the K loop is a while loop; compiled, it stays a for loop, which
+# Triton software-pipelines. The kernels' loops over tiles are while loops in both modes.
 _INTERPRETED = tl.constexpr(bool(triton.knobs.runtime.interpret))
 
 _BF16_ATOMICS_INTERPRETED = tl.constexpr(

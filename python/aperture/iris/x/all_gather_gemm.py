@@ -29,8 +29,7 @@ Where it differs from Iris's kernel, and why:
 import triton
 import triton.language as tl
 
-from ._gemm import (_INTERPRETED, accumulator, add_bias, operand_ptrs, product, tile_rows_cols,
-                              to_output)
+from ._gemm import accumulator, add_bias, operand_ptrs, product, tile_rows_cols, to_output
 
 
 @triton.jit
@@ -88,20 +87,15 @@ def all_gather_gemm(A_sharded, B, C, A_gathered, bias_ptr, M, N, K, stride_am, s
     # _tile takes B's strides as (along K, along N): Iris's (stride_bn, stride_bk), as they come.
     pid = tl.program_id(0)
     total_tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
-    if _INTERPRETED:
-        tile_id = pid
-        while tile_id < total_tiles:
-            _tile(A_sharded, B, C, A_gathered, bias_ptr, tile_id, M, N, K, stride_am, stride_ak, stride_bn,
-                  stride_bk, stride_cm, stride_cn, stride_ag_m, stride_ag_n, stride_bias, heap_bases, cur_rank,
-                  world_size, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A,
-                  CACHE_MODIFIER_B, ALLOW_TF32)
-            tile_id += NUM_SMS
-    else:
-        for tile_id in range(pid, total_tiles, NUM_SMS):
-            _tile(A_sharded, B, C, A_gathered, bias_ptr, tile_id, M, N, K, stride_am, stride_ak, stride_bn,
-                  stride_bk, stride_cm, stride_cn, stride_ag_m, stride_ag_n, stride_bias, heap_bases, cur_rank,
-                  world_size, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A,
-                  CACHE_MODIFIER_B, ALLOW_TF32)
+    # One loop form for both Triton modes (the interpreter cannot range() over a run-time bound);
+    # the K loop inside each tile is the one Triton pipelines.
+    tile_id = pid
+    while tile_id < total_tiles:
+        _tile(A_sharded, B, C, A_gathered, bias_ptr, tile_id, M, N, K, stride_am, stride_ak, stride_bn,
+              stride_bk, stride_cm, stride_cn, stride_ag_m, stride_ag_n, stride_bias, heap_bases, cur_rank,
+              world_size, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A,
+              CACHE_MODIFIER_B, ALLOW_TF32)
+        tile_id += NUM_SMS
 
 
 __all__ = ["all_gather_gemm"]

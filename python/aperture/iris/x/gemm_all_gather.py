@@ -24,8 +24,7 @@ import triton.language as tl
 
 import aperture.triton as apt
 
-from ._gemm import (_INTERPRETED, accumulator, add_bias, operand_ptrs, product, tile_rows_cols,
-                              to_output)
+from ._gemm import accumulator, add_bias, operand_ptrs, product, tile_rows_cols, to_output
 
 
 @triton.jit
@@ -64,18 +63,14 @@ def gemm_all_gather(A, B, C, bias_ptr, M, N, K, stride_am, stride_ak, stride_bn,
     # _tile takes B's strides as (along K, along N): Iris's (stride_bn, stride_bk), as they come.
     pid = tl.program_id(0)
     total_tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
-    if _INTERPRETED:
-        tile_id = pid
-        while tile_id < total_tiles:
-            _tile(A, B, C, bias_ptr, tile_id, M, N, K, stride_am, stride_ak, stride_bn, stride_bk, stride_cm,
-                  stride_cn, stride_bias, heap_bases, cur_rank, world_size, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
-                  GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A, CACHE_MODIFIER_B, ALLOW_TF32)
-            tile_id += NUM_SMS
-    else:
-        for tile_id in range(pid, total_tiles, NUM_SMS):
-            _tile(A, B, C, bias_ptr, tile_id, M, N, K, stride_am, stride_ak, stride_bn, stride_bk, stride_cm,
-                  stride_cn, stride_bias, heap_bases, cur_rank, world_size, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
-                  GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A, CACHE_MODIFIER_B, ALLOW_TF32)
+    # One loop form for both Triton modes (the interpreter cannot range() over a run-time bound);
+    # the K loop inside each tile is the one Triton pipelines.
+    tile_id = pid
+    while tile_id < total_tiles:
+        _tile(A, B, C, bias_ptr, tile_id, M, N, K, stride_am, stride_ak, stride_bn, stride_bk, stride_cm,
+              stride_cn, stride_bias, heap_bases, cur_rank, world_size, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
+              GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A, CACHE_MODIFIER_B, ALLOW_TF32)
+        tile_id += NUM_SMS
 
 
 __all__ = ["gemm_all_gather"]
