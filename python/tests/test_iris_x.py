@@ -30,8 +30,6 @@ TILES = TILES_M * TILES_N
 DTYPES = [torch.float32, torch.float16] if INTERPRETED else [torch.float32, torch.float16, torch.bfloat16]
 FORMS = ["function", "method"]
 
-only_in_one_rank_jobs(globals())
-
 
 class World:
     """Each rank's src and dst of ``dtype``, separate tensors: a kernel reaches peers through one of
@@ -376,3 +374,6 @@ def test_importing_a_kernels_module_by_its_iris_path_keeps_the_exported_kernel(t
     run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True,
                          env=child_environment(APERTURE_PROVIDER="shm"), timeout=120)
     assert run.returncode == 0 and "kernel kept" in run.stdout, run.stdout + run.stderr[-3000:]
+
+
+only_in_one_rank_jobs(globals())  # simulated ranks in one process: once, in one-rank jobs only

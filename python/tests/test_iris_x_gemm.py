@@ -51,7 +51,6 @@ if __name__ != "__main__":
     # Triton's interpreter has no bfloat16 atomics (the reductions refuse bfloat16 with several
     # ranks there): bfloat16 runs on a GPU, and with one rank in test_bfloat16_with_one_rank.
     DTYPES = [torch.float32, torch.float16] if INTERPRETED else [torch.float32, torch.float16, torch.bfloat16]
-    only_in_one_rank_jobs(globals())
 else:
     DTYPES = []
 
@@ -238,6 +237,9 @@ def test_reductions_are_system_scope_atomic_adds(ptx):
         for kernel in ["gemm_all_gather", "all_gather_gemm"]:
             assert not re.search(r"\b(?:atom|red)\.global", ptx[f"{kernel}-{dtype}"]), kernel
 
+
+if __name__ != "__main__":
+    only_in_one_rank_jobs(globals())  # simulated ranks in one process: once, in one-rank jobs only
 
 if __name__ == "__main__":
     json.dump(compile_all(), sys.stdout)

@@ -36,9 +36,6 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 
 import aperture.iris.x.prefill_attn as pa  # noqa: E402
 
-if __name__ != "__main__":
-    only_in_one_rank_jobs(globals())
-
 H, H_KV = 4, 2  # grouped-query: two query heads per key head
 TOL = dict(atol=1e-2, rtol=1e-2)
 
@@ -358,6 +355,9 @@ def test_fused_ring_orders_at_system_scope(ptx):
     release_add = re.search(r"(?:atom|red)\.global\.(?:release\.sys|sys\.release)\.add", text)
     assert acquire and release_exch and release_add
 
+
+if __name__ != "__main__":
+    only_in_one_rank_jobs(globals())  # simulated ranks in one process: once, in one-rank jobs only
 
 if __name__ == "__main__":
     json.dump(compile_all(), sys.stdout)
