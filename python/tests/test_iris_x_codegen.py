@@ -32,14 +32,18 @@ DTYPES = {"fp32": "*fp32", "fp16": "*fp16", "bf16": "*bf16"}
 
 @triton.jit
 def tile_kernel(src, dst, locks, context, M, N, RANK: tl.constexpr, WORLD: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, OP: tl.constexpr):
+                BN: tl.constexpr, OP: tl.constexpr, LOCAL_LOAD: tl.constexpr = True):
     pid = tl.program_id(0)
     pid_m = pid // tl.cdiv(N, BN)
     pid_n = pid % tl.cdiv(N, BN)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    tile = x.Tile(pid_m, pid_n, BM, BN, tl.load(src + rm[:, None] * N + rn[None, :], mask=mask, other=0.0))
+    if LOCAL_LOAD:
+        data = tl.load(src + rm[:, None] * N + rn[None, :], mask=mask, other=0.0)
+    else:  # computed, so that every vector load left in the PTX is a peer's
+        data = (rm[:, None] * N + rn[None, :]).to(src.dtype.element_ty)
+    tile = x.Tile(pid_m, pid_n, BM, BN, data)
     ctx = iris.DeviceContext.initialize(context, RANK, WORLD)
     src_view = x.make_tensor_view(src, M, N, N, 1)
     dst_view = x.make_tensor_view(dst, M, N, N, 1)
@@ -73,6 +77,15 @@ def compile_all():
             constexprs = {"RANK": 1, "WORLD": 4, "BM": 32, "BN": 64, "OP": op}
             source = triton.compiler.ASTSource(fn=tile_kernel, signature=signature, constexprs=constexprs, attrs=attrs)
             out[f"{op}-{dtype}"] = triton.compile(source, target=HOPPER).asm["ptx"]
+        # As a launch with N % 16 == 0 specializes it (Triton's launcher marks such integers
+        # divisible by 16): every row of the tile starts 16-byte aligned, so the peer accesses
+        # can be vectors. The tile's data is computed here, not loaded.
+        aligned_rows = {**attrs, (5,): [["tt.divisibility", 16]]}
+        for op in OPS:
+            constexprs = {"RANK": 1, "WORLD": 4, "BM": 32, "BN": 64, "OP": op, "LOCAL_LOAD": False}
+            source = triton.compiler.ASTSource(fn=tile_kernel, signature={**signature, "LOCAL_LOAD": "constexpr"},
+                                               constexprs=constexprs, attrs=aligned_rows)
+            out[f"{op}-{dtype}-aligned"] = triton.compile(source, target=HOPPER).asm["ptx"]
     return out
 
 
@@ -103,6 +116,24 @@ def test_waits_are_acquires_and_locks_release_at_system_scope(ptx, dtype):
     assert sys_scope(ptx[f"atomic-{dtype}"], "acq_rel", "atom"), "the reduction's adds are not acq_rel at system scope"
     # The reading collectives load peers' tiles without atomics of their own.
     assert "atom." not in ptx[f"ring-{dtype}"] and "atom." not in ptx[f"gather-{dtype}"]
+
+
+PEER_READERS = ["one_shot", "two_shot", "ring", "reduce_scatter", "gather", "all_to_all"]
+VECTOR = r"\.v[24]\.b32\b"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_peer_tiles_move_as_vectors_when_rows_are_aligned(ptx, dtype):
+    # The table's entries are read as b64 words; with the tile's data computed, any vector load
+    # is a peer's tile read through aperture.triton's 16-byte-congruent path.
+    for op in PEER_READERS:
+        text = ptx[f"{op}-{dtype}-aligned"]
+        assert re.search(rf"ld\.global(?:\.nc)?{VECTOR}", text), f"{op}: the peer tile is read element by element"
+    for op in ["all_gather"]:  # writes its tile into every peer's view
+        assert re.search(rf"st\.global{VECTOR}", ptx[f"all_gather-{dtype}-aligned"]), \
+            "all_gather: the tile is written to peers element by element"
+    # The word form stays for tables whose entries are not 16-byte congruent.
+    assert re.search(r"ld\.global\.b(?:16|32)\b", ptx[f"ring-{dtype}-aligned"])
 
 
 if __name__ != "__main__":
