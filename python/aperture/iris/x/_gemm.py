@@ -86,11 +86,16 @@ def _load_a(a_ptrs, mask, other, CACHE_MODIFIER_A: tl.constexpr, a_rank, cur_ran
 
 
 @triton.jit
-def _k_step(acc, a_ptrs, b_ptrs, k_left, BLOCK_SIZE_K: tl.constexpr, MASK_K: tl.constexpr, CACHE_MODIFIER_A,
-            CACHE_MODIFIER_B, ALLOW_TF32, a_rank, cur_rank, heap_bases, copy_ptrs, copy_mask):
-    # One BLOCK_SIZE_K slice: k_left columns of A (rows of B) remain from here.
+def _k_step(acc, k, a_ptrs, b_ptrs, k_len, stride_ak, stride_bk, BLOCK_SIZE_K: tl.constexpr, MASK_K: tl.constexpr,
+            CACHE_MODIFIER_A, CACHE_MODIFIER_B, ALLOW_TF32, a_rank, cur_rank, heap_bases, copy_ptrs, copy_mask,
+            stride_copy_k):
+    # The BLOCK_SIZE_K slice that starts k columns of A (rows of B) past the first one.
+    a_ptrs += k * stride_ak
+    b_ptrs += k * stride_bk
+    if copy_ptrs is not None:
+        copy_ptrs += k * stride_copy_k
     if MASK_K:
-        in_k = tl.arange(0, BLOCK_SIZE_K) < k_left
+        in_k = tl.arange(0, BLOCK_SIZE_K) < k_len - k
         a = _load_a(a_ptrs, in_k[None, :], 0.0, CACHE_MODIFIER_A, a_rank, cur_rank, heap_bases)
         b = tl.load(b_ptrs, mask=in_k[:, None], other=0.0, cache_modifier=cache_hint(CACHE_MODIFIER_B),
                     eviction_policy=eviction_hint(CACHE_MODIFIER_B))
@@ -115,30 +120,22 @@ def product(acc, a_ptrs, b_ptrs, k_len, stride_ak, stride_bk, BLOCK_SIZE_K: tl.c
             CACHE_MODIFIER_A: tl.constexpr, CACHE_MODIFIER_B: tl.constexpr, ALLOW_TF32: tl.constexpr, a_rank=0,
             cur_rank=0, heap_bases=None, copy_ptrs=None, copy_mask=None, stride_copy_k=0):
     """``acc`` + A_block @ B_block over k_len: ``a_ptrs`` (BLOCK_M x BLOCK_SIZE_K) and ``b_ptrs``
-    (BLOCK_SIZE_K x BLOCK_N) point at the first K slice, and move by BLOCK_SIZE_K along K.
+    (BLOCK_SIZE_K x BLOCK_N) point at the first K slice.
     MASK_K=False promises k_len % BLOCK_SIZE_K == 0. Given ``heap_bases``, A is read from
     a_rank's heap (the pointers are cur_rank's); given ``copy_ptrs``, every A slice read is also
-    stored there (``copy_mask``), moving by BLOCK_SIZE_K * stride_copy_k."""
-    a_step = BLOCK_SIZE_K * stride_ak
-    b_step = BLOCK_SIZE_K * stride_bk
-    if _INTERPRETED:
+    stored at its K offset there (``copy_mask``, K stride ``stride_copy_k``)."""
+    if _INTERPRETED:  # the module's header says why the two loops
         k = 0
         while k < k_len:
-            acc = _k_step(acc, a_ptrs, b_ptrs, k_len - k, BLOCK_SIZE_K, MASK_K, CACHE_MODIFIER_A, CACHE_MODIFIER_B,
-                          ALLOW_TF32, a_rank, cur_rank, heap_bases, copy_ptrs, copy_mask)
-            a_ptrs += a_step
-            b_ptrs += b_step
-            if copy_ptrs is not None:
-                copy_ptrs += BLOCK_SIZE_K * stride_copy_k
+            acc = _k_step(acc, k, a_ptrs, b_ptrs, k_len, stride_ak, stride_bk, BLOCK_SIZE_K, MASK_K, CACHE_MODIFIER_A,
+                          CACHE_MODIFIER_B, ALLOW_TF32, a_rank, cur_rank, heap_bases, copy_ptrs, copy_mask,
+                          stride_copy_k)
             k += BLOCK_SIZE_K
     else:
         for k in range(0, k_len, BLOCK_SIZE_K):
-            acc = _k_step(acc, a_ptrs, b_ptrs, k_len - k, BLOCK_SIZE_K, MASK_K, CACHE_MODIFIER_A, CACHE_MODIFIER_B,
-                          ALLOW_TF32, a_rank, cur_rank, heap_bases, copy_ptrs, copy_mask)
-            a_ptrs += a_step
-            b_ptrs += b_step
-            if copy_ptrs is not None:
-                copy_ptrs += BLOCK_SIZE_K * stride_copy_k
+            acc = _k_step(acc, k, a_ptrs, b_ptrs, k_len, stride_ak, stride_bk, BLOCK_SIZE_K, MASK_K, CACHE_MODIFIER_A,
+                          CACHE_MODIFIER_B, ALLOW_TF32, a_rank, cur_rank, heap_bases, copy_ptrs, copy_mask,
+                          stride_copy_k)
     return acc
 
 
