@@ -104,6 +104,20 @@ def _head_tile(ptr, rows, n_rows, head, stride_s, stride_h, stride_d, HEAD_DIM: 
 
 
 @triton.jit
+def _query_tile(q_ptr, rows, n_rows, head, stride_s, stride_h, stride_d, HEAD_DIM: tl.constexpr):
+    # Rows ``rows`` of one query head, in fp16 (tl.dot's operand type here); missing rows are 0.
+    ptrs, mask = _head_tile(q_ptr, rows, n_rows, head, stride_s, stride_h, stride_d, HEAD_DIM)
+    return tl.load(ptrs, mask=mask, other=0.0).to(tl.float16)
+
+
+@triton.jit
+def _empty_softmax_state(BLOCK_Q: tl.constexpr, HEAD_DIM: tl.constexpr):
+    # (acc, e_max, e_sum) before any key: nothing summed, running maximum -inf.
+    return (tl.zeros([BLOCK_Q, HEAD_DIM], dtype=tl.float32), tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32),
+            tl.zeros([BLOCK_Q], dtype=tl.float32))
+
+
+@triton.jit
 def _store_normalised(out_ptr, acc, e_sum, rows, n_rows, head, stride_s, stride_h, stride_d,
                       HEAD_DIM: tl.constexpr):
     denom = tl.where(e_sum == 0.0, 1.0, e_sum)
@@ -126,12 +140,9 @@ def flash_prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, S, H, H_kv,
     kv_head = head // H_PER_KV
     q_start = pid_q * BLOCK_Q
     rows = q_start + tl.arange(0, BLOCK_Q)
-    q_ptrs, q_mask = _head_tile(q_ptr, rows, S, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
-    q_tile = tl.load(q_ptrs, mask=q_mask, other=0.0).to(tl.float16)
+    q_tile = _query_tile(q_ptr, rows, S, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
 
-    acc = tl.zeros([BLOCK_Q, HEAD_DIM], dtype=tl.float32)
-    e_max = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
-    e_sum = tl.zeros([BLOCK_Q], dtype=tl.float32)
+    acc, e_max, e_sum = _empty_softmax_state(BLOCK_Q, HEAD_DIM)
     if CAUSAL:
         kv_stop = tl.minimum(S, q_start + BLOCK_Q)
     else:
@@ -226,12 +237,9 @@ def paged_prefill_attn_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, 
     kv_len = tl.load(seq_lens_ptr + bid)
     q_start = pid_q * BLOCK_Q
     rows = q_start + tl.arange(0, BLOCK_Q)
-    q_ptrs, q_mask = _head_tile(q_ptr, rows, S, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
-    q_tile = tl.load(q_ptrs, mask=q_mask, other=0.0).to(tl.float16)
+    q_tile = _query_tile(q_ptr, rows, S, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
 
-    acc = tl.zeros([BLOCK_Q, HEAD_DIM], dtype=tl.float32)
-    e_max = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
-    e_sum = tl.zeros([BLOCK_Q], dtype=tl.float32)
+    acc, e_max, e_sum = _empty_softmax_state(BLOCK_Q, HEAD_DIM)
     kv_stop = tl.minimum(kv_len, q_start + BLOCK_Q)
     kv_start = 0
     while kv_start < kv_stop:
@@ -330,13 +338,10 @@ def distributed_prefill_attn_kernel(q_ptr, k_cache_ptr, v_cache_ptr, global_bloc
     heap_bases = _dc.DeviceContext.initialize(context_tensor, cur_rank, world_size).heap_bases
     kv_head = head // H_PER_KV
     rows = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    q_ptrs, q_mask = _head_tile(q_ptr, rows, S_local, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
-    q_tile = tl.load(q_ptrs, mask=q_mask, other=0.0).to(tl.float16)
+    q_tile = _query_tile(q_ptr, rows, S_local, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
     q_global = cur_rank * chunk_len + pid_q * BLOCK_Q
 
-    acc = tl.zeros([BLOCK_Q, HEAD_DIM], dtype=tl.float32)
-    e_max = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
-    e_sum = tl.zeros([BLOCK_Q], dtype=tl.float32)
+    acc, e_max, e_sum = _empty_softmax_state(BLOCK_Q, HEAD_DIM)
     for chunk in tl.static_range(world_size):
         if chunk <= cur_rank:  # later chunks are all in this rank's future
             chunk_start = chunk * chunk_len
@@ -389,19 +394,19 @@ def ring_prefill_attn_step_kernel(q_ptr, k_recv_buf_ptr, v_recv_buf_ptr, acc_ptr
         pid_q = tl.program_id(0)
         head = tl.program_id(1)
         rows = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-        q_ptrs, q_mask = _head_tile(q_ptr, rows, S_local, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
-        q_tile = tl.load(q_ptrs, mask=q_mask, other=0.0).to(tl.float16)
-        acc_ptrs, _ = _head_tile(acc_ptr, rows, S_local, head, stride_acc_t, stride_acc_h, stride_acc_d, HEAD_DIM)
+        q_tile = _query_tile(q_ptr, rows, S_local, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
+        acc_ptrs, acc_mask = _head_tile(acc_ptr, rows, S_local, head, stride_acc_t, stride_acc_h, stride_acc_d,
+                                        HEAD_DIM)
         e_offs = rows.to(tl.int64) * stride_e_t + head * stride_e_h
         row_mask = rows < S_local
-        acc = tl.load(acc_ptrs, mask=q_mask, other=0.0).to(tl.float32)
+        acc = tl.load(acc_ptrs, mask=acc_mask, other=0.0).to(tl.float32)
         e_max = tl.load(e_max_ptr + e_offs, mask=row_mask, other=float("-inf")).to(tl.float32)
         e_sum = tl.load(e_sum_ptr + e_offs, mask=row_mask, other=0.0).to(tl.float32)
         acc, e_max, e_sum = _ring_chunk(q_tile, k_recv_buf_ptr, v_recv_buf_ptr, acc, e_max, e_sum, stride_kbuf_t,
                                         stride_kbuf_h, stride_kbuf_d, head // H_PER_KV, chunk_len,
                                         q_global_offset + pid_q * BLOCK_Q, kv_global_offset, scale,
                                         kv_rank == cur_rank, BLOCK_Q, BLOCK_K, HEAD_DIM)
-        tl.store(acc_ptrs, acc, mask=q_mask)
+        tl.store(acc_ptrs, acc, mask=acc_mask)
         tl.store(e_max_ptr + e_offs, e_max, mask=row_mask)
         tl.store(e_sum_ptr + e_offs, e_sum, mask=row_mask)
 
@@ -495,8 +500,7 @@ def fused_ring_prefill_attn_kernel(q_ptr, k_local_ptr, v_local_ptr, k_ring_A_ptr
     sender = (pid_q == 0) & (head % H_PER_KV == 0)
 
     rows = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    q_ptrs, q_mask = _head_tile(q_ptr, rows, S_local, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
-    q_tile = tl.load(q_ptrs, mask=q_mask, other=0.0).to(tl.float16)
+    q_tile = _query_tile(q_ptr, rows, S_local, head, stride_qs, stride_qh, stride_qd, HEAD_DIM)
     q_global = cur_rank * chunk_len + pid_q * BLOCK_Q
 
     if world_size > 1:
@@ -509,9 +513,7 @@ def fused_ring_prefill_attn_kernel(q_ptr, k_local_ptr, v_local_ptr, k_ring_A_ptr
             apt.atomic_xchg(signal_flags_A_ptr + kv_head, _GENERATION, cur_rank, next_rank, heap_bases,
                             sem="release", scope="sys")
 
-    acc = tl.zeros([BLOCK_Q, HEAD_DIM], dtype=tl.float32)
-    e_max = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
-    e_sum = tl.zeros([BLOCK_Q], dtype=tl.float32)
+    acc, e_max, e_sum = _empty_softmax_state(BLOCK_Q, HEAD_DIM)
     acc, e_max, e_sum = _ring_chunk(q_tile, k_local_ptr, v_local_ptr, acc, e_max, e_sum, stride_lkv_t, stride_lkv_h,
                                     stride_lkv_d, kv_head, chunk_len, q_global, cur_rank * chunk_len, scale, True,
                                     BLOCK_Q, BLOCK_K, HEAD_DIM)
