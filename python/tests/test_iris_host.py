@@ -141,6 +141,14 @@ def test_what_irises_own_tests_call(shmem):
     from aperture.iris.mem.triton import DeviceContext, load
     from aperture.iris.mem.triton.context import Context
     assert Context is iris.DeviceContext and DeviceContext is iris.DeviceContext and load is iris.load
+    # The device intrinsics at each path Iris has given them (iris.mem.utils, iris.device_utils) and
+    # iris.device, Iris's older name of iris.mem.
+    from aperture.iris import _device, device, device_utils
+    from aperture.iris.mem import utils
+    for module in (utils, device_utils, device.utils):
+        assert (module.read_realtime, module.get_cu_id, module.get_xcc_id, module.wait_cnt) == (
+            _device.read_realtime, _device.get_cu_id, _device.get_xcc_id, _device.wait_cnt)
+    assert device.triton.DeviceContext is iris.DeviceContext
 
 
 def test_a_dropped_context_goes_without_a_garbage_collection(team):

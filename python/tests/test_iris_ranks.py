@@ -534,6 +534,12 @@ def xcc_kernel(out):
     tl.store(out, _device.get_xcc_id())
 
 
+@triton.jit
+def wait_cnt_kernel(out):
+    _device.wait_cnt()
+    tl.store(out, 1)
+
+
 def test_amd_only_device_names_say_so_and_name_the_nvidia_way(shmem):
     for what, nvidia in (("gluon", "Triton kernels"), ("sdma", "copy/put/get"),
                          ("triggered_copy", "copy/put/get"), ("xcc", "one die"), ("rocshmem", "nvshmem")):
@@ -542,3 +548,9 @@ def test_amd_only_device_names_say_so_and_name_the_nvidia_way(shmem):
         assert nvidia in str(raised.value)
     with on_device(shmem), raises_saying("XCC"):
         xcc_kernel[(1,)](shmem.zeros(1, dtype=torch.int32))
+    with on_device(shmem), raises_saying("s_waitcnt"):
+        wait_cnt_kernel[(1,)](shmem.zeros(1, dtype=torch.int32))
+    from aperture.iris.device import sdma_utils  # importable, as for a program's AMD-only branch
+    with pytest.raises(aperture.Error, match="AMD-only") as raised:
+        sdma_utils.sdma_copy
+    assert "iris.device.sdma_utils.sdma_copy" in str(raised.value)

@@ -210,3 +210,10 @@ def get_xcc_id():
                             "series, which is AMD-only; NVIDIA GPUs have no XCDs: use get_cu_id() (the SM, "
                             "%smid) or tl.program_id for placement")
     return 0
+
+
+@triton.jit
+def wait_cnt():
+    """AMD-only (Iris refuses it on other GPUs too): refused when the kernel compiles."""
+    tl.static_assert(False, "aperture.iris: wait_cnt waits for AMD's vector-memory counter (s_waitcnt), which is "
+                            "AMD-only; on NVIDIA order memory with the atomics' sem= or tl.debug_barrier()")
