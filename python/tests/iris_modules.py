@@ -11,6 +11,8 @@ import aperture.iris.ccl.reduce as reduce_module
 import aperture.iris.ccl.reduce_scatter as reduce_scatter_module
 import aperture.iris.ccl.scatter as scatter_module
 import aperture.iris.ccl.sendrecv as sendrecv_module
+import aperture.iris.ccl.user_all_reduce as user_all_reduce_module
 
 __all__ = ["all_gather_module", "all_reduce_module", "all_to_all_module", "barrier_module", "broadcast_module",
-           "gather_module", "reduce_module", "reduce_scatter_module", "scatter_module", "sendrecv_module"]
+           "gather_module", "reduce_module", "reduce_scatter_module", "scatter_module", "sendrecv_module",
+           "user_all_reduce_module"]

@@ -188,6 +188,30 @@ def test_ccl_module_forms(ctx, team):
     ctx.barrier()
 
 
+def test_user_all_reduce_keeps_its_heap_buffers(ctx, team):
+    # iris.ccl.user_all_reduce: tensors off the heap in, a heap result that stays at one address
+    # per (shape, dtype) across calls (what graph capture needs).
+    from iris_modules import user_all_reduce_module
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    reducer = user_all_reduce_module.UserAllReduce(ctx, max_numel=64, dtype=torch.float32)
+    first = reducer.all_reduce(per_rank(me, (3, 5), torch.float32, dev))
+    assert ctx.is_symmetric(first) and first.shape == (3, 5)
+    assert torch.equal(first.cpu().double(), sum(per_rank(r, (3, 5), torch.float64, "cpu") for r in range(n)))
+    address = first.data_ptr()
+    again = reducer.all_reduce(per_rank(me, (3, 5), torch.float32, dev, salt=7))
+    assert again is first and again.data_ptr() == address
+    assert torch.equal(again.cpu().double(), sum(per_rank(r, (3, 5), torch.float64, "cpu", salt=7) for r in range(n)))
+    counts = reducer.all_reduce(per_rank(me, (4, 2), torch.int32, dev).t())  # another shape and dtype, strided
+    assert counts.data_ptr() != address and counts.dtype == torch.int32 and counts.shape == (2, 4)
+    assert torch.equal(counts.cpu(), sum(per_rank(r, (4, 2), torch.int32, "cpu").t() for r in range(n)))
+    with pytest.raises(TypeError, match="takes a torch.Tensor") as refused:
+        reducer.all_reduce([1, 2])
+    assert isinstance(refused.value, aperture.Error)
+    with pytest.raises(ValueError, match="max_numel must be a positive int"):
+        user_all_reduce_module.UserAllReduce(ctx, 0)
+    ctx.barrier()
+
+
 def test_ccl_rooted_module_forms(ctx, team):
     # broadcast, reduce (root as dst= and as root=, with reduce_preamble), scatter, gather, barrier
     # and send/recv/sendrecv in Iris's module form, every element checked on every rank.
