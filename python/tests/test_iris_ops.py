@@ -104,6 +104,30 @@ def test_matmul_all_reduce_sums_every_ranks_product_and_bias(ctx, dtype):
 
 @on_the_heap
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_matmul_is_each_ranks_own_product_and_bias(ctx, dtype):
+    # iris.ops.matmul: the local baseline of Iris's benchmarks; nothing crosses ranks, the output
+    # may lie off the heap.
+    from aperture.iris.ops.matmul import matmul, matmul_preamble
+    rank = ctx.get_rank()
+    m, k, n = 12, 40, 20
+    workspace = matmul_preamble(ctx, on_heap(ctx, matrix(m, k, 0), dtype), on_heap(ctx, matrix(k, n, 0), dtype))
+    assert workspace.operation == "matmul" and workspace.shape == (m, n, k)
+    out = torch.zeros((m, n), dtype=dtype, device=ctx.get_device())
+    for step, with_bias in ((0, False), (1, True)):
+        a, b, bias = rank_inputs(rank, m, k, n, step)
+        got = iris.ops.matmul(ctx, out, a.to(dtype).to(out.device), b.to(dtype).to(out.device),
+                              bias=bias.to(dtype).to(out.device) if with_bias else None, workspace=workspace,
+                              num_warps=4, num_stages=2)
+        assert got is workspace
+        reference = a @ b + (bias[:, None] if with_bias else 0)
+        magnitude = a.abs() @ b.abs() + (bias.abs()[:, None] if with_bias else 0)
+        assert_within(out, reference, magnitude, dtype, 1, k, f"matmul step {step}")
+    with pytest.raises(ValueError, match="inner dimensions must match"):
+        iris.ops.matmul(ctx, out, a.to(dtype).to(out.device), b[:-1].to(dtype).to(out.device))
+
+
+@on_the_heap
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_all_gather_matmul_gathers_the_k_shards_in_rank_order(ctx, dtype):
     rank, world = ctx.get_rank(), ctx.get_num_ranks()
     m, k_local, n = 10, 24, 18
@@ -417,7 +441,8 @@ def test_bad_input_is_refused_with_aperture_error_before_any_collective(ctx):
 @on_the_heap
 def test_ops_names_match_iris(ctx):
     assert ctx.ops is ctx.ops and isinstance(ctx.ops, iris.ops.OpsNamespace)
-    for name in ("FusedConfig", "FusedWorkspace", "OpsNamespace", "matmul_all_reduce", "matmul_all_reduce_preamble",
+    for name in ("FusedConfig", "FusedWorkspace", "OpsNamespace", "matmul", "matmul_preamble", "matmul_all_reduce",
+                 "matmul_all_reduce_preamble",
                  "all_gather_matmul", "all_gather_matmul_preamble", "matmul_all_gather", "matmul_reduce_scatter",
                  "matmul_reduce_scatter_preamble", "all_gather_matmul_hbm_buffer", "all_gather_matmul_hbm_buffer_preamble",
                  "matmul_reduce_scatter_hbm_buffer", "matmul_reduce_scatter_hbm_buffer_preamble"):

@@ -18,6 +18,7 @@ import weakref
 from ._gemm_collective import OpsError
 from .all_gather_matmul import all_gather_matmul, all_gather_matmul_preamble
 from .all_gather_matmul_hbm_buffer import all_gather_matmul_hbm_buffer, all_gather_matmul_hbm_buffer_preamble
+from .matmul import matmul, matmul_preamble
 from .matmul_all_gather import matmul_all_gather
 from .matmul_all_reduce import matmul_all_reduce, matmul_all_reduce_preamble
 from .matmul_reduce_scatter import matmul_reduce_scatter, matmul_reduce_scatter_preamble
@@ -50,7 +51,8 @@ class OpsNamespace:
 
 
 __all__ = [
-    "FusedConfig", "FusedWorkspace", "OpsNamespace", "OpsError", "matmul_all_reduce", "matmul_all_reduce_preamble",
+    "FusedConfig", "FusedWorkspace", "OpsNamespace", "OpsError", "matmul", "matmul_preamble", "matmul_all_reduce",
+    "matmul_all_reduce_preamble",
     "all_gather_matmul", "all_gather_matmul_preamble", "matmul_all_gather", "matmul_reduce_scatter",
     "matmul_reduce_scatter_preamble", "all_gather_matmul_hbm_buffer", "all_gather_matmul_hbm_buffer_preamble",
     "matmul_reduce_scatter_hbm_buffer", "matmul_reduce_scatter_hbm_buffer_preamble",
