@@ -315,24 +315,30 @@ KERNELS = {
 
 
 def compile_all():
+    """Each kernel's PTX as a launch on contiguous [S, H, D] tensors specializes it: Triton makes
+    an integer argument equal to 1 a constant (the head dimension's stride) and marks pointers and
+    integers that are multiples of 16 (the other strides) as such."""
     out = {}
     for name, (kernel_name, constexprs) in KERNELS.items():
         kernel = getattr(pa, kernel_name)
-        signature = {}
-        for param in kernel.params:
+        signature, attrs, constexprs = {}, {}, dict(constexprs)
+        for i, param in enumerate(kernel.params):
             arg = param.name
             if param.is_constexpr:
                 signature[arg] = "constexpr"
-            elif arg in POINTERS:
-                signature[arg] = POINTERS[arg]
-            elif arg.endswith("_ptr"):
-                signature[arg] = "*fp16"
+            elif arg in POINTERS or arg.endswith("_ptr"):
+                signature[arg] = POINTERS.get(arg, "*fp16")
+                attrs[(i,)] = [["tt.divisibility", 16]]
+            elif arg.startswith("stride") and arg.endswith("d"):  # the head dimension's stride
+                signature[arg], constexprs[arg] = "constexpr", 1
+            elif arg.startswith("stride"):
+                signature[arg] = "i32"
+                attrs[(i,)] = [["tt.divisibility", 16]]
             else:
                 signature[arg] = "fp32" if arg == "scale" else "i32"
-        constexprs = {k: v for k, v in constexprs.items()}
         if "CAUSAL" in signature:
             constexprs["CAUSAL"] = True
-        source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+        source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
         out[name] = triton.compile(source, target=HOPPER).asm["ptx"]
     return out
 
@@ -346,6 +352,13 @@ def test_every_kernel_compiles_for_sm90(ptx):
     for name in KERNELS:
         assert ".target sm_90" in ptx[name], name
         assert "mma" in ptx[name] or name == "finalize", f"{name}: the tile products are not tensor-core MMAs"
+
+
+def test_key_value_loops_are_pipelined(ptx):
+    # Compiled, the loops over K/V tiles are for loops, which Triton software-pipelines: the next
+    # tile's loads are asynchronous copies (cp.async) issued while this tile's products run.
+    for name in ["flash", "paged", "distributed", "ring_step", "fused_ring"]:
+        assert "cp.async" in ptx[name], f"{name}: the K/V loop is not pipelined"
 
 
 def test_fused_ring_orders_at_system_scope(ptx):

@@ -35,8 +35,9 @@ Where it differs from Iris, and why:
     its flag as soon as one program has seen it, so another program of the same head may wait
     forever, and its relay can overwrite a buffer the next rank is still reading. The flags are
     0 again when the kernel ends, as Iris leaves them.
-  - The loops over run-time bounds are ``while`` loops: Triton 3.6's interpreter cannot ``range()``
-    over a run-time value with NumPy 2.4, and these kernels run interpreted on CPU tensors too.
+  - Interpreted, the loops over run-time bounds are ``while`` loops: Triton 3.6's interpreter cannot
+    ``range()`` over a run-time value with NumPy 2.4, and these kernels run interpreted on CPU
+    tensors too. Compiled, the K/V loops are ``for`` loops, which Triton pipelines.
     ``tl.exp`` replaces libdevice's fast exp (libdevice does not exist in the interpreter).
   - The ring step keeps ``acc`` in its buffer's own dtype (Iris rounds it to fp16 each step).
 """
@@ -48,6 +49,11 @@ import triton.language as tl
 import aperture.triton as apt
 
 from .. import _device_context as _dc
+
+# Interpreted, the K/V loops are while loops (Triton 3.6's interpreter cannot range() over a run-time
+# bound with NumPy 2.4); compiled, for loops, which Triton software-pipelines (the K/V tile loads
+# become asynchronous copies overlapping the previous tile's products).
+_INTERPRETED = tl.constexpr(bool(triton.knobs.runtime.interpret))
 
 # The fused ring's flag word: generation (the ring step that filled the buffer) * _GENERATION +
 # how many of the receiving rank's programs have finished with it.
@@ -126,6 +132,21 @@ def _store_normalised(out_ptr, acc, e_sum, rows, n_rows, head, stride_s, stride_
 
 
 @triton.jit
+def _contiguous_kv_step(q_tile, k_ptr, v_ptr, acc, e_max, e_sum, row, n_rows, kv_head, stride_ks, stride_kh,
+                        stride_kd, stride_vs, stride_vh, stride_vd, q_offset, kv_base, scale, causal: tl.constexpr,
+                        BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr):
+    # The state after the BLOCK_K keys and values from row ``row`` of one head of [n_rows, H_kv, D]
+    # tensors, whose row 0 is position ``kv_base``.
+    kv_rows = row + tl.arange(0, BLOCK_K)
+    k_ptrs, kv_mask = _head_tile(k_ptr, kv_rows, n_rows, kv_head, stride_ks, stride_kh, stride_kd, HEAD_DIM)
+    v_ptrs, _ = _head_tile(v_ptr, kv_rows, n_rows, kv_head, stride_vs, stride_vh, stride_vd, HEAD_DIM)
+    k_tile = tl.load(k_ptrs, mask=kv_mask, other=0.0).to(tl.float16)
+    v_tile = tl.load(v_ptrs, mask=kv_mask, other=0.0).to(tl.float16)
+    return flash_prefill_step(q_tile, k_tile, v_tile, acc, e_max, e_sum, q_offset, kv_base + row, scale, causal,
+                              BLOCK_Q, BLOCK_K, HEAD_DIM, kv_end=kv_base + n_rows)
+
+
+@triton.jit
 def flash_prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, S, H, H_kv,
                          stride_qs, stride_qh, stride_qd, stride_ks, stride_kh, stride_kd,
                          stride_vs, stride_vh, stride_vd, stride_os, stride_oh, stride_od, scale,
@@ -147,16 +168,18 @@ def flash_prefill_kernel(q_ptr, k_ptr, v_ptr, out_ptr, S, H, H_kv,
         kv_stop = tl.minimum(S, q_start + BLOCK_Q)
     else:
         kv_stop = S
-    kv_start = 0
-    while kv_start < kv_stop:
-        kv_rows = kv_start + tl.arange(0, BLOCK_K)
-        k_ptrs, kv_mask = _head_tile(k_ptr, kv_rows, S, kv_head, stride_ks, stride_kh, stride_kd, HEAD_DIM)
-        v_ptrs, _ = _head_tile(v_ptr, kv_rows, S, kv_head, stride_vs, stride_vh, stride_vd, HEAD_DIM)
-        k_tile = tl.load(k_ptrs, mask=kv_mask, other=0.0).to(tl.float16)
-        v_tile = tl.load(v_ptrs, mask=kv_mask, other=0.0).to(tl.float16)
-        acc, e_max, e_sum = flash_prefill_step(q_tile, k_tile, v_tile, acc, e_max, e_sum, q_start, kv_start, scale,
-                                               CAUSAL, BLOCK_Q, BLOCK_K, HEAD_DIM, kv_end=S)
-        kv_start += BLOCK_K
+    if _INTERPRETED:
+        kv_start = 0
+        while kv_start < kv_stop:
+            acc, e_max, e_sum = _contiguous_kv_step(q_tile, k_ptr, v_ptr, acc, e_max, e_sum, kv_start, S, kv_head,
+                                                    stride_ks, stride_kh, stride_kd, stride_vs, stride_vh, stride_vd,
+                                                    q_start, 0, scale, CAUSAL, BLOCK_Q, BLOCK_K, HEAD_DIM)
+            kv_start += BLOCK_K
+    else:
+        for kv_start in range(0, kv_stop, BLOCK_K):
+            acc, e_max, e_sum = _contiguous_kv_step(q_tile, k_ptr, v_ptr, acc, e_max, e_sum, kv_start, S, kv_head,
+                                                    stride_ks, stride_kh, stride_kd, stride_vs, stride_vh, stride_vd,
+                                                    q_start, 0, scale, CAUSAL, BLOCK_Q, BLOCK_K, HEAD_DIM)
     _store_normalised(out_ptr, acc, e_sum, rows, S, head, stride_os, stride_oh, stride_od, HEAD_DIM)
 
 
@@ -222,6 +245,18 @@ def load_kv_tile_paged(k_cache_ptr, v_cache_ptr, block_table_ptr, bid, kv_start,
 
 
 @triton.jit
+def _paged_kv_step(q_tile, k_cache_ptr, v_cache_ptr, block_table_ptr, bid, acc, e_max, e_sum, kv_start, kv_len,
+                   kv_head, stride_cb, stride_cs, stride_ch, stride_cd, stride_tb, stride_tn, q_start, scale,
+                   PAGE_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr):
+    # The state after sequence ``bid``'s keys and values ``kv_start ...`` (causal).
+    k_tile, v_tile = load_kv_tile_paged(k_cache_ptr, v_cache_ptr, block_table_ptr, bid, kv_start, kv_head, stride_cb,
+                                        stride_cs, stride_ch, stride_cd, stride_tb, stride_tn, PAGE_SIZE, BLOCK_K,
+                                        HEAD_DIM, kv_len)
+    return flash_prefill_step(q_tile, k_tile, v_tile, acc, e_max, e_sum, q_start, kv_start, scale, True, BLOCK_Q,
+                              BLOCK_K, HEAD_DIM, kv_end=kv_len)
+
+
+@triton.jit
 def paged_prefill_attn_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, seq_lens_ptr, out_ptr,
                               stride_qs, stride_qh, stride_qd, stride_cb, stride_cs, stride_ch, stride_cd,
                               stride_tb, stride_tn, stride_os, stride_oh, stride_od, S, H, H_kv, scale,
@@ -241,14 +276,20 @@ def paged_prefill_attn_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, 
 
     acc, e_max, e_sum = _empty_softmax_state(BLOCK_Q, HEAD_DIM)
     kv_stop = tl.minimum(kv_len, q_start + BLOCK_Q)
-    kv_start = 0
-    while kv_start < kv_stop:
-        k_tile, v_tile = load_kv_tile_paged(k_cache_ptr, v_cache_ptr, block_table_ptr, bid, kv_start, kv_head,
-                                            stride_cb, stride_cs, stride_ch, stride_cd, stride_tb, stride_tn,
-                                            PAGE_SIZE, BLOCK_K, HEAD_DIM, kv_len)
-        acc, e_max, e_sum = flash_prefill_step(q_tile, k_tile, v_tile, acc, e_max, e_sum, q_start, kv_start, scale,
-                                               True, BLOCK_Q, BLOCK_K, HEAD_DIM, kv_end=kv_len)
-        kv_start += BLOCK_K
+    if _INTERPRETED:
+        kv_start = 0
+        while kv_start < kv_stop:
+            acc, e_max, e_sum = _paged_kv_step(q_tile, k_cache_ptr, v_cache_ptr, block_table_ptr, bid, acc, e_max,
+                                               e_sum, kv_start, kv_len, kv_head, stride_cb, stride_cs, stride_ch,
+                                               stride_cd, stride_tb, stride_tn, q_start, scale, PAGE_SIZE, BLOCK_Q,
+                                               BLOCK_K, HEAD_DIM)
+            kv_start += BLOCK_K
+    else:
+        for kv_start in range(0, kv_stop, BLOCK_K):
+            acc, e_max, e_sum = _paged_kv_step(q_tile, k_cache_ptr, v_cache_ptr, block_table_ptr, bid, acc, e_max,
+                                               e_sum, kv_start, kv_len, kv_head, stride_cb, stride_cs, stride_ch,
+                                               stride_cd, stride_tb, stride_tn, q_start, scale, PAGE_SIZE, BLOCK_Q,
+                                               BLOCK_K, HEAD_DIM)
     _store_normalised(out_ptr, acc, e_sum, rows, S, head, stride_os, stride_oh, stride_od, HEAD_DIM)
 
 
@@ -318,6 +359,22 @@ def load_kv_tile_global_paged(k_cache_ptr, v_cache_ptr, global_block_table_ptr, 
 
 
 @triton.jit
+def _global_kv_step(q_tile, k_cache_ptr, v_cache_ptr, global_block_table_ptr, heap_bases, my_rank: tl.constexpr,
+                    world_size: tl.constexpr, bid, acc, e_max, e_sum, chunk_start, offset, chunk_len, kv_head,
+                    stride_cb, stride_cs, stride_ch, stride_cd, stride_gbt_b, stride_gbt_blk, q_global, scale,
+                    causal: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
+                    HEAD_DIM: tl.constexpr):
+    # The state after the chunk's keys and values ``offset ...`` (global positions chunk_start + ...),
+    # read from their owners' pages.
+    valid = (offset + tl.arange(0, BLOCK_K)) < chunk_len
+    k_tile, v_tile = _global_kv_tile(k_cache_ptr, v_cache_ptr, global_block_table_ptr, heap_bases, my_rank,
+                                     world_size, bid, chunk_start + offset, kv_head, valid, stride_cb, stride_cs,
+                                     stride_ch, stride_cd, stride_gbt_b, stride_gbt_blk, PAGE_SIZE, BLOCK_K, HEAD_DIM)
+    return flash_prefill_step(q_tile, k_tile, v_tile, acc, e_max, e_sum, q_global, chunk_start + offset, scale, causal,
+                              BLOCK_Q, BLOCK_K, HEAD_DIM, kv_end=chunk_start + chunk_len)
+
+
+@triton.jit
 def distributed_prefill_attn_kernel(q_ptr, k_cache_ptr, v_cache_ptr, global_block_table_ptr, seq_lens_ptr, out_ptr,
                                     context_tensor, stride_qs, stride_qh, stride_qd,
                                     stride_cb, stride_cs, stride_ch, stride_cd, stride_gbt_b, stride_gbt_blk,
@@ -345,17 +402,22 @@ def distributed_prefill_attn_kernel(q_ptr, k_cache_ptr, v_cache_ptr, global_bloc
     for chunk in tl.static_range(world_size):
         if chunk <= cur_rank:  # later chunks are all in this rank's future
             chunk_start = chunk * chunk_len
-            offset = 0
-            while offset < chunk_len:
-                valid = (offset + tl.arange(0, BLOCK_K)) < chunk_len
-                k_tile, v_tile = _global_kv_tile(k_cache_ptr, v_cache_ptr, global_block_table_ptr, heap_bases,
-                                                 cur_rank, world_size, bid, chunk_start + offset, kv_head, valid,
-                                                 stride_cb, stride_cs, stride_ch, stride_cd, stride_gbt_b,
-                                                 stride_gbt_blk, PAGE_SIZE, BLOCK_K, HEAD_DIM)
-                acc, e_max, e_sum = flash_prefill_step(q_tile, k_tile, v_tile, acc, e_max, e_sum, q_global,
-                                                       chunk_start + offset, scale, chunk == cur_rank, BLOCK_Q,
-                                                       BLOCK_K, HEAD_DIM, kv_end=chunk_start + chunk_len)
-                offset += BLOCK_K
+            if _INTERPRETED:
+                offset = 0
+                while offset < chunk_len:
+                    acc, e_max, e_sum = _global_kv_step(
+                        q_tile, k_cache_ptr, v_cache_ptr, global_block_table_ptr, heap_bases, cur_rank, world_size,
+                        bid, acc, e_max, e_sum, chunk_start, offset, chunk_len, kv_head, stride_cb, stride_cs,
+                        stride_ch, stride_cd, stride_gbt_b, stride_gbt_blk, q_global, scale, chunk == cur_rank,
+                        PAGE_SIZE, BLOCK_Q, BLOCK_K, HEAD_DIM)
+                    offset += BLOCK_K
+            else:
+                for offset in range(0, chunk_len, BLOCK_K):
+                    acc, e_max, e_sum = _global_kv_step(
+                        q_tile, k_cache_ptr, v_cache_ptr, global_block_table_ptr, heap_bases, cur_rank, world_size,
+                        bid, acc, e_max, e_sum, chunk_start, offset, chunk_len, kv_head, stride_cb, stride_cs,
+                        stride_ch, stride_cd, stride_gbt_b, stride_gbt_blk, q_global, scale, chunk == cur_rank,
+                        PAGE_SIZE, BLOCK_Q, BLOCK_K, HEAD_DIM)
     _store_normalised(out_ptr, acc, e_sum, rows, S_local, head, stride_os, stride_oh, stride_od, HEAD_DIM)
 
 
@@ -364,16 +426,18 @@ def _ring_chunk(q_tile, k_ptr, v_ptr, acc, e_max, e_sum, stride_t, stride_h, str
                 kv_global, scale, causal: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
                 HEAD_DIM: tl.constexpr):
     # Folds a whole [chunk_len, H_kv, HEAD_DIM] buffer (one head of it) into the state.
-    offset = 0
-    while offset < chunk_len:
-        offs, mask = _head_offsets(offset + tl.arange(0, BLOCK_K), chunk_len, kv_head, stride_t, stride_h,
-                                   stride_d, HEAD_DIM)
-        k_tile = tl.load(k_ptr + offs, mask=mask, other=0.0).to(tl.float16)
-        v_tile = tl.load(v_ptr + offs, mask=mask, other=0.0).to(tl.float16)
-        acc, e_max, e_sum = flash_prefill_step(q_tile, k_tile, v_tile, acc, e_max, e_sum, q_global,
-                                               kv_global + offset, scale, causal, BLOCK_Q, BLOCK_K, HEAD_DIM,
-                                               kv_end=kv_global + chunk_len)
-        offset += BLOCK_K
+    if _INTERPRETED:
+        offset = 0
+        while offset < chunk_len:
+            acc, e_max, e_sum = _contiguous_kv_step(q_tile, k_ptr, v_ptr, acc, e_max, e_sum, offset, chunk_len, kv_head,
+                                                    stride_t, stride_h, stride_d, stride_t, stride_h, stride_d,
+                                                    q_global, kv_global, scale, causal, BLOCK_Q, BLOCK_K, HEAD_DIM)
+            offset += BLOCK_K
+    else:
+        for offset in range(0, chunk_len, BLOCK_K):
+            acc, e_max, e_sum = _contiguous_kv_step(q_tile, k_ptr, v_ptr, acc, e_max, e_sum, offset, chunk_len, kv_head,
+                                                    stride_t, stride_h, stride_d, stride_t, stride_h, stride_d,
+                                                    q_global, kv_global, scale, causal, BLOCK_Q, BLOCK_K, HEAD_DIM)
     return acc, e_max, e_sum
 
 
