@@ -292,6 +292,13 @@ def test_newest_ccl_keywords(ctx, team):
     want = sum(per_rank(r, (2, 3), torch.float64, "cpu", salt=4) for r in range(n)) if me == root else \
         torch.full((2, 3), -1.0, dtype=torch.float64)
     assert torch.equal(out.cpu().double(), want)
+    # One tensor, reduced in place on the root (Iris's bench_reduce.py: ctx.ccl.reduce(tensor, dst=0)).
+    inplace = ctx.zeros(2, 3, dtype=torch.float32)
+    inplace.copy_(per_rank(me, (2, 3), torch.float32, dev, salt=9))
+    ctx.ccl.reduce(inplace, dst=root, config=config)
+    mine = per_rank(me, (2, 3), torch.float64, "cpu", salt=9)
+    want = sum(per_rank(r, (2, 3), torch.float64, "cpu", salt=9) for r in range(n)) if me == root else mine
+    assert torch.equal(inplace.cpu().double(), want)
     ctx.ccl.barrier(async_op=True)
     assert Config(all_gather_variant="ring").all_gather_variant == "ring"
     assert Config(reduce_scatter_variant="ring_chunked").reduce_scatter_variant == "ring_chunked"

@@ -388,10 +388,13 @@ class CCL:
         self._iris._check_rank(root, "ccl.reduce_preamble", "root")
         return Workspace.for_output(workspace, output_tensor)
 
-    def reduce(self, output_tensor, input_tensor, dst=0, op=None, group=None, async_op=False, config=None,
+    def reduce(self, output_tensor, input_tensor=None, dst=0, op=None, group=None, async_op=False, config=None,
                workspace=None, root=None):
         """On the root, output = the reduction of every rank's input; other ranks' outputs are
-        untouched. Iris's versions name the root ``dst`` or ``root``; both are taken."""
+        untouched. Iris's versions name the root ``dst`` or ``root``; both are taken. One tensor
+        (``reduce(t, dst=0)``, as Iris's benchmark calls it) is reduced in place."""
+        if input_tensor is None:
+            input_tensor = output_tensor
         if root is not None and dst not in (0, root):
             _refuse("reduce", f"dst={dst} and root={root} name different roots; give one")
         dst = dst if root is None else root
