@@ -1,0 +1,37 @@
+"""``@bench.register``: the benchmarks of this process, in registration order."""
+
+from dataclasses import dataclass, field
+
+from ._errors import IrisTypeError, refuse
+
+# Filled when a program's module is imported (and again in each rank, which imports it afresh).
+_registry = []
+
+
+@dataclass
+class BenchmarkDef:
+    """A registered benchmark: its name, the function ``fn(state, ctx)`` and its axes."""
+
+    name: str
+    fn: object
+    axes: list = field(default_factory=list)
+
+
+def register(fn):
+    """Decorator, outermost: makes ``fn(state, ctx)`` a benchmark with the axes stacked below it."""
+    if not callable(fn):
+        refuse(f"register takes the benchmark function, got {fn!r}", IrisTypeError)
+    if isinstance(fn, BenchmarkDef) or getattr(fn, "_aperture_bench_registered", False):
+        refuse(f"{getattr(fn, '__name__', fn)!r} is registered twice")
+    name = getattr(fn, "__name__", None)
+    if not name:
+        refuse(f"register needs a function with a __name__ (the benchmark's name), got {fn!r}", IrisTypeError)
+    axes = list(getattr(fn, "_aperture_bench_axes", []))
+    _registry.append(BenchmarkDef(name=name, fn=fn, axes=axes))
+    # Marks it, so that an @axis written above this decorator (lost otherwise) is refused.
+    fn._aperture_bench_registered = True
+    return fn
+
+
+def registered():
+    return list(_registry)
