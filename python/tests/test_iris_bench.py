@@ -5,6 +5,7 @@ the runner starts itself (1 and 2 ranks, through `python -m aperture.iris`, as I
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -325,7 +326,13 @@ def test_main_in_the_ranks_of_this_job(registry, team, monkeypatch, tmp_path, ca
 
 
 def run_program(path, *args, timeout=240, **env_extra):
-    env = child_environment(APERTURE_PROVIDER="shm", **env_extra)
+    # The runner gives each rank a GPU of its own where there are GPUs; with one, a 2-rank job needs
+    # Iris's switch for ranks that share a device (they then meet on gloo, the heap in host memory).
+    # The heap is shm's unless APERTURE_PROVIDER is given; a variable given as None is left unset.
+    if torch.cuda.is_available() and torch.cuda.device_count() < 2:
+        env_extra.setdefault("IRIS_SIMULATION", "1")
+    env = child_environment(**{"APERTURE_PROVIDER": "shm", **env_extra})
+    env = {k: v for k, v in env.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "aperture.iris", str(path), *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -355,7 +362,8 @@ def gather(state, ctx):
     ctx.ccl.all_gather(out, inp, config=Config())
     with open(os.path.join(OUT, f"seen-{world}-{rank}-{M}.json"), "w") as f:
         json.dump({"rank": rank, "world": world, "torch_rank": torch.distributed.get_rank(),
-                   "env": [os.environ["RANK"], os.environ["WORLD_SIZE"]], "out": out.flatten().tolist()}, f)
+                   "env": [os.environ["RANK"], os.environ["WORLD_SIZE"]], "out": out.flatten().tolist(),
+                   "device": str(out.device), "backend": torch.distributed.get_backend()}, f)
     state.exec(lambda: ctx.ccl.all_gather(out, inp, config=Config()), preamble_fn=lambda: out.zero_())
 
 
@@ -392,6 +400,93 @@ def test_runs_at_one_and_two_ranks_in_jobs_of_its_own(tmp_path):
             assert (got["rank"], got["world"], got["torch_rank"], got["env"]) == (r, 2, r, [str(r), "2"])
             assert got["out"] == block(0) + block(1)
         assert json.loads((seen / f"seen-1-0-{m}.json").read_text())["out"] == block(0)
+    # The shm heap is host memory; the ranks meet on NCCL where each has a GPU of its own, else on gloo.
+    for w in (1, 2):
+        backend = "nccl" if torch.cuda.is_available() and w <= torch.cuda.device_count() else "gloo"
+        for r in range(w):
+            got = json.loads((seen / f"seen-{w}-{r}-4.json").read_text())
+            assert (got["device"], got["backend"]) == ("cpu", backend), (w, r, got["device"], got["backend"])
+
+
+# The same, with the heap on a GPU: the runner's GPU path (one GPU per rank: torch.cuda.set_device,
+# NCCL with the rank's device_id) and iris.do_bench's CUDA-event timing. "slept" gives the GPU work
+# that the host only enqueues (torch.cuda._sleep): CUDA events see its milliseconds, where the host
+# clock would see a launch of some microseconds.
+GPU_PROGRAM = """
+import json, os
+import torch
+import iris.bench as bench
+
+OUT = os.environ["BENCH_SEEN"]
+SLEEP_CYCLES = 4_000_000  # 2 ms at 2 GHz: at least 2 ms at any clock an H200 runs
+
+
+@bench.register
+@bench.axis("num_ranks", [1, 2])
+@bench.axis("M", [64, 4096])
+def gather(state, ctx):
+    M, rank, world = state["M"], ctx.get_rank(), ctx.get_num_ranks()
+    inp = ctx.zeros(M, dtype=torch.float32)
+    out = ctx.zeros(world * M, dtype=torch.float32)
+    inp.copy_(torch.arange(M, dtype=torch.float32, device=inp.device) + 100000 * (rank + 1))
+    state.set_bytes(out.numel() * out.element_size())
+    ctx.ccl.all_gather(out, inp)
+    with open(os.path.join(OUT, f"seen-{world}-{rank}-{M}.json"), "w") as f:
+        json.dump({"rank": rank, "world": world, "device": str(inp.device), "out_device": str(out.device),
+                   "ctx_device": str(ctx.device), "current": torch.cuda.current_device(),
+                   "backend": torch.distributed.get_backend(), "out": out.cpu().tolist()}, f)
+    state.exec(lambda: ctx.ccl.all_gather(out, inp), preamble_fn=lambda: out.zero_())
+
+
+@bench.register
+@bench.axis("num_ranks", [1, 2])
+def slept(state, ctx):
+    state.exec(lambda: torch.cuda._sleep(SLEEP_CYCLES))
+
+
+if __name__ == "__main__":
+    bench.main()
+"""
+
+
+def _check_gpu_run(run, out, seen, world):
+    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
+    records = json.loads(out.read_text())
+    assert [(r["benchmark"], r["world_size"], r["params"]) for r in records] == \
+        [("gather", world, {"num_ranks": str(world), "M": str(m)}) for m in (64, 4096)] + \
+        [("slept", world, {"num_ranks": str(world)})]
+    for r in records:
+        assert len(r["local_times_ms"]) == 3 and r["gpu_time_ms"] >= r["min_time_ms"] > 0, r
+        if r["benchmark"] == "gather":
+            m = int(r["params"]["M"])
+            assert r["bandwidth_gbps"] == pytest.approx(world * m * 4 / 1e9 / (r["gpu_time_ms"] / 1e3)), r
+        else:  # timed on the GPU: the sleep itself, not its launch
+            assert r.get("bandwidth_gbps") is None and min(r["local_times_ms"]) >= 1.0, r
+    for m in (64, 4096):
+        want = [float(v + 100000 * (r + 1)) for r in range(world) for v in range(m)]
+        for r in range(world):
+            got = json.loads((seen / f"seen-{world}-{r}-{m}.json").read_text())
+            # The rank's own GPU (one each; GPU 0 at one rank), current, and the heap's tensors on it.
+            assert (got["rank"], got["world"], got["current"], got["backend"]) == (r, world, r, "nccl"), got
+            assert got["device"] == got["out_device"] == got["ctx_device"] == f"cuda:{r}", got
+            assert got["out"] == want
+
+
+@pytest.mark.gpu
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (a GPU heap, CUDA-event timing)")
+def test_runs_on_a_gpu_heap_with_cuda_event_timing(tmp_path):
+    provider = (os.environ.get("APERTURE_TEST_GPU_PROVIDERS") or "cuda-ipc").split()[0]
+    prog = tmp_path / "bench_gpu.py"
+    prog.write_text(GPU_PROGRAM)
+    sizes = [1] + ([2] if torch.cuda.device_count() >= 2 else [])  # two ranks: a GPU each, NCCL
+    for world in sizes:
+        seen, out = tmp_path / f"seen{world}", tmp_path / f"results{world}.json"
+        seen.mkdir()
+        run = run_program(prog, f"--axis_num_ranks={world}", "--n_warmup=1", "--n_repeat=3", f"--heap_size={HEAP}",
+                          "--benchmark_format=json", f"--benchmark_out={out}", BENCH_SEEN=str(seen),
+                          APERTURE_PROVIDER=provider, **({"IRIS_SIMULATION": None} if world > 1 else {}))
+        _check_gpu_run(run, out, seen, world)
 
 
 @pytest.mark.multiprocess
@@ -419,3 +514,9 @@ def test_a_rank_without_exec_fails_the_run_without_a_hang(tmp_path):
     # Input the runner refuses before starting anything: exit 2 with the option named.
     run = run_program(prog, "--skip_num_ranks=three", timeout=60)
     assert run.returncode == 2 and "--skip_num_ranks: ranks must be positive ints" in run.stderr, run.stderr
+
+
+# It starts jobs of its own: a one-rank job's test only. In a rank of a larger job it is not defined
+# (rather than skipped: a GPU run that requires the gpu tests would fail on the skip).
+if IN_A_JOB:
+    del test_runs_on_a_gpu_heap_with_cuda_event_timing

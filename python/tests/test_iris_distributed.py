@@ -7,11 +7,18 @@ over a gloo default group (the group's methods called as Iris's tests call them)
 Every collective the group offers, values that differ per rank and per element, every output
 element against a torch reference; a heap small enough that every tensor moves in pieces;
 non-contiguous tensors; the refusals, with the group usable after each; and the staging region
-reused (the heap's bump offset does not move after the first call)."""
+reused (the heap's bump offset does not move after the first call).
 
+The worker is the same on every device: every tensor it makes lies on DEVICE. Here that is the
+CPU (the shm heap, Triton interpreted); where there is a GPU, the same worker runs again with
+CUDA tensors on each GPU provider's heap (test_every_collective_on_a_gpu_heap), at one rank and at
+two ranks sharing GPU 0, Triton compiled. Without a GPU those variants skip ("needs a GPU")."""
+
+import os
 from datetime import timedelta
 
 import pytest
+import torch
 
 from spawned_job import IN_A_JOB, child_environment, run_spawned_job
 from triton_world import only_in_one_rank_jobs
@@ -23,13 +30,14 @@ import torch.distributed as dist
 
 MODE = "@MODE@"
 HEAP = @HEAP@
+DEVICE = "@DEVICE@"  # every tensor the worker makes lies here ("cpu", or "cuda:0" for a GPU heap)
 
 
 def val(rank, shape, dtype, salt=0):
     n = 1
     for d in shape:
         n *= d
-    i = torch.arange(n, dtype=torch.int64)
+    i = torch.arange(n, dtype=torch.int64, device=DEVICE)
     if dtype == torch.bool:
         v = (i + rank + salt) % 3 == 0
     elif dtype == torch.uint8:
@@ -49,7 +57,8 @@ def small(rank, shape, dtype, salt=0):  # for PRODUCT: factors in {-2..2}, no ze
 
 
 def check(got, want, what, tol=0.0):
-    got = got.cpu()
+    assert got.device == torch.device(DEVICE), (MODE, what, got.device, DEVICE)  # the results stay where they were
+    got, want = got.cpu(), want.cpu()
     ok = torch.equal(got, want) if not tol else torch.allclose(got.double(), want.double(), rtol=tol, atol=tol)
     assert ok and got.dtype == want.dtype, (MODE, what, got, want)
 
@@ -174,6 +183,9 @@ def worker(rank, world, url):
     all_reduce(t)
     ctx = pg._ctx
     offset = ctx.heap.offset  # the staging region was taken at the first call; nothing more is allocated
+    # the heap is the provider's, on the tensors' device (a GPU heap for CUDA tensors)
+    assert (ctx.provider.name, ctx.get_device()) == (os.environ["APERTURE_PROVIDER"], torch.device(DEVICE)), \
+        (ctx.provider.name, ctx.get_device(), DEVICE)
     check(t, reduce_ref([val(r, shape, torch.float32) for r in R], "sum"), "all_reduce f32 sum")
     for name, op in OPS.items():
         for dtype in (torch.float32, torch.int32, torch.bfloat16, torch.int64, torch.float16, torch.float64):
@@ -221,18 +233,18 @@ def worker(rank, world, url):
 
     # ---- all_gather (list) and all_gather_into_tensor --------------------------------------
     for dtype in (torch.float32, torch.bool, torch.int16, torch.complex64):
-        outs = [torch.full((23, 11), 0, dtype=dtype) for _ in R]
+        outs = [torch.full((23, 11), 0, dtype=dtype, device=DEVICE) for _ in R]
         all_gather(outs, val(rank, (23, 11), dtype, 9))
         for r in R:
             check(outs[r], val(r, (23, 11), dtype, 9), f"all_gather {dtype} block {r}")
-    outs = [torch.zeros(11, 23).t() for _ in R]  # non-contiguous outputs
+    outs = [torch.zeros(11, 23, device=DEVICE).t() for _ in R]  # non-contiguous outputs
     all_gather(outs, val(rank, (23, 11), torch.float32, 10))
     for r in R:
         check(outs[r], val(r, (23, 11), torch.float32, 10), f"all_gather non-contiguous out {r}")
-    out = torch.zeros(world * 500)
+    out = torch.zeros(world * 500, device=DEVICE)
     all_gather_into(out, val(rank, (500,), torch.float32, 11))  # 1-D
     check(out, torch.cat([val(r, (500,), torch.float32, 11) for r in R]), "all_gather_into_tensor 1-D")
-    out = torch.zeros(world * 31, 17, dtype=torch.bfloat16)
+    out = torch.zeros(world * 31, 17, dtype=torch.bfloat16, device=DEVICE)
     all_gather_into(out, val(rank, (31, 17), torch.bfloat16, 12))
     check(out, torch.cat([val(r, (31, 17), torch.bfloat16, 12) for r in R]), "all_gather_into_tensor 2-D")
 
@@ -240,24 +252,24 @@ def worker(rank, world, url):
     for name in ("sum", "max", "min", "prod"):
         make = small if name == "prod" else val
         ins = [make(rank, (29, 7), torch.float32, 20 + j) for j in R]
-        out = torch.full((29, 7), -99.0)
+        out = torch.full((29, 7), -99.0, device=DEVICE)
         reduce_scatter(out, ins, OPS[name])
         check(out, reduce_ref([make(r, (29, 7), torch.float32, 20 + rank) for r in R], name), f"reduce_scatter {name}")
-    out = torch.zeros(7, 29, dtype=torch.int32).t()  # non-contiguous output
+    out = torch.zeros(7, 29, dtype=torch.int32, device=DEVICE).t()  # non-contiguous output
     reduce_scatter(out, [val(rank, (29, 7), torch.int32, 30 + j) for j in R])
     check(out, sum(val(r, (29, 7), torch.int32, 30 + rank) for r in R), "reduce_scatter non-contiguous out")
     full = val(rank, (world * 400,), torch.float32, 40)  # 1-D (Iris's M // world slice is empty here)
-    out = torch.zeros(400)
+    out = torch.zeros(400, device=DEVICE)
     reduce_scatter_tensor(out, full)
     want = sum(val(r, (world * 400,), torch.float32, 40) for r in R)[rank * 400:(rank + 1) * 400]
     check(out, want, "reduce_scatter_tensor 1-D")
     full = val(rank, (world * 13, 9), torch.int64, 41)
-    out = torch.zeros(13, 9, dtype=torch.int64)
+    out = torch.zeros(13, 9, dtype=torch.int64, device=DEVICE)
     reduce_scatter_tensor(out, full, dist.ReduceOp.MIN)
     want = torch.stack([val(r, (world * 13, 9), torch.int64, 41) for r in R]).amin(0)[rank * 13:(rank + 1) * 13]
     check(out, want, "reduce_scatter_tensor 2-D min")
     full = val(rank, (world * 50,), torch.complex64, 42)
-    out = torch.zeros(50, dtype=torch.complex64)
+    out = torch.zeros(50, dtype=torch.complex64, device=DEVICE)
     reduce_scatter_tensor(out, full)
     check(out, sum(val(r, (world * 50,), torch.complex64, 42) for r in R)[rank * 50:(rank + 1) * 50],
           "reduce_scatter_tensor complex64")
@@ -266,12 +278,12 @@ def worker(rank, world, url):
     def block(src, dst, rows, dtype=torch.float32):  # what rank src sends rank dst
         return val(src, (rows, 5), dtype, 50 + 7 * dst)
     ins = [block(rank, j, 12) for j in R]
-    outs = [torch.full((12, 5), -1.0) for _ in R]
+    outs = [torch.full((12, 5), -1.0, device=DEVICE) for _ in R]
     all_to_all(outs, ins)
     for i in R:
         check(outs[i], block(i, rank, 12), f"all_to_all equal from {i}")
     ins = [block(rank, j, 1 + rank + 2 * j, torch.int16) for j in R]  # rank r sends 1 + r + 2j rows to j
-    outs = [torch.zeros(1 + i + 2 * rank, 5, dtype=torch.int16) for i in R]
+    outs = [torch.zeros(1 + i + 2 * rank, 5, dtype=torch.int16, device=DEVICE) for i in R]
     all_to_all(outs, ins)
     for i in R:
         check(outs[i], block(i, rank, 1 + i + 2 * rank, torch.int16), f"all_to_all uneven from {i}")
@@ -279,18 +291,18 @@ def worker(rank, world, url):
     # ---- all_to_all_single: torch's dim-0 blocks, equal and uneven ---------------------------
     rows = 4 * world
     t = val(rank, (rows, 6), torch.float32, 60)
-    out = torch.full((rows, 6), -1.0)
+    out = torch.full((rows, 6), -1.0, device=DEVICE)
     all_to_all_single(out, t)
     want = torch.cat([val(i, (rows, 6), torch.float32, 60)[rank * 4:(rank + 1) * 4] for i in R])
     check(out, want, "all_to_all_single equal (dim-0 blocks)")
     t = val(rank, (world * 30,), torch.int32, 61)  # 1-D
-    out = torch.zeros(world * 30, dtype=torch.int32)
+    out = torch.zeros(world * 30, dtype=torch.int32, device=DEVICE)
     all_to_all_single(out, t)
     check(out, torch.cat([val(i, (world * 30,), torch.int32, 61)[rank * 30:(rank + 1) * 30] for i in R]),
           "all_to_all_single 1-D")
     sends = lambda r: [1 + r + 2 * j for j in R]  # rows rank r sends to each rank  # noqa: E731
     t = val(rank, (sum(sends(rank)), 3), torch.float32, 62)
-    out = torch.zeros(sum(sends(i)[rank] for i in R), 3)
+    out = torch.zeros(sum(sends(i)[rank] for i in R), 3, device=DEVICE)
     all_to_all_single(out, t, [sends(i)[rank] for i in R], sends(rank))
     pieces = []
     for i in R:
@@ -305,12 +317,12 @@ def worker(rank, world, url):
         reduce(t, root, dist.ReduceOp.MAX)
         if rank == root:
             check(t, torch.stack([val(r, (45,), torch.float32, 70 + root) for r in R]).amax(0), f"reduce to {root}")
-        outs = [torch.zeros(9, 4, dtype=torch.int64) for _ in R]
+        outs = [torch.zeros(9, 4, dtype=torch.int64, device=DEVICE) for _ in R]
         gather(val(rank, (9, 4), torch.int64, 80 + root), outs, root)
         if rank == root:
             for r in R:
                 check(outs[r], val(r, (9, 4), torch.int64, 80 + root), f"gather to {root} block {r}")
-        out = torch.zeros(8, 3)
+        out = torch.zeros(8, 3, device=DEVICE)
         scatter(out, [val(root, (8, 3), torch.float32, 90 + j) for j in R], root)
         check(out, val(root, (8, 3), torch.float32, 90 + rank), f"scatter from {root}")
     barrier()
@@ -338,23 +350,32 @@ def worker(rank, world, url):
     refused(IrisNotImplementedError, lambda: all_reduce(t, dist.ReduceOp.BAND), "BAND", "SUM, PRODUCT, MIN, MAX, AVG")
     refused(NotImplementedError, lambda: all_reduce(val(rank, (10,), torch.int16)), "int16", "int32")
     refused(NotImplementedError, lambda: all_reduce(val(rank, (10,), torch.bool), dist.ReduceOp.AVG), "bool", "avg")
-    refused(ValueError, lambda: all_to_all_single(torch.zeros(world), torch.zeros(world + 1), [1] * world,
-                                                  [1] * world), "input_split_sizes", f"{world + 1} rows")
-    refused(ValueError, lambda: all_gather_into(torch.zeros(world * 5 + 1), torch.zeros(5)), "needs")
-    refused(ValueError, lambda: reduce_scatter_tensor(torch.zeros(5), torch.zeros(world * 5 + 2)), "needs")
+    refused(ValueError, lambda: all_to_all_single(torch.zeros(world, device=DEVICE),
+                                                  torch.zeros(world + 1, device=DEVICE), [1] * world, [1] * world),
+            "input_split_sizes", f"{world + 1} rows")
+    refused(ValueError, lambda: all_gather_into(torch.zeros(world * 5 + 1, device=DEVICE),
+                                                torch.zeros(5, device=DEVICE)), "needs")
+    refused(ValueError, lambda: reduce_scatter_tensor(torch.zeros(5, device=DEVICE),
+                                                      torch.zeros(world * 5 + 2, device=DEVICE)), "needs")
     if MODE == "existing":  # torch's own functions check these before the group sees them
         refused(NotImplementedError, lambda: all_reduce(val(rank, (10,), torch.complex64), dist.ReduceOp.MAX),
                 "complex64", "max")
-        refused(ValueError, lambda: broadcast(torch.zeros(3), world), "root rank", "out of range")
-        refused(ValueError, lambda: all_to_all_single(torch.zeros(2 * world + 1), torch.zeros(2 * world + 1)),
-                "divisible")
-        refused(NotImplementedError, lambda: pg.send([torch.zeros(2)], (rank + 1) % world, 0), "point-to-point")
+        refused(ValueError, lambda: broadcast(torch.zeros(3, device=DEVICE), world), "root rank", "out of range")
+        if world > 1:  # (one rank: every length divides)
+            refused(ValueError, lambda: all_to_all_single(torch.zeros(2 * world + 1, device=DEVICE),
+                                                          torch.zeros(2 * world + 1, device=DEVICE)), "divisible")
+    # (torch's dist.send refuses a send to oneself before the group sees it: one rank asks the group)
+    if MODE == "existing" or world == 1:
+        refused(NotImplementedError, lambda: pg.send([torch.zeros(2, device=DEVICE)], (rank + 1) % world, 0),
+                "point-to-point")
     else:
-        refused(NotImplementedError, lambda: dist.send(torch.zeros(2), (rank + 1) % world), "point-to-point")
-    # a pair that disagrees: every rank sends one row to each, but rank 0 expects two from rank 1
-    recv = [2 if (rank == 0 and i == 1) else 1 for i in R]
-    refused(aperture.Error, lambda: all_to_all_single(torch.zeros(sum(recv)), torch.zeros(world), recv, [1] * world),
-            "expects")
+        refused(NotImplementedError, lambda: dist.send(torch.zeros(2, device=DEVICE), (rank + 1) % world),
+                "point-to-point")
+    if world > 1:  # a pair that disagrees: every rank sends one row to each, but rank 0 expects two from rank 1
+        recv = [2 if (rank == 0 and i == 1) else 1 for i in R]
+        refused(aperture.Error, lambda: all_to_all_single(torch.zeros(sum(recv), device=DEVICE),
+                                                          torch.zeros(world, device=DEVICE), recv, [1] * world),
+                "expects")
     t = val(rank, (64,), torch.float32, 99)
     all_reduce(t)
     check(t, sum(val(r, (64,), torch.float32, 99) for r in R), "all_reduce after the refusals")
@@ -363,11 +384,17 @@ def worker(rank, world, url):
 '''
 
 
-def _job(tmp_path, mode, ranks, heap):
-    source = WORKER.replace("@MODE@", mode).replace("@HEAP@", str(heap))
-    env = child_environment(APERTURE_PROVIDER="shm", TRITON_INTERPRET="1", APERTURE_TIMEOUT="60")
+def _job(tmp_path, mode, ranks, heap, device="cpu", provider="shm"):
+    source = WORKER.replace("@MODE@", mode).replace("@HEAP@", str(heap)).replace("@DEVICE@", device)
+    if device == "cpu":  # a host heap, Triton interpreted
+        env = child_environment(APERTURE_PROVIDER="shm", TRITON_INTERPRET="1", APERTURE_TIMEOUT="60")
+        name = f"dist_{mode}_{ranks}.py"
+    else:  # a GPU heap on GPU 0, which the ranks share; Triton compiled
+        env = child_environment(APERTURE_PROVIDER=provider, CUDA_VISIBLE_DEVICES="0", APERTURE_TIMEOUT="60")
+        env.pop("TRITON_INTERPRET", None)
+        name = f"dist_{mode}_{ranks}_{provider.replace('-', '_')}.py"
     env.pop("IRIS_HEAP_SIZE", None)
-    run_spawned_job(tmp_path / f"dist_{mode}_{ranks}.py", source, ranks, env, timeout=300)
+    run_spawned_job(tmp_path / name, source, ranks, env, timeout=300)
 
 
 # 4 KiB and 8 KiB heaps: every tensor above a few hundred elements moves in several pieces.
@@ -376,6 +403,27 @@ def _job(tmp_path, mode, ranks, heap):
                                              ("iris", 3, 8192)])
 def test_every_collective_in_both_modes(tmp_path, mode, ranks, heap):
     _job(tmp_path, mode, ranks, heap)
+
+
+# The GPU heaps: each provider APERTURE_TEST_GPU_PROVIDERS names (unset: cuda-ipc and cuda-vmm), both
+# modes, one rank and two ranks sharing GPU 0 (CUDA_VISIBLE_DEVICES=0, so both on cuda:0; the default
+# group of from_existing stays gloo, as NCCL refuses two ranks on one GPU). Every
+# tensor the workers make is a CUDA tensor; the heap is small, so the larger ones move in pieces
+# through the one staging region, reused call after call on the GPU's stream.
+GPU_PROVIDERS = os.environ.get("APERTURE_TEST_GPU_PROVIDERS", "cuda-ipc cuda-vmm").split()
+# Providers whose ranks may share a GPU; the others (nvshmem, nccl: one GPU per rank) run at one rank.
+SHARE_A_GPU = ("cuda-ipc", "cuda-vmm")
+GPU_CASES = [pytest.param(provider, mode, ranks, id=f"{provider}-{mode}-{ranks}")
+             for provider in GPU_PROVIDERS for ranks in (1, 2) for mode in ("iris", "existing")
+             if ranks == 1 or provider in SHARE_A_GPU]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CUDA tensors on a GPU heap)")
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own job")
+@pytest.mark.parametrize("provider,mode,ranks", GPU_CASES)
+def test_every_collective_on_a_gpu_heap(tmp_path, provider, mode, ranks):
+    _job(tmp_path, mode, ranks, 4096, device="cuda:0", provider=provider)
 
 
 def test_constructor_heap_size_and_from_existing_without_torch_distributed(monkeypatch):

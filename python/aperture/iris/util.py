@@ -36,7 +36,14 @@ def do_bench(fn, barrier_fn=lambda: None, preamble_fn=lambda: None, n_warmup=25,
     each preceded by ``barrier_fn``, ``preamble_fn``, an L2-sized cache flush (GPU) and
     ``barrier_fn`` again. Returns the ``return_mode`` summary ("mean", "min", "max", "median",
     "all") or, given ``quantiles``, those quantiles (one value when one is asked)."""
-    gpu = torch.cuda.is_available()
+    return timed_calls(fn, barrier_fn, preamble_fn, n_warmup, n_repeat, quantiles, return_mode,
+                       gpu=torch.cuda.is_available())
+
+
+def timed_calls(fn, barrier_fn, preamble_fn, n_warmup, n_repeat, quantiles, return_mode, gpu):
+    """do_bench with the clock chosen: CUDA events on the current stream (``gpu``), else the host's.
+    A host heap on a GPU machine needs the host's: its work never reaches the stream, so events
+    recorded behind the cache flush would time nothing."""
     barrier_fn()
     preamble_fn()
     fn()

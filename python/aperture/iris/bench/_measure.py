@@ -11,7 +11,7 @@ import statistics
 
 import aperture
 
-from ..util import do_bench
+from ..util import timed_calls
 from ._axes import NUM_RANKS
 from ._errors import BenchRunError, refuse
 from ._result import Result
@@ -109,8 +109,10 @@ def _run_point(ctx, peers, bdef, params, n_warmup, n_repeat):
             reason = "skipped by another rank"
         return Result(bdef.name, params, 0.0, [], skipped=True, skip_reason=reason, world_size=world_size)
     preamble = state._preamble if state._preamble is not None else (lambda: None)
-    times = do_bench(state._timed, barrier_fn=ctx.barrier, preamble_fn=preamble, n_warmup=state._n_warmup,
-                     n_repeat=state._n_repeat, return_mode="all")
+    # iris.do_bench's protocol, timed by CUDA events when the heap is on a GPU, else by the host's
+    # clock (a host heap's work never reaches a GPU stream, even on a GPU machine).
+    on_gpu = ctx.get_device().type == "cuda"
+    times = timed_calls(state._timed, ctx.barrier, preamble, state._n_warmup, state._n_repeat, None, "all", gpu=on_gpu)
     # Each rank's median (robust to the odd slow sample); the slowest rank's is the headline.
     slowest, fastest = peers.max_min(float(statistics.median(times)))
     skew = (slowest - fastest) / slowest * 100.0 if slowest > 0 else 0.0

@@ -474,7 +474,14 @@ class IrisProcessGroup(ProcessGroup):
     def _all_to_all_v(self, send, recv, send_counts, recv_counts):
         ctx = self._ensure_ctx()
         displs = lambda counts: [sum(counts[:j]) for j in range(len(counts))]  # noqa: E731
-        ctx.ccl.all_to_all_v(recv, send, send_counts, displs(send_counts), recv_counts, displs(recv_counts))
+        # The Communicator stages tensors off the heap that are on the heap's device; tensors of
+        # another device (CPU tensors beside a GPU heap) go there first and come back after.
+        device = ctx.get_device()
+        here = recv if recv.device == device else torch.empty_like(recv, device=device)
+        ctx.ccl.all_to_all_v(here, send.to(device), send_counts, displs(send_counts), recv_counts,
+                             displs(recv_counts))
+        if here is not recv:
+            recv.copy_(here)
 
     def reduce(self, tensors, opts=None):
         call = "reduce"
