@@ -37,6 +37,7 @@ src="${1:-${IRIS_SRC:-$root/.deps/iris-newest}}"
 src="$(cd "$src" && pwd)"
 [[ -d $src/iris ]] && { echo "iris-benchmarks: $src/iris is a real Iris package: remove it, only benchmark/ is run"; exit 2; }
 source "$root/scripts/python-env.sh"
+source "$root/scripts/verdicts.sh"
 logs="${IRIS_BENCH_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/iris-benchmarks.XXXXXX")}"
 mkdir -p "$logs"
 limit="${IRIS_BENCH_TIMEOUT:-300}"
@@ -149,7 +150,7 @@ run_bench() {  # NAME (an iris.bench script)
 }
 
 run_torchrun() {  # NAME MIN_RANKS (a torchrun script: its own loop, NCCL, a GPU per rank)
-  local name=$1 n rc t0 secs log status="" detail="" any=0 fails=0
+  local name=$1 n rc t0 secs log detail="" fails=0
   if (( gpus == 0 )); then
     record "$name" "N/A" 0 "needs a GPU: a torchrun script of its own (torch.cuda.set_device(LOCAL_RANK), NCCL, CUDA-event or cuda.synchronize timing) with sizes fixed in the file (no options to shrink them), not an iris.bench script"
     return
@@ -158,7 +159,7 @@ run_torchrun() {  # NAME MIN_RANKS (a torchrun script: its own loop, NCCL, a GPU
   if [[ -z $fit ]]; then record "$name" "N/A" 0 "no rank count fits:$unfit"; return; fi
   t0=$(date +%s)
   for n in ${fit//,/ }; do
-    log="$logs/$name-np$n.log"; rc=0; any=1
+    log="$logs/$name-np$n.log"; rc=0
     (cd "$src" && timeout --kill-after=10 "$limit" "$PYTHON" -m torch.distributed.run --nproc_per_node="$n" --standalone \
        -m aperture.iris "benchmark/ccl/$name.py") >"$log" 2>&1 || rc=$?
     if (( rc == 124 || rc == 137 )); then fails=1; detail+=" np$n: timed out after ${limit}s ($log);"
@@ -187,14 +188,4 @@ for name in bench_all_gather bench_all_reduce bench_reduce_scatter bench_all_to_
   fi
 done
 
-pass=0 fail=0 na=0
-while IFS='|' read -r _ status _ _; do
-  case $status in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) na=$((na + 1)) ;; esac
-done <"$results_file"
-if (( pass + fail + na != started )); then
-  echo "iris-benchmarks: $started scripts begun, $((pass + fail + na)) verdicts: a run ended without one"
-  fail=$((fail + 1))
-fi
-echo "iris-benchmarks: $pass passed, $fail failed, $na not applicable ($mode); logs in $logs"
-(( fail == 0 )) || { echo "iris-benchmarks: FAILED"; exit 1; }
-echo "iris-benchmarks: PASSED"
+summarise_verdicts iris-benchmarks "$results_file" 2 "$started" scripts "($mode); logs in $logs" || exit 1

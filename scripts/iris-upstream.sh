@@ -34,6 +34,7 @@ src="${1:-${IRIS_SRC:-$root/.deps/iris}}"
 [[ -d $src/tests ]] || { echo "iris-upstream: no Iris tree at $src (give IRIS_SRC or .deps/iris; docs/IRIS.md)"; exit 2; }
 src="$(cd "$src" && pwd)"
 source "$root/scripts/python-env.sh"
+source "$root/scripts/verdicts.sh"
 logs="${IRIS_UPSTREAM_LOGS:-$root/build/iris-upstream-logs}"
 limit="${IRIS_UPSTREAM_TIMEOUT:-}"
 mkdir -p "$logs"
@@ -535,14 +536,4 @@ if [[ -f $src/tests/examples/test_examples.py ]] && grep -qE -- "$only" <<<tests
 fi
 wait
 
-pass=0 fail=0 na=0
-while IFS='|' read -r _ _ status _; do
-  case $status in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) na=$((na + 1)) ;; esac
-done <"$results_file"
-if (( pass + fail + na != started )); then
-  echo "iris-upstream: $started runs begun, $((pass + fail + na)) verdicts: a run ended without one"
-  fail=$((fail + 1))
-fi
-echo "iris-upstream: $pass passed, $fail failed, $na not applicable ($mode)"
-(( fail == 0 )) || { echo "iris-upstream: FAILED"; exit 1; }
-echo "iris-upstream: PASSED"
+summarise_verdicts iris-upstream "$results_file" 3 "$started" runs "($mode)" || exit 1
