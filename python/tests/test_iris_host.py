@@ -151,6 +151,34 @@ def test_what_irises_own_tests_call(shmem):
     assert device.triton.DeviceContext is iris.DeviceContext
 
 
+def test_as_symmetric_keeps_one_heap_buffer_per_shape_and_dtype(shmem, team):
+    # Iris's newest heap: a heap tensor comes back as it is; anything else is copied into the one
+    # heap buffer of its (shape, dtype), so its address stays put across calls (graph capture).
+    device, rank = shmem.get_device(), team.rank
+    on_heap = shmem.arange(6, dtype=torch.int32)
+    assert shmem.as_symmetric(on_heap) is on_heap
+    first_values = torch.arange(12, dtype=torch.float32).view(3, 4) * (rank + 1)
+    first = shmem.as_symmetric(first_values.to(device))
+    assert shmem.is_symmetric(first) and first.shape == (3, 4) and torch.equal(first.cpu(), first_values)
+    used = shmem.heap.offset
+    second_values = -first_values - 0.5
+    second = shmem.as_symmetric(second_values.t().contiguous().t().to(device))  # a strided source too
+    assert second.data_ptr() == first.data_ptr() and shmem.heap.offset == used, "a second heap buffer was taken"
+    assert torch.equal(second.cpu(), second_values)
+    other = shmem.as_symmetric(torch.full((3, 4), rank, dtype=torch.int64, device=device))
+    assert other.data_ptr() != first.data_ptr() and bool((other == rank).all())
+    first_values.zero_()  # a copy: the source and the buffer are independent
+    assert torch.equal(second.cpu(), second_values)
+    settle(shmem)
+    # The buffer sits at the same heap offset on every rank, so each peer's copy is readable.
+    for peer in range(team.size):
+        expected = -torch.arange(12, dtype=torch.float32).view(3, 4) * (peer + 1) - 0.5
+        assert torch.equal(shmem.as_remote(second, peer).cpu(), expected), f"rank {peer}'s buffer"
+    settle(shmem)
+    with pytest.raises(aperture.Error, match="expected a torch.Tensor"):
+        shmem.as_symmetric([1, 2, 3])
+
+
 def test_a_dropped_context_goes_without_a_garbage_collection(team):
     # Iris's tests make a context (and a heap) per test; a reference cycle would hold each heap's
     # memory until a collection, so a file of 8 GiB heaps would run the GPU out of memory.

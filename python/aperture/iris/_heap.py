@@ -42,6 +42,7 @@ class SymmetricHeap:
         # Iris hands kernels a uint64 table; this is aperture's int64 one viewed as uint64 (the same
         # memory: addresses are below 2**63, so every entry reads the same).
         self.heap_bases = self.address_map.peer_bases.view(torch.uint64)
+        self._symmetric_copies = {}  # (shape, dtype) -> the heap buffer as_symmetric refills
 
     def get_device(self):
         return self.memory_pool.device
@@ -78,14 +79,26 @@ class SymmetricHeap:
         return base <= first and first + _extent(tensor) <= base + self.heap_size
 
     def as_symmetric(self, external_tensor):
-        """A heap tensor holding a copy of ``external_tensor`` (Iris's torch-allocator behaviour:
-        the two are independent afterwards). Collective, like every heap allocation."""
+        """``external_tensor``'s contents on the heap, as Iris's newest heap places them:
+        - a tensor already on the heap comes back as it is;
+        - otherwise one heap buffer per (shape, dtype): the first call allocates it (collective,
+          like every heap allocation), each later call copies into it and returns it again. Its
+          address stays the same, which a CUDA graph captured with it needs; two different
+          tensors of one shape and dtype share it, holding the latest one's contents.
+        The buffer is a copy: writes to it do not reach ``external_tensor`` (docs/IRIS.md says why
+        Iris's vmem import, which shares the storage, has no NVIDIA counterpart here)."""
         if not isinstance(external_tensor, torch.Tensor):
             raise aperture.Error(f"aperture: iris.as_symmetric: expected a torch.Tensor, got "
                                  f"{type(external_tensor).__name__}", code=aperture.ErrorCode.invalid_argument)
-        out = self.allocate(external_tensor.numel(), external_tensor.dtype).view(external_tensor.shape)
-        out.copy_(external_tensor)
-        return out
+        if self.is_symmetric(external_tensor):
+            return external_tensor
+        key = (external_tensor.shape, external_tensor.dtype)
+        buffer = self._symmetric_copies.get(key)
+        if buffer is None:
+            buffer = self.allocate(external_tensor.numel(), external_tensor.dtype).view(external_tensor.shape)
+            self._symmetric_copies[key] = buffer
+        buffer.copy_(external_tensor)
+        return buffer
 
 
 def _extent(tensor):

@@ -295,7 +295,8 @@ class Iris:
         return None
 
     def as_symmetric(self, external_tensor):
-        """A heap tensor with ``external_tensor``'s contents (a copy: Iris's torch-allocator behaviour)."""
+        """``external_tensor`` itself when it is on the heap, else the heap buffer kept for its
+        (shape, dtype), refilled with its contents (a copy; see SymmetricHeap.as_symmetric)."""
         return self.heap.as_symmetric(external_tensor)
 
     def allocate_symmetric(self, *size, dtype=None):
