@@ -66,9 +66,17 @@ def test_broadcast_src_returns_numpy_for_tensors(ctx, team):
 
 
 def test_allocate_symmetric_has_its_own_table(ctx, team):
+    used = ctx.heap.offset
     t, bases = ctx.allocate_symmetric(3, 5, dtype=torch.int32)
-    assert t.shape == (3, 5) and t.dtype == torch.int32 and bases.dtype == torch.int64
-    assert int(bases[team.rank].item()) == t.data_ptr() and not ctx.heap.is_symmetric(t) and ctx.is_symmetric(t)
+    assert t.shape == (3, 5) and t.dtype == torch.int32 and bases.dtype == torch.int64 and bool((t == 0).all())
+    assert bases.device == ctx.get_device() and bases.numel() == team.size
+    # Its own table (entry cur_rank is the tensor), and in the heap at one offset on every rank,
+    # as both of Iris's table-form test_allocate_symmetric versions require.
+    assert int(bases[team.rank].item()) == t.data_ptr() and ctx.heap.is_symmetric(t) and ctx.is_symmetric(t)
+    assert ctx.heap.offset > used, "allocate_symmetric took no heap space"
+    heap_bases = ctx.get_heap_bases()
+    assert {int(bases[r].item()) - int(heap_bases[r].item()) for r in range(team.size)} == {t.data_ptr() - int(
+        heap_bases[team.rank].item())}
     t.copy_(per_rank(team.rank, (3, 5), torch.int32, t.device))
     ctx.barrier()
     for r in range(team.size):
@@ -91,15 +99,17 @@ def test_allocate_symmetric_has_its_own_table(ctx, team):
         assert isinstance(refused.value, aperture.Error)
     with pytest.raises(ValueError, match="symmetric heap"):
         ctx.as_remote(torch.zeros(4, device=ctx.get_device()), 0)
-    # Iris's experimental SymmetricAddressMap interface, over the allocation's aperture map.
+    # Iris's experimental SymmetricAddressMap interface, over aperture's maps (the heap's, the tensor's own).
     from aperture.iris.experimental.symmetric_memory import SymmetricAddressMap
     from aperture.iris.experimental.torch_symmmem_provider import TorchSymmMemProvider
     from aperture.iris.experimental.torch_symm_mem_provider import TorchSymmMemProvider as same
     assert TorchSymmMemProvider is same
     amap = SymmetricAddressMap(ctx.symmetric_address_map(t))
     assert amap.direct == [True] * team.size and amap.all_direct() and amap.indirect_peers() == []
-    assert amap.allocation_base == t.data_ptr() and amap.allocation_bytes >= t.numel() * 4
-    assert torch.equal(amap.peer_bases.cpu(), bases.cpu()) and amap.owns(t) and amap.is_direct(team.rank)
+    assert amap.allocation_base == ctx.memory_pool.data_ptr() and amap.allocation_bytes == ctx.heap_size
+    assert torch.equal(amap.peer_bases.cpu(), heap_bases.cpu()) and amap.owns(t) and amap.is_direct(team.rank)
+    own = SymmetricAddressMap(aperture.address_map(t))  # the tensor's own map: its table is allocate_symmetric's
+    assert own.allocation_base == t.data_ptr() and torch.equal(own.peer_bases.cpu(), bases.cpu()) and own.owns(t)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])

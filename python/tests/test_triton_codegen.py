@@ -232,6 +232,8 @@ F32_STORE = {"buf": "*fp32", "src": "*fp32", "peer_bases": "*i64", "rank": "i32"
              "BLOCK": "constexpr"}
 ATOMIC_SIG = {"buf": "*i32", "peer_bases": "*i64", "rank": "i32", "peer": "i32"}
 OWN_SIG = {"buf": "*bf16", "peer_bases": "*i64", "rank": "i32", "n": "i32", "BLOCK": "constexpr"}
+# Iris's table is int64 from its newest heap (get_heap_bases() here too) and uint64 in older ones:
+# iris_store and iris_consumer compile with the first, the other iris_* kernels with the second.
 IRIS_ATOMIC_SIG = {"buf": "*i32", "heap_bases": "*u64", "cur_rank": "i32", "peer": "i32"}
 
 
@@ -258,7 +260,7 @@ def compile_all():
         "wait": ptx_of(wait_kernel, {"flag": "*u64", "out": "*u64"}),
         "default_atomic": ptx_of(default_atomic_kernel, ATOMIC_SIG),
         "relaxed_cta_atomic": ptx_of(relaxed_cta_atomic_kernel, ATOMIC_SIG),
-        "iris_store": ptx_of(iris_store_kernel, {"buf": "*fp32", "src": "*fp32", "heap_bases": "*u64", "cur_rank": "i32",
+        "iris_store": ptx_of(iris_store_kernel, {"buf": "*fp32", "src": "*fp32", "heap_bases": "*i64", "cur_rank": "i32",
                                                  "peer": "i32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
         "iris_hinted_load": ptx_of(iris_hinted_load_kernel, {"buf": "*fp32", "out": "*fp32", "heap_bases": "*u64",
                                                              "cur_rank": "i32", "peer": "i32", "n": "i32",
@@ -277,7 +279,7 @@ def compile_all():
                              {"WORLD": 4, "BLOCK": 1024}),
         "iris_consumer": ptx_of(iris_consumer_kernel, {"buffer": "*fp32", "flags": "*i32", "n": "i32",
                                                        "consumer": "constexpr", "BLOCK": "constexpr",
-                                                       "heap_bases": "*u64"}, {"consumer": 1, "BLOCK": 512}),
+                                                       "heap_bases": "*i64"}, {"consumer": 1, "BLOCK": 512}),
         "volatile_hinted_load": ptx_of(volatile_hinted_load_kernel, {"buf": "*fp32", "out": "*fp32",
                                                                      "peer_bases": "*i64", "rank": "i32", "peer": "i32",
                                                                      "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),

@@ -39,9 +39,9 @@ class SymmetricHeap:
         else:
             self.memory_pool = provider.zeros((self.heap_size,), torch.int8)
         self.address_map = aperture.address_map(self.memory_pool)
-        # Iris hands kernels a uint64 table; this is aperture's int64 one viewed as uint64 (the same
-        # memory: addresses are below 2**63, so every entry reads the same).
-        self.heap_bases = self.address_map.peer_bases.view(torch.uint64)
+        # aperture's int64 table itself, which is what Iris's newest heap hands kernels too (its
+        # older one was uint64: the device functions take either).
+        self.heap_bases = self.address_map.peer_bases
         self._symmetric_copies = {}  # (shape, dtype) -> the heap buffer as_symmetric refills
 
     def get_device(self):

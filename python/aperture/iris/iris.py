@@ -98,7 +98,6 @@ class Iris:
         self.heap_bases = self.heap.get_heap_bases()
         self._communicator = None
         self._device_context = None
-        self._symmetric_maps = {}
         from .ccl import CCL
         from .ccl.p2p import Mailboxes
 
@@ -138,7 +137,7 @@ class Iris:
         return self.num_ranks
 
     def get_heap_bases(self):
-        """The table to pass to kernels: entry r is rank r's heap base in this process (uint64)."""
+        """The table to pass to kernels: entry r is rank r's heap base in this process (int64)."""
         return self.heap_bases
 
     def get_device(self):
@@ -283,16 +282,8 @@ class Iris:
         return tensor_creation.is_valid_device(device, self.get_device())
 
     def is_symmetric(self, tensor):
-        """True when ``tensor`` lies in the heap or in one of this context's allocate_symmetric allocations."""
-        if self.heap.is_symmetric(tensor):
-            return True
-        return self._own_allocation(tensor) is not None
-
-    def _own_allocation(self, tensor):
-        for base, (size, amap) in self._symmetric_maps.items():
-            if base <= tensor.data_ptr() < base + size:
-                return amap
-        return None
+        """True when ``tensor`` lies in the heap (allocate_symmetric's tensors included)."""
+        return self.heap.is_symmetric(tensor)
 
     def as_symmetric(self, external_tensor):
         """``external_tensor`` itself when it is on the heap, else the heap buffer kept for its
@@ -300,27 +291,22 @@ class Iris:
         return self.heap.as_symmetric(external_tensor)
 
     def allocate_symmetric(self, *size, dtype=None):
-        """A new symmetric allocation of its own (collective), not carved from the heap:
-        returns ``(tensor, peer_bases)``, ``peer_bases`` being the int64 table of that allocation's
-        own SymmetricAddressMap (entry ``cur_rank`` is the tensor's base), which Iris's device
-        functions take in place of ``get_heap_bases()``."""
-        shape = tensor_creation.flatten_size(size)
-        dtype = dtype or torch.get_default_dtype()
-        tensor = self.provider.zeros(shape, dtype)
-        amap = aperture.address_map(tensor)
-        self._symmetric_maps[tensor.data_ptr()] = (max(1, tensor.numel() * tensor.element_size()), amap)
-        return tensor, amap.peer_bases
+        """A zeroed heap tensor and its own peer-base table: ``(tensor, peer_bases)``, entry r of
+        the int64 ``peer_bases`` being rank r's copy of the tensor (entry ``cur_rank`` its
+        data_ptr()). It lies in the heap at the same offset on every rank, as in Iris, so
+        ``get_heap_bases()``, the device context and ctx.ccl reach it as they reach ctx.zeros's
+        tensors; a kernel may instead translate by ``peer_bases`` alone. Every rank must allocate
+        the same tensors in the same order (the heap's rule)."""
+        tensor = self.zeros(*size, dtype=dtype)
+        return tensor, aperture.address_map(tensor).peer_bases
 
     def symmetric_address_map(self, tensor):
-        """aperture's SymmetricAddressMap of the allocation ``tensor`` lies in (the heap's for heap tensors)."""
+        """aperture's SymmetricAddressMap of the heap, which ``tensor`` must lie in."""
         if self.heap.is_symmetric(tensor):
             return self.heap.address_map
-        amap = self._own_allocation(tensor)
-        if amap is None:
-            raise IrisValueError("aperture: iris: the tensor is not on the symmetric heap nor from allocate_symmetric; "
-                                 "allocate it with ctx.zeros/ctx.empty (or as_symmetric a copy)",
-                                 code=aperture.ErrorCode.invalid_argument)
-        return amap
+        raise IrisValueError("aperture: iris: the tensor is not on the symmetric heap; allocate it with "
+                             "ctx.zeros/ctx.empty/ctx.allocate_symmetric (or as_symmetric a copy)",
+                             code=aperture.ErrorCode.invalid_argument)
 
     def as_remote(self, tensor, rank):
         """Rank ``rank``'s copy of the symmetric ``tensor``, as a tensor this process can read and
