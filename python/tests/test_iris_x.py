@@ -276,6 +276,31 @@ def test_all_gather_places_each_ranks_tile_at_its_place_on_every_rank(dtype, dim
 
 
 @triton.jit
+def top_level_names_kernel(src, dst, context_tensor, M, N, cur_rank: tl.constexpr, world_size: tl.constexpr,
+                           BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr):
+    # As Iris's newest ops kernels write it: the tile types from the package's top level.
+    pid = tl.program_id(0)
+    pid_m = pid // tl.cdiv(N, BLOCK_SIZE_N)
+    pid_n = pid % tl.cdiv(N, BLOCK_SIZE_N)
+    rm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    rn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    data = tl.load(src + rm[:, None] * N + rn[None, :], mask=(rm[:, None] < M) & (rn[None, :] < N), other=0.0)
+    ctx = iris.DeviceContext.initialize(context_tensor, cur_rank, world_size)
+    dst_view = iris.make_tensor_view(dst, world_size * M, N, N, 1)
+    tile = iris.Tile(pid_m, pid_n, BLOCK_SIZE_M, BLOCK_SIZE_N, data)
+    ctx.all_gather(tile, dst_view, dim=0)
+
+
+def test_a_kernel_written_with_the_top_level_tile_names():
+    world = World(torch.float32, dst_rows=WORLD * M)
+    for r in range(WORLD):
+        top_level_names_kernel[(TILES,)](world.src[r], world.dst[r], World.context(world.dst, r), M, N, r, WORLD,
+                                         BM, BN)
+    for r in range(WORLD):
+        assert torch.equal(world.dst[r], torch.cat(world.src)), f"rank {r}'s gathered tensor differs"
+
+
+@triton.jit
 def all_to_all_kernel(src, dst, src_ctx, M, N_total, N_PER_RANK: tl.constexpr, RANK: tl.constexpr,
                       WORLD: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, METHOD: tl.constexpr):
     pid = tl.program_id(0)
@@ -350,6 +375,13 @@ def test_iris_x_exports_irises_names():
     for name in x.__all__:
         assert getattr(x, name) is not None, name
     assert x.DeviceContext is iris.DeviceContext
+    # Iris's newest package exports the tile types at its top level and at iris.mem.triton(.types).
+    from aperture.iris.mem import triton as mem_triton
+    from aperture.iris.mem.triton import types
+    for name in ("Tile", "TileView", "TensorView", "AllReduceConfig", "make_tensor_view"):
+        assert getattr(iris, name) is getattr(x, name) is getattr(types, name) is getattr(mem_triton, name), name
+        assert name in iris.__all__
+    assert types.tile_ptr is x.tile_ptr and mem_triton.DeviceTracing is mem_triton.Tracing
     assert x.AllReduceConfig is not None and x.all_reduce_atomic is not None
 
 

@@ -5,7 +5,8 @@ Mirrors Iris's public module tree: ``iris.iris(heap_size, allocator_type=...)`` 
 ``Iris`` (iris.iris), the device functions, ``DeviceContext``, ``iris.ccl`` (Config, every
 collective, p2p, the fused ops), ``iris.ops`` (the fused GEMM + collective operations, also
 ``ctx.ops``), ``iris.tensor_creation``, the logging names, ``iris.do_bench``,
-``iris.experimental`` and ``iris.tracing`` (``ctx.tracing``, ``TraceEvent``). AMD-only names
+``iris.experimental``, ``iris.tracing`` (``ctx.tracing``, ``TraceEvent``), ``iris.bench`` and the
+tile types kernels build (``iris.Tile``, ``iris.make_tensor_view`` ..., also ``iris.x``'s). AMD-only names
 (gluon, SDMA, rocSHMEM, dmabuf, XCC, hip) raise one aperture.Error each naming the NVIDIA
 equivalent. docs/IRIS.md lists every name.
 """
@@ -29,10 +30,13 @@ from ._device import (
     translate,
 )
 from .iris import Iris, iris
+from .mem.triton.types import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view
 from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level
 from .tensor_utils import CUDAArrayInterface, tensor_from_ptr
 from .tracing import TraceEvent
 from .util import do_bench, get_device_id_for_rank, is_simulation_env, parse_bool_env
+
+from . import bench  # eager, as in Iris's newest package
 
 from . import gluon, hip  # AMD-only: importable, every name in them refuses (aperture.iris._amd)
 
@@ -53,5 +57,6 @@ __all__ = [
     "atomic_sub", "atomic_and", "atomic_or", "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas",
     "do_bench", "tensor_creation", "ccl", "ops", "experimental", "hip", "set_logger_level", "logger", "DEBUG", "INFO",
     "WARNING", "ERROR", "get_device_id_for_rank", "is_simulation_env", "parse_bool_env", "CUDAArrayInterface",
-    "tensor_from_ptr", "tracing", "TraceEvent",
+    "tensor_from_ptr", "tracing", "TraceEvent", "Tile", "TileView", "TensorView", "AllReduceConfig", "make_tensor_view",
+    "bench",
 ]

@@ -2,8 +2,9 @@
 
 ``Context`` (also ``DeviceContext``) and the device functions are aperture.iris's own, the same
 objects as ``iris.DeviceContext`` and ``iris.load`` ...; the device-side recorder is
-``iris.mem.triton.tracing.Tracing`` (aperture.iris.tracing.DeviceTracing). Iris's tile and signal
-helpers of this module (``Tile``, ``put_signal``, ``quiet`` ...) are not provided (docs/IRIS.md).
+``iris.mem.triton.tracing.Tracing`` (aperture.iris.tracing.DeviceTracing); the tile types
+(``Tile``, ``make_tensor_view`` ...) are ``types``'s. Iris's signal helpers of this module
+(``put_signal``, ``quiet``, ``wait_then_put_*``) are not provided (docs/IRIS.md).
 """
 
 from ..._device import (  # noqa: F401
@@ -23,3 +24,15 @@ from ..._device import (  # noqa: F401
     store,
 )
 from .context import Context, DeviceContext  # noqa: F401
+from .tracing import Tracing  # noqa: F401
+from .tracing import Tracing as DeviceTracing  # noqa: F401
+from .types import (  # noqa: F401
+    AllReduceConfig,
+    TensorView,
+    Tile,
+    TileView,
+    make_tensor_view,
+    offset_ptr,
+    tile_layout,
+    tile_ptr,
+)
