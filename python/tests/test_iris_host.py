@@ -179,6 +179,48 @@ def test_as_symmetric_keeps_one_heap_buffer_per_shape_and_dtype(shmem, team):
         shmem.as_symmetric([1, 2, 3])
 
 
+def test_irises_heap_attributes_translate_and_the_sdma_branch(shmem, team):
+    heap, rank = shmem.heap, team.rank
+    assert (heap.cur_rank, heap.num_ranks) == (rank, team.size) and shmem.comm is None
+    assert heap.device_id == (shmem.get_device().index if shmem.get_device().type == "cuda" else -1)
+    heap.allocate(3, torch.int8)
+    aligned = heap.allocate(5, torch.float32, alignment=1024)  # Iris's default alignment
+    assert (aligned.data_ptr() - heap.get_base_address()) % 1024 == 0 and heap.is_symmetric(aligned)
+    for bad in (0, 3, 1000, -256, 2.0, True):
+        with pytest.raises(aperture.Error, match="power of two"):
+            heap.allocate(1, torch.int8, alignment=bad)
+    heap.refresh_peer_access()
+    heap.close_fd_conns()
+    assert list(shmem.heap_bases_cpu) == shmem.get_heap_bases().tolist()
+    t = shmem.arange(8, dtype=torch.int32)
+    for peer in range(team.size):
+        assert shmem.translate(t.data_ptr(), rank, peer) == shmem.as_remote(t, peer).data_ptr()
+        assert shmem.translate(shmem.translate(t.data_ptr(), rank, peer), peer, rank) == t.data_ptr()
+    with pytest.raises(ValueError, match="not in rank"):
+        shmem.translate(torch.zeros(4).data_ptr(), rank, 0)
+    with pytest.raises(ValueError, match="out of range"):
+        shmem.translate(t.data_ptr(), rank, team.size)
+    # Iris's SDMA branch: host-issued copy-engine transfers are AMD-only.
+    for call in (lambda: shmem.put(t, 0), lambda: shmem.put_tile(None, 0, 0, 0), lambda: shmem.put_tiles([], 0, [], []),
+                 lambda: shmem.quiet(), shmem.get_copy_engine_ctx):
+        with pytest.raises(aperture.Error, match="AMD-only.*as_remote"):
+            call()
+    shmem.barrier(sync_copy_engine=True)
+
+
+def test_a_closed_heap_refuses_to_allocate(team):
+    ctx = iris.iris(HEAP, team=team)
+    kept = ctx.full((4,), team.rank + 7, dtype=torch.int32)
+    ctx.barrier()
+    ctx.heap.close()
+    ctx.heap.close()  # again: nothing
+    assert bool((kept == team.rank + 7).all()), "a tensor taken before close lost its memory"
+    assert not ctx.heap.is_symmetric(kept) and ctx.get_device() == kept.device
+    with pytest.raises(aperture.Error, match="closed"):
+        ctx.zeros(4)
+    team.barrier()
+
+
 def test_a_dropped_context_goes_without_a_garbage_collection(team):
     # Iris's tests make a context (and a heap) per test; a reference cycle would hold each heap's
     # memory until a collection, so a file of 8 GiB heaps would run the GPU out of memory.

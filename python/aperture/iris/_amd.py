@@ -6,7 +6,8 @@ import aperture
 AMD_ONLY = {
     "gluon": ("Gluon kernels (iris.experimental.iris_gluon, iris.gluon, ccl Config(use_gluon=True)) are written "
               "against AMD's Gluon layouts", "Triton kernels with iris's device functions or DeviceContext"),
-    "sdma": ("SDMA copy engines (iris's copy-engine transfers)", "ctx.ccl collectives or the device copy/put/get"),
+    "sdma": ("SDMA copy engines (iris's copy-engine transfers)", "ctx.ccl collectives, the device copy/put/get, or "
+             "ctx.as_remote(dst, rank).copy_(src) (a copy-engine copy into the peer's tensor)"),
     "triggered_copy": ("triggered SDMA copies", "ctx.ccl collectives or the device copy/put/get"),
     "rocshmem": ("rocSHMEM (iris.experimental.rocshmem_provider)",
                  "allocator_type='nvshmem' (aperture's NVSHMEM provider)"),

@@ -2,11 +2,9 @@
 
 Tensors are slices of it at 256-byte-aligned offsets, the same on every rank, so the heap's one
 table (``get_heap_bases()``) serves every tensor, as Iris's does. Nothing is freed one tensor at
-a time (Iris frees nothing either): allocation is collective in that every rank must ask for the
-same tensors in the same order.
+a time (nor by Iris's default torch allocator; its vmem_chunked one frees, docs/IRIS.md):
+allocation is collective in that every rank must ask for the same tensors in the same order.
 """
-
-import math
 
 import torch
 
@@ -44,27 +42,66 @@ class SymmetricHeap:
         self.heap_bases = self.address_map.peer_bases
         self._symmetric_copies = {}  # (shape, dtype) -> the heap buffer as_symmetric refills
 
+    # Iris's heap attributes: who we are, and on which GPU (-1: a host heap).
+    cur_rank = property(lambda self: self.address_map.local_rank)
+    num_ranks = property(lambda self: self.address_map.world_size)
+    device_id = property(lambda self: self._device.index if self._device.type == "cuda" else -1)
+
+    @property
+    def _device(self):
+        return self.memory_pool.device if self.memory_pool is not None else self._closed_device
+
     def get_device(self):
-        return self.memory_pool.device
+        return self._device
 
     def get_heap_bases(self):
         return self.heap_bases
 
-    def allocate(self, num_elements, dtype):
+    def allocate(self, num_elements, dtype, alignment=ALIGNMENT):
+        """``num_elements`` of ``dtype`` at the next heap offset that is a multiple of ``alignment``
+        bytes (a power of two; at least ALIGNMENT, which is what is used below it: Iris's default is
+        1024). Offsets, not addresses, are aligned, so the tensor lies at one offset on every rank;
+        its address is as aligned as the heap's base too (at least 256 bytes on every provider)."""
+        if self.memory_pool is None:
+            raise aperture.Error("aperture: iris: this heap was closed (heap.close()); make a new context",
+                                 code=aperture.ErrorCode.invalid_argument)
+        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+            raise aperture.Error(f"aperture: iris: heap.allocate: alignment must be a power of two in bytes, got "
+                                 f"{alignment!r}", code=aperture.ErrorCode.invalid_argument)
         nbytes = num_elements * torch.empty((), dtype=dtype).element_size()
-        start = self.offset
-        end = start + math.ceil(nbytes / self.alignment) * self.alignment
+        start = _round_up(self.offset, max(alignment, self.alignment))
+        end = _round_up(start + nbytes, self.alignment)
         if end > self.heap_size:
             raise aperture.Error(
                 f"aperture: iris heap out of memory: {num_elements} x {dtype} needs {nbytes} bytes, but only "
-                f"{self.heap_size - start} of the heap's {self.heap_size} bytes are left; pass a larger heap_size "
-                "to iris.iris()", code=aperture.ErrorCode.out_of_memory)
+                f"{max(0, self.heap_size - start)} of the heap's {self.heap_size} bytes are left; pass a larger "
+                "heap_size to iris.iris()", code=aperture.ErrorCode.out_of_memory)
         self.offset = end
         return self.memory_pool[start:start + nbytes].view(dtype)
 
+    def refresh_peer_access(self):
+        """Nothing to do (Iris's maps segments its allocator added since): aperture maps the whole
+        heap of every peer when the heap is made. Not collective."""
+
+    def close_fd_conns(self):
+        """Nothing to close (Iris's sockets that pass file descriptors): aperture's provider
+        exchanged its handles when it was made."""
+
+    def close(self):
+        """Iris's heap.close(): waits for the heap's GPU, then lets go of the heap's memory, which
+        goes back to the provider once no tensor taken from it is left; allocating afterwards raises
+        aperture.Error. Not collective; calling it again does nothing."""
+        if self.memory_pool is None:
+            return
+        if self.memory_pool.device.type == "cuda":
+            torch.cuda.synchronize(self.memory_pool.device)
+        self._closed_device = self.memory_pool.device
+        self.memory_pool = None
+        self._symmetric_copies = {}
+
     def get_base_address(self):
         """This rank's heap base, an address in this process (entry ``rank`` of the table)."""
-        return self.memory_pool.data_ptr()
+        return int(self.heap_bases[self.cur_rank].item())
 
     def on_symmetric_heap(self, tensor):
         """Iris's name for is_symmetric."""
@@ -74,6 +111,8 @@ class SymmetricHeap:
         """True when ``tensor`` lies in this heap (and so on every rank at the same offset)."""
         if tensor.numel() == 0:
             return True
+        if self.memory_pool is None:
+            return False
         base = self.memory_pool.data_ptr()
         first = tensor.data_ptr()
         return base <= first and first + _extent(tensor) <= base + self.heap_size
@@ -99,6 +138,10 @@ class SymmetricHeap:
             self._symmetric_copies[key] = buffer
         buffer.copy_(external_tensor)
         return buffer
+
+
+def _round_up(value, multiple):
+    return -(-value // multiple) * multiple
 
 
 def _extent(tensor):

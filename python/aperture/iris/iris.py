@@ -96,6 +96,8 @@ class Iris:
         # Iris's device is the string "cuda:N"; a host heap (no GPU here) says "cpu".
         self.device = f"cuda:{self.gpu_id}" if pool_device.type == "cuda" else "cpu"
         self.heap_bases = self.heap.get_heap_bases()
+        self.heap_bases_cpu = self.heap_bases.cpu().numpy()  # for host-side translate(), as in Iris
+        self.comm = None  # Iris's MPI communicator slot; aperture's ranks are self.team
         self._communicator = None
         self._device_context = None
         from .ccl import CCL
@@ -179,9 +181,11 @@ class Iris:
             self._communicator = aperture.Communicator(self.team, self.provider)
         return self._communicator
 
-    def barrier(self, stream=None, group=None):
+    def barrier(self, stream=None, group=None, sync_copy_engine=False):
         """Waits for this rank's GPU work (the stream given, or the whole device), then for every rank
-        (every rank of ``group``, a torch.distributed subgroup: through torch.distributed)."""
+        (every rank of ``group``, a torch.distributed subgroup: through torch.distributed).
+        ``sync_copy_engine`` (Iris's SDMA branch) has nothing more to wait for here: aperture
+        issues no copy-engine transfers of its own outside the streams."""
         from .ccl.subgroup import subgroup_of
 
         sub = None if group is None else subgroup_of(self, group, "barrier")
@@ -265,6 +269,35 @@ class Iris:
         if not isinstance(rank, (int, np.integer)) or not 0 <= int(rank) < self.num_ranks:
             raise IrisValueError(f"aperture: iris: {call}: {name}={rank!r} is out of range for this {self.num_ranks}-rank "
                                  f"job; give 0..{self.num_ranks - 1}", code=aperture.ErrorCode.invalid_argument)
+
+    # ---- host-side addresses, and Iris's SDMA-branch transfers ---------------------------
+    def translate(self, ptr, from_rank, to_rank):
+        """``ptr`` (an address in ``from_rank``'s heap, as this process maps it) moved to the same
+        heap offset in ``to_rank``'s heap: an address this process can hand to a copy or a kernel."""
+        self._check_rank(from_rank, "translate", "from_rank")
+        self._check_rank(to_rank, "translate", "to_rank")
+        offset = int(ptr) - int(self.heap_bases_cpu[from_rank])
+        if not 0 <= offset < self.heap_size:
+            raise IrisValueError(f"aperture: iris: translate: address {int(ptr):#x} is not in rank {from_rank}'s "
+                                 f"heap ({int(self.heap_bases_cpu[from_rank]):#x}, {self.heap_size} bytes)",
+                                 code=aperture.ErrorCode.invalid_argument)
+        return int(self.heap_bases_cpu[to_rank]) + offset
+
+    def put(self, src_tensor, dst_rank, dst_tensor=None, wait_flag=None, wait_value=None, signal_flag=None,
+            signal_value=1, async_op=False, channel=0):
+        _amd.refuse("sdma", "Iris.put (a host-issued SDMA transfer)")
+
+    def put_tile(self, *args, **kwargs):
+        _amd.refuse("sdma", "Iris.put_tile")
+
+    def put_tiles(self, *args, **kwargs):
+        _amd.refuse("sdma", "Iris.put_tiles")
+
+    def quiet(self, dst_rank=None, channel=0):
+        _amd.refuse("sdma", "Iris.quiet")
+
+    def get_copy_engine_ctx(self):
+        _amd.refuse("sdma", "Iris.get_copy_engine_ctx")
 
     # ---- the heap ---------------------------------------------------------------------
     # Iris's private helpers, which its own tests call by their mangled names
