@@ -665,7 +665,26 @@ def test_logging_and_do_bench(ctx):
     assert iris.TritonContext is iris.DeviceContext
     from aperture.iris.context import TritonContext
     assert TritonContext is iris.DeviceContext
-    iris.set_logger_level(iris.WARNING)
+    # Iris's newest _log_rank (iris.host.logging.logging): lazy %-formatting, the rank when given.
+    from aperture.iris.host.logging.logging import _log_rank, logger
+    assert logger is iris.logger
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(IrisFormatter().format(record))
+
+    keep = Keep()
+    iris.logger.addHandler(keep)
+    try:
+        iris.set_logger_level(iris.DEBUG)
+        _log_rank(iris.DEBUG, "heap %s of %d bytes", "ready", 64, rank=1, num_ranks=3)
+        _log_rank(iris.INFO, "no rank %d%%", 5)
+        iris.set_logger_level(iris.WARNING)
+        _log_rank(iris.INFO, "hidden %s", "message", rank=0, num_ranks=1)
+    finally:
+        iris.logger.removeHandler(keep)
+    assert seen == ["[Iris] [1/3] heap ready of 64 bytes", "[Iris] no rank 5%"]
     assert iris.logger.level == iris.WARNING
     calls = []
     ms = iris.do_bench(lambda: calls.append(1), barrier_fn=ctx.barrier, n_warmup=2, n_repeat=5)

@@ -41,12 +41,19 @@ def set_logger_level(level):
     logger.setLevel(level)
 
 
-def log_with_rank(level, message, rank, num_ranks):
+def _log_rank(level, msg, *args, rank=None, num_ranks=None):
+    """Iris's newest helper: ``msg % args`` at ``level``, formatted only when the level is enabled,
+    with ``[rank/num_ranks]`` when a rank is given."""
     if logger.isEnabledFor(level):
-        record = _logging.LogRecord(logger.name, level, "", 0, message, (), None)
-        record.iris_rank = rank
-        record.iris_num_ranks = num_ranks
+        record = _logging.LogRecord(logger.name, level, "", 0, msg, args, None)
+        if rank is not None:
+            record.iris_rank = rank
+            record.iris_num_ranks = num_ranks
         logger.handle(record)
+
+
+def log_with_rank(level, message, rank, num_ranks):
+    _log_rank(level, "%s", message, rank=rank, num_ranks=num_ranks)
 
 
 __all__ = ["logger", "set_logger_level", "IrisFormatter", "DEBUG", "INFO", "WARNING", "ERROR"]
