@@ -105,11 +105,35 @@ def test_allocate_symmetric_has_its_own_table(ctx, team):
     from aperture.iris.experimental.torch_symm_mem_provider import TorchSymmMemProvider as same
     assert TorchSymmMemProvider is same
     amap = SymmetricAddressMap(ctx.symmetric_address_map(t))
-    assert amap.direct == [True] * team.size and amap.all_direct() and amap.indirect_peers() == []
+    assert amap.direct == (True,) * team.size and amap.all_direct() and amap.indirect_peers() == []
     assert amap.allocation_base == ctx.memory_pool.data_ptr() and amap.allocation_bytes == ctx.heap_size
     assert torch.equal(amap.peer_bases.cpu(), heap_bases.cpu()) and amap.owns(t) and amap.is_direct(team.rank)
     own = SymmetricAddressMap(aperture.address_map(t))  # the tensor's own map: its table is allocate_symmetric's
     assert own.allocation_base == t.data_ptr() and torch.equal(own.peer_bases.cpu(), bases.cpu()) and own.owns(t)
+    # Field by field, as a provider written for Iris makes it; rank 0 marked unreachable.
+    fields = SymmetricAddressMap(bases, team.rank, t.data_ptr(), t.nbytes, direct=[r != 0 for r in range(team.size)])
+    assert fields.address_map is None and fields.world_size == team.size and fields.owns(t)
+    assert fields.indirect_peers() == [0] and not fields.owns(grid)
+    for r in range(1, team.size):
+        assert fields.translate(t[1:], r) == int(bases[r].item()) + t.element_size() * 5
+    with pytest.raises(ValueError, match="not reachable"):
+        fields.translate(t, 0)
+    with pytest.raises(TypeError, match="the fields"):
+        SymmetricAddressMap(bases, team.rank)
+    # The newest descriptor (iris.host.memory.address_map), checked as Iris checks it.
+    from aperture.iris.host.memory import address_map as newest, tensors
+    assert tensors is iris.tensor_creation
+    described = newest.SymmetricAddressMap.of(aperture.address_map(t))
+    assert described == newest.SymmetricAddressMap(bases, team.rank, t.data_ptr(), t.nbytes)
+    assert described.supports(newest.CAP_REMOTE_LOAD_STORE) and described.supports(newest.CAP_REMOTE_ATOMICS)
+    assert described.world_size == team.size and described.owns(t) and not described.owns(grid)
+    for bad, words in (((bases.float(), team.rank, t.data_ptr(), 60), "int64 or uint64"),
+                       ((bases, team.size, t.data_ptr(), 60), "out of range"),
+                       ((bases, team.rank, t.data_ptr() + 4, 60), "does not match")):
+        with pytest.raises(ValueError, match=words):
+            newest.SymmetricAddressMap(*bad)
+    with pytest.raises(AttributeError, match="frozen"):
+        described.local_rank = 0
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
