@@ -26,14 +26,14 @@ class SymmetricAddressMap:
         import torch
 
         if peer_bases.dtype not in (torch.int64, torch.uint64):
-            raise IrisValueError(f"peer_bases must be int64 or uint64, got {peer_bases.dtype}",
+            raise IrisValueError(f"aperture: iris: SymmetricAddressMap: peer_bases must be int64 or uint64, got {peer_bases.dtype}",
                                  code=aperture.ErrorCode.invalid_argument)
         if not 0 <= local_rank < peer_bases.numel():
-            raise IrisValueError(f"local_rank {local_rank} out of range for {peer_bases.numel()} ranks",
+            raise IrisValueError(f"aperture: iris: SymmetricAddressMap: local_rank {local_rank} out of range for {peer_bases.numel()} ranks",
                                  code=aperture.ErrorCode.invalid_argument)
         local_base = int(peer_bases[local_rank].item())
         if local_base != allocation_base:
-            raise IrisValueError(f"peer_bases[{local_rank}]={local_base:#x} does not match allocation_base="
+            raise IrisValueError(f"aperture: iris: SymmetricAddressMap: peer_bases[{local_rank}]={local_base:#x} does not match allocation_base="
                                  f"{allocation_base:#x}: translation would reach the wrong addresses",
                                  code=aperture.ErrorCode.invalid_argument)
         for name, value in (("peer_bases", peer_bases), ("local_rank", int(local_rank)),
