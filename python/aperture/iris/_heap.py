@@ -65,7 +65,9 @@ class SymmetricHeap:
         if self.memory_pool is None:
             raise aperture.Error("aperture: iris: this heap was closed (heap.close()); make a new context",
                                  code=aperture.ErrorCode.invalid_argument)
-        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+        power_of_two = isinstance(alignment, int) and not isinstance(alignment, bool) and alignment > 0 and not (
+            alignment & (alignment - 1))
+        if not power_of_two:
             raise aperture.Error(f"aperture: iris: heap.allocate: alignment must be a power of two in bytes, got "
                                  f"{alignment!r}", code=aperture.ErrorCode.invalid_argument)
         nbytes = num_elements * torch.empty((), dtype=dtype).element_size()

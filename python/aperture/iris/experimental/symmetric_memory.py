@@ -75,7 +75,8 @@ class SymmetricAddressMap:
         return int(self.peer_bases[to_rank].item()) + tensor.data_ptr() - self.allocation_base
 
     def __repr__(self):
-        source = repr(self.address_map) if self.address_map is not None else f"allocation_base={self.allocation_base:#x}"
+        source = (repr(self.address_map) if self.address_map is not None
+                  else f"allocation_base={self.allocation_base:#x}")
         return f"SymmetricAddressMap({source}, direct={list(self.direct)})"
 
 

@@ -26,15 +26,16 @@ class SymmetricAddressMap:
         import torch
 
         if peer_bases.dtype not in (torch.int64, torch.uint64):
-            raise IrisValueError(f"aperture: iris: SymmetricAddressMap: peer_bases must be int64 or uint64, got {peer_bases.dtype}",
-                                 code=aperture.ErrorCode.invalid_argument)
+            raise IrisValueError("aperture: iris: SymmetricAddressMap: peer_bases must be int64 or uint64, got "
+                                 f"{peer_bases.dtype}", code=aperture.ErrorCode.invalid_argument)
         if not 0 <= local_rank < peer_bases.numel():
-            raise IrisValueError(f"aperture: iris: SymmetricAddressMap: local_rank {local_rank} out of range for {peer_bases.numel()} ranks",
-                                 code=aperture.ErrorCode.invalid_argument)
+            raise IrisValueError(f"aperture: iris: SymmetricAddressMap: local_rank {local_rank} out of range for "
+                                 f"{peer_bases.numel()} ranks", code=aperture.ErrorCode.invalid_argument)
         local_base = int(peer_bases[local_rank].item())
         if local_base != allocation_base:
-            raise IrisValueError(f"aperture: iris: SymmetricAddressMap: peer_bases[{local_rank}]={local_base:#x} does not match allocation_base="
-                                 f"{allocation_base:#x}: translation would reach the wrong addresses",
+            raise IrisValueError(f"aperture: iris: SymmetricAddressMap: peer_bases[{local_rank}]={local_base:#x} does "
+                                 f"not match allocation_base={allocation_base:#x}: translation would reach the wrong "
+                                 "addresses",
                                  code=aperture.ErrorCode.invalid_argument)
         for name, value in (("peer_bases", peer_bases), ("local_rank", int(local_rank)),
                             ("allocation_base", int(allocation_base)), ("allocation_bytes", int(allocation_bytes)),
