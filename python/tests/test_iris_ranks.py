@@ -230,10 +230,11 @@ def copy_engine_new_spelling_kernel(data, heap_bases, RANK: tl.constexpr):
 
 @triton.jit
 def newer_keywords_kernel(src, dst, counter, heap_bases, RANK: tl.constexpr, PEER: tl.constexpr):
-    # Iris's newer keyword names on put and atomic_add, no copy engine asked for.
+    # Iris's newer keyword names on put and atomic_add. The engine without a contiguous copy is
+    # plain loads and stores on Iris too.
     offs = tl.arange(0, 16)
     iris.put(src + offs, dst + RANK * 16 + offs, RANK, PEER, heap_bases, hint=None, from_row_stride=0,
-             to_row_stride=0, use_copy_engine=False, contiguous_copy=False)
+             to_row_stride=0, use_copy_engine=True, contiguous_copy=False)
     iris.atomic_add(counter, RANK + 1, RANK, PEER, heap_bases, use_copy_engine=False)
 
 
@@ -546,8 +547,10 @@ def test_amd_only_device_names_say_so_and_name_the_nvidia_way(shmem):
         with pytest.raises(aperture.Error, match="AMD-only") as raised:
             _amd.refuse(what)
         assert nvidia in str(raised.value)
-    with on_device(shmem), raises_saying("XCC"):
-        xcc_kernel[(1,)](shmem.zeros(1, dtype=torch.int32))
+    die = shmem.full((1,), 9, dtype=torch.int32)  # get_xcc_id is not AMD-only: 0 on a one-die GPU
+    with on_device(shmem):
+        xcc_kernel[(1,)](die)
+    assert int(die[0]) == 0, "get_xcc_id: NVIDIA GPUs have one die, as Iris's newest says on one-die GPUs"
     with on_device(shmem), raises_saying("s_waitcnt"):
         wait_cnt_kernel[(1,)](shmem.zeros(1, dtype=torch.int32))
     from aperture.iris.device import sdma_utils  # importable, as for a program's AMD-only branch

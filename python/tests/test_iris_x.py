@@ -196,6 +196,59 @@ def test_all_reduce_reading_variants_give_every_rank_the_sum(dtype, op, form):
         close(heap.dst(r), want, dtype)
 
 
+@triton.jit
+def generation_kernel(src, dst, locks, heap_ctx, M, N, generation, RANK: tl.constexpr, WORLD: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, OP: tl.constexpr, FORM: tl.constexpr):
+    # Iris's newest flag values: a run-time generation, by keyword on the methods (two versions'
+    # names) and sixth on the functions, after the context.
+    tile = _tile(tl.program_id(0), src, M, N, BM, BN)
+    ctx = iris.DeviceContext.initialize(heap_ctx, RANK, WORLD)
+    src_view = x.make_tensor_view(src, M, N, N, 1)
+    dst_view = x.make_tensor_view(dst, M, N, N, 1)
+    if OP == "one_shot":
+        if FORM == "generation":
+            ctx.all_reduce_one_shot(tile, src_view, dst_view, locks, generation=generation)
+        elif FORM == "signal_value":
+            ctx.all_reduce_one_shot(tile, src_view, dst_view, locks, signal_value=generation)
+        else:
+            x.all_reduce_one_shot(tile, src_view, dst_view, locks, ctx, generation)
+    elif OP == "two_shot":
+        if FORM == "generation":
+            ctx.all_reduce_two_shot(tile, src_view, dst_view, locks, generation)
+        elif FORM == "signal_value":
+            ctx.all_reduce_two_shot(tile, src_view, dst_view, locks, signal_value=generation)
+        elif tile.pid_m % 2 == 0:
+            x.all_reduce_two_shot(tile, src_view, dst_view, locks, ctx, generation)
+        else:
+            x.all_reduce_two_shot(tile, src_view, dst_view, locks, RANK, WORLD, ctx, generation=generation)
+    else:
+        if FORM == "generation":
+            ctx.reduce_scatter(tile, src_view, dst_view, locks, generation=generation)
+        elif FORM == "signal_value":
+            ctx.reduce_scatter(tile, src_view, dst_view, locks, generation)
+        else:
+            x.reduce_scatter(tile, src_view, dst_view, locks, ctx, generation)
+
+
+@pytest.mark.parametrize("form", ["generation", "signal_value", "function"])
+@pytest.mark.parametrize("op", ["one_shot", "two_shot", "reduce_scatter"])
+def test_flagged_variants_wait_for_the_generation_given(op, form):
+    # Every peer's flags hold 7, the seventh call's value: a variant that waits for 1 spins for
+    # ever here (the failure this test shows is a hang).
+    dtype = torch.float32
+    heap = Heap(dtype, locks_value=7)
+    for r in range(WORLD):
+        generation_kernel[(TILES,)](heap.src(r), heap.dst(r), heap.locks(r), heap.context(r), M, N, 7, r, WORLD,
+                                    BM, BN, op, form)
+    want = sum_of([heap.src(r) for r in range(WORLD)])
+    owner = torch.clamp(tile_of_element() // (TILES // WORLD), max=WORLD - 1)
+    for r in range(WORLD):
+        got = heap.dst(r).float().cpu()
+        mine = owner == r if op == "reduce_scatter" else torch.ones_like(owner, dtype=torch.bool)
+        close(got[mine], want.cpu()[mine], dtype)
+        assert torch.all(got[~mine] == 0), f"rank {r} wrote tiles it does not own"
+
+
 def tile_of_element():
     rows = torch.arange(M)[:, None] // BM
     cols = torch.arange(N)[None, :] // BN
@@ -371,6 +424,44 @@ def test_tensor_view_helpers_address_a_strided_view():
     assert out[-1].item() == triton.cdiv(20, 8) * triton.cdiv(12, 8)
 
 
+@triton.jit
+def index_helpers_kernel(renumbered, offsets, num_workgroups, stride_in_m, stride_out_m, XCDS: tl.constexpr,
+                         CHUNK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.store(renumbered + pid, iris.ccl.utils.chiplet_transform_chunked(pid, num_workgroups, XCDS, CHUNK))
+    if pid == 0:  # tile (1, 2) of a 20 x 40 tensor: its indices, mask and input/output offsets
+        rm, rn, mask = iris.mem.triton.compute_tile_indices(1, 2, 20, 40, BM, BN)
+        into, out = iris.mem.triton.compute_tile_offsets(rm, rn, stride_in_m, 1, stride_out_m, 2)
+        block = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+        tl.store(offsets + block, tl.where(mask, into, -1))
+        tl.store(offsets + BM * BN + block, tl.where(mask, out, -1))
+
+
+def chiplet_order(pid, n, xcds, chunk):
+    group = xcds * chunk
+    if pid >= n // group * group:
+        return pid
+    slot = pid // xcds
+    return slot // chunk * group + pid % xcds * chunk + slot % chunk
+
+
+@pytest.mark.parametrize("n, xcds, chunk", [(64, 8, 2), (70, 8, 4), (37, 1, 4), (24, 3, 1)])
+def test_index_helpers_of_irises_ccl_kernels(n, xcds, chunk):
+    renumbered = torch.full((n,), -1, dtype=torch.int32, device=DEVICE)
+    offsets = torch.zeros(2 * 16 * 16, dtype=torch.int64, device=DEVICE)
+    index_helpers_kernel[(n,)](renumbered, offsets, n, 50, 70, xcds, chunk, 16, 16)
+    got = renumbered.cpu().tolist()
+    assert got == [chiplet_order(p, n, xcds, chunk) for p in range(n)]
+    assert sorted(got) == list(range(n)), "not a permutation of the program ids"
+    if xcds == 1:
+        assert got == list(range(n))
+    rows, cols = torch.arange(16, 32)[:, None], torch.arange(32, 48)[None, :]
+    inside = (rows < 20) & (cols < 40)
+    into, out = offsets.cpu().view(2, 16, 16)
+    assert torch.equal(into, torch.where(inside, rows * 50 + cols, -1))
+    assert torch.equal(out, torch.where(inside, rows * 70 + cols * 2, -1))
+
+
 def test_iris_x_exports_irises_names():
     for name in x.__all__:
         assert getattr(x, name) is not None, name
@@ -382,6 +473,9 @@ def test_iris_x_exports_irises_names():
         assert getattr(iris, name) is getattr(x, name) is getattr(types, name) is getattr(mem_triton, name), name
         assert name in iris.__all__
     assert types.tile_ptr is x.tile_ptr and mem_triton.DeviceTracing is mem_triton.Tracing
+    from aperture.iris.ccl import utils
+    for name in ("chiplet_transform_chunked", "compute_tile_indices", "compute_tile_offsets"):
+        assert getattr(types, name) is getattr(mem_triton, name) is getattr(utils, name), name
     assert x.AllReduceConfig is not None and x.all_reduce_atomic is not None
 
 

@@ -30,7 +30,7 @@ from ._device import (
     translate,
 )
 from .iris import Iris, iris
-from .mem.triton.types import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view
+from ._tile import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view
 from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level
 from .tensor_utils import CUDAArrayInterface, tensor_from_ptr
 from .tracing import TraceEvent
@@ -49,6 +49,12 @@ def __getattr__(name):
         from ._device_context import DeviceContext
 
         return DeviceContext
+    # Subpackages a program may reach as attributes without importing them (Iris's package imports
+    # iris.mem, for one): loaded when first asked for, so `import iris` stays light.
+    if name in ("mem", "x", "host", "device", "context", "compile", "distributed"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -103,10 +103,12 @@ def put(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
     """Iris ``put``: loads the local ``from_ptr`` and stores it into to_rank's copy of
     ``to_ptr`` (valid on from_rank, the caller). The copy-engine arguments are accepted, in both
     of Iris's spellings (``src_row_stride``/``USE_COPY_ENGINE``/``CONTIGUOUS_COPY`` and the
-    newer ``from_row_stride``/``use_copy_engine``/``contiguous_copy``); a copy engine (AMD's
-    SDMA) asked for is refused when the kernel compiles."""
-    tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
-    tl.static_assert(not use_copy_engine, _COPY_ENGINE_REFUSED)
+    newer ``from_row_stride``/``use_copy_engine``/``contiguous_copy``). Iris hands the transfer to
+    a copy engine (AMD's SDMA) only when both the engine and a contiguous copy are asked for, and
+    that is refused when the kernel compiles; the engine alone runs as loads and stores, as on Iris."""
+    engine: tl.constexpr = USE_COPY_ENGINE or use_copy_engine
+    contiguous: tl.constexpr = CONTIGUOUS_COPY or contiguous_copy
+    tl.static_assert(not (engine and contiguous), _COPY_ENGINE_REFUSED)
     value = tl.load(from_ptr, mask=mask, other=other, cache_modifier=_cache(load_cache_modifier))
     apt.store(to_ptr, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier))
 
@@ -205,11 +207,9 @@ def read_realtime():
 
 @triton.jit
 def get_xcc_id():
-    """AMD-only: refused when the kernel compiles (the host-side names: aperture.iris._amd)."""
-    tl.static_assert(False, "aperture.iris: get_xcc_id reads the XCC (accelerator complex die) of AMD's MI300 "
-                            "series, which is AMD-only; NVIDIA GPUs have no XCDs: use get_cu_id() (the SM, "
-                            "%smid) or tl.program_id for placement")
-    return 0
+    """The die (AMD's XCC) this program runs on: 0, as Iris's newest returns on a one-die GPU, which
+    every NVIDIA GPU is (get_cu_id() gives the SM)."""
+    return tl.full((), 0, tl.int32)
 
 
 @triton.jit

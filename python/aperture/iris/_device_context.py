@@ -196,15 +196,23 @@ class _DeviceContext:
         _x_all_reduce_spinlock(tile, dst_view, locks, self)
 
     @triton.jit
-    def all_reduce_one_shot(self, tile, src_view, dst_view, locks):
-        """iris.x.all_reduce_one_shot(tile, src_view, dst_view, locks, self)."""
-        _x_all_reduce_one_shot(tile, src_view, dst_view, locks, self)
+    def all_reduce_one_shot(self, tile, src_view, dst_view, locks, generation=1, signal_value=None):
+        """iris.x.all_reduce_one_shot(tile, src_view, dst_view, locks, self, generation): each
+        peer's flag is awaited until it equals ``generation`` (``signal_value``, another Iris
+        version's name for it, wins when given)."""
+        if signal_value is None:
+            _x_all_reduce_one_shot(tile, src_view, dst_view, locks, self, generation)
+        else:
+            _x_all_reduce_one_shot(tile, src_view, dst_view, locks, self, signal_value)
 
     @triton.jit
-    def all_reduce_two_shot(self, tile, src_view, dst_view, locks):
+    def all_reduce_two_shot(self, tile, src_view, dst_view, locks, generation=1, signal_value=None):
         """iris.x.all_reduce_two_shot with the tiles dealt round-robin: rank r owns tile numbers
-        r, r + world_size, ..."""
-        _x_all_reduce_two_shot(tile, src_view, dst_view, locks, self)
+        r, r + world_size, ...; ``generation`` / ``signal_value`` as in all_reduce_one_shot."""
+        if signal_value is None:
+            _x_all_reduce_two_shot(tile, src_view, dst_view, locks, self, generation)
+        else:
+            _x_all_reduce_two_shot(tile, src_view, dst_view, locks, self, signal_value)
 
     @triton.jit
     def all_reduce_ring(self, tile, src_view, dst_view):
@@ -227,9 +235,13 @@ class _DeviceContext:
         _x_all_to_all(tile, src_view, dst_view, N_per_rank, self)
 
     @triton.jit
-    def reduce_scatter(self, tile, src_view, dst_view, locks):
-        """iris.x.reduce_scatter(tile, src_view, dst_view, locks, self)."""
-        _x_reduce_scatter(tile, src_view, dst_view, locks, self)
+    def reduce_scatter(self, tile, src_view, dst_view, locks, signal_value=1, generation=None):
+        """iris.x.reduce_scatter(tile, src_view, dst_view, locks, self, signal_value): each peer's
+        flag is awaited until it equals ``signal_value`` (``generation`` wins when given)."""
+        if generation is None:
+            _x_reduce_scatter(tile, src_view, dst_view, locks, self, signal_value)
+        else:
+            _x_reduce_scatter(tile, src_view, dst_view, locks, self, generation)
 
 
 DeviceContext = aggregate(_DeviceContext)

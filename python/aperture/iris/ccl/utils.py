@@ -1,8 +1,11 @@
-"""``iris.ccl.ReduceOp`` and the mapping of every spelling of a reduction to aperture's names."""
+"""``iris.ccl.ReduceOp``, the mapping of every spelling of a reduction to aperture's names, and
+the tile index helpers Iris's ccl kernels import from here (aperture.iris._tile's)."""
 
 from enum import Enum
 
 import aperture
+
+from .._tile import chiplet_transform_chunked, compute_tile_indices, compute_tile_offsets  # noqa: F401
 
 
 class ReduceOp(Enum):

@@ -19,21 +19,24 @@ def tile_number(tile, view):
 
 
 @triton.jit
-def wait_until_ready(locks, tile_id, ctx, peer):
-    """Spins until ``peer``'s ``locks[tile_id]`` is 1: the peer has released its tile. Acquire at
-    system scope, so the peer's writes before its release (on another GPU too) are visible after."""
-    while apt.atomic_add(locks + tile_id, 0, ctx.rank, peer, ctx.heap_bases, sem="acquire", scope="sys") != 1:
+def wait_until_ready(locks, tile_id, ctx, peer, ready=1):
+    """Spins until ``peer``'s ``locks[tile_id]`` equals ``ready``: the peer has released its tile
+    (Iris's newest passes a generation that grows by one per call, so locks need no reset between
+    calls). Acquire at system scope, so the peer's writes before its release (on another GPU too)
+    are visible after."""
+    while apt.atomic_add(locks + tile_id, 0, ctx.rank, peer, ctx.heap_bases, sem="acquire", scope="sys") != ready:
         pass
     tl.debug_barrier()  # every thread of the program reads after the acquire, not only the poller
 
 
 @triton.jit
-def sum_of_peers(acc, src_ptrs, mask, ctx, locks=None, tile_id=0):
+def sum_of_peers(acc, src_ptrs, mask, ctx, locks=None, tile_id=0, ready=1):
     """``acc`` plus every other rank's tile at ``src_ptrs`` (valid here), visiting rank+1, rank+2, ...
-    so that the ranks do not all read one peer at once; given ``locks``, each once its flag is 1."""
+    so that the ranks do not all read one peer at once; given ``locks``, each once its flag equals
+    ``ready``."""
     for step in range(1, ctx.world_size):
         peer = (ctx.rank + step) % ctx.world_size
         if locks is not None:
-            wait_until_ready(locks, tile_id, ctx, peer)
+            wait_until_ready(locks, tile_id, ctx, peer, ready)
         acc += apt.load(src_ptrs, ctx.rank, peer, ctx.heap_bases, mask=mask, other=0.0).to(acc.dtype)
     return acc

@@ -7,11 +7,15 @@ reaches the peers' copies through the table.
 
 - atomic: atomically adds ``tile.data`` into every rank's destination (zeroed beforehand).
 - spinlock: like atomic, as a locked read-add-write of each rank's destination tile.
-- one_shot: every rank reads every other rank's source tile once its ready flag is 1, and sums.
+- one_shot: every rank reads every other rank's source tile once its ready flag is set, and sums.
 - two_shot: the tile's owner (round-robin, or start_tile, start_tile + stride, ...) sums as
   one_shot and writes the result to every rank.
 - ring: every rank reads the others' source tiles in ring order and sums; the sources must be
   complete before the kernel starts (no flags).
+
+The flagged variants (one_shot, two_shot; reduce_scatter too) take ``generation`` (default 1), the
+value a peer's flag holds once its tile is ready, as Iris's newest does: a producer that stores
+call number g into its flags makes consecutive calls need no reset of the locks.
 
 Half-precision tiles are summed in float32 and rounded once (Iris keeps bfloat16 sums in bfloat16).
 """
@@ -51,43 +55,47 @@ def all_reduce_spinlock(tile, dst_view, locks, ctx):
 
 
 @triton.jit
-def all_reduce_one_shot(tile, src_view, dst_view, locks, ctx):
+def all_reduce_one_shot(tile, src_view, dst_view, locks, ctx, generation=1):
     """Writes into this rank's ``dst_view`` tile the sum of ``tile.data`` and the other ranks' tiles
-    of ``src_view``, each read once that rank's ``locks[tile]`` is 1 (the rank stored its tile to
-    src_view and then set the flag with a release)."""
+    of ``src_view``, each read once that rank's ``locks[tile]`` equals ``generation`` (the rank
+    stored its tile to src_view and then set the flag with a release)."""
     tile_id = tile_number(tile, dst_view)
     src_ptrs, mask = src_view.tile_ptr(tile)
     dst_ptrs, _ = dst_view.tile_ptr(tile)
     acc = tile.data.to(accumulator_type(tile.data.dtype))
-    acc = sum_of_peers(acc, src_ptrs, mask, ctx, locks, tile_id)
+    acc = sum_of_peers(acc, src_ptrs, mask, ctx, locks, tile_id, generation)
     tl.store(dst_ptrs, acc.to(tile.data.dtype), mask=mask)
 
 
 @triton.jit
-def _two_shot(tile, src_view, dst_view, locks, start_tile, stride, ctx):
+def _two_shot(tile, src_view, dst_view, locks, start_tile, stride, ctx, generation):
     tile_id = tile_number(tile, dst_view)
     if (tile_id >= start_tile) and ((tile_id - start_tile) % stride == 0):
         src_ptrs, mask = src_view.tile_ptr(tile)
         dst_ptrs, _ = dst_view.tile_ptr(tile)
         acc = tile.data.to(accumulator_type(tile.data.dtype))
-        acc = sum_of_peers(acc, src_ptrs, mask, ctx, locks, tile_id)
+        acc = sum_of_peers(acc, src_ptrs, mask, ctx, locks, tile_id, generation)
         result = acc.to(tile.data.dtype)
         for peer in range(ctx.world_size):
             apt.store(dst_ptrs, result, ctx.rank, peer, ctx.heap_bases, mask=mask)
 
 
 @triton.jit
-def all_reduce_two_shot(tile, src_view, dst_view, locks, start_tile, stride=None, ctx=None):
+def all_reduce_two_shot(tile, src_view, dst_view, locks, start_tile, stride=None, ctx=None, generation=1):
     """The rank that owns the tile sums it as one_shot does and writes the sum into every rank's
-    ``dst_view``; other ranks do nothing for this tile. Iris's two forms:
+    ``dst_view``; other ranks do nothing for this tile. Iris's forms:
     ``(tile, src_view, dst_view, locks, ctx)`` deals the tiles round-robin (rank r owns tile
-    numbers r, r + world_size, ...); ``(tile, src_view, dst_view, locks, start_tile, stride, ctx)``
+    numbers r, r + world_size, ...), and ``(tile, src_view, dst_view, locks, ctx, generation)``
+    likewise with the flags' value; ``(tile, src_view, dst_view, locks, start_tile, stride, ctx)``
     gives this rank tile numbers start_tile, start_tile + stride, ... (each rank its own start, the
-    same stride)."""
-    if ctx is None:  # the five-argument form: the fifth is the context
-        _two_shot(tile, src_view, dst_view, locks, start_tile.rank, start_tile.world_size, start_tile)
+    same stride), ``generation=`` by keyword."""
+    if ctx is None:  # the context came fifth; a sixth argument, if any, is the generation
+        if stride is None:
+            _two_shot(tile, src_view, dst_view, locks, start_tile.rank, start_tile.world_size, start_tile, generation)
+        else:
+            _two_shot(tile, src_view, dst_view, locks, start_tile.rank, start_tile.world_size, start_tile, stride)
     else:
-        _two_shot(tile, src_view, dst_view, locks, start_tile, stride, ctx)
+        _two_shot(tile, src_view, dst_view, locks, start_tile, stride, ctx, generation)
 
 
 @triton.jit

@@ -8,10 +8,11 @@ from ._tiles import accumulator_type, sum_of_peers, tile_number
 
 
 @triton.jit
-def reduce_scatter(tile, src_view, dst_view, locks, ctx):
+def reduce_scatter(tile, src_view, dst_view, locks, ctx, generation=1):
     """If this rank owns the tile (rank r owns tiles [r*T, (r+1)*T), T = tiles // world_size, the
     last rank also the remainder), writes into its ``dst_view`` the sum of ``tile.data`` and the
-    other ranks' ``src_view`` tiles, each read once that rank's ``locks[tile]`` is 1."""
+    other ranks' ``src_view`` tiles, each read once that rank's ``locks[tile]`` equals
+    ``generation``."""
     total = tl.cdiv(dst_view.M, tile.block_m) * tl.cdiv(dst_view.N, tile.block_n)
     tile_id = tile_number(tile, dst_view)
     per_rank = total // ctx.world_size
@@ -21,5 +22,5 @@ def reduce_scatter(tile, src_view, dst_view, locks, ctx):
         src_ptrs, mask = src_view.tile_ptr(tile)
         dst_ptrs, _ = dst_view.tile_ptr(tile)
         acc = tile.data.to(accumulator_type(tile.data.dtype))
-        acc = sum_of_peers(acc, src_ptrs, mask, ctx, locks, tile_id)
+        acc = sum_of_peers(acc, src_ptrs, mask, ctx, locks, tile_id, generation)
         tl.store(dst_ptrs, acc.to(tile.data.dtype), mask=mask)
