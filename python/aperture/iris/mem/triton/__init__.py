@@ -26,16 +26,4 @@ from ..._device import (  # noqa: F401
 from .context import Context, DeviceContext  # noqa: F401
 from .tracing import Tracing  # noqa: F401
 from .tracing import Tracing as DeviceTracing  # noqa: F401
-from .types import (  # noqa: F401
-    AllReduceConfig,
-    TensorView,
-    Tile,
-    TileView,
-    chiplet_transform_chunked,
-    compute_tile_indices,
-    compute_tile_offsets,
-    make_tensor_view,
-    offset_ptr,
-    tile_layout,
-    tile_ptr,
-)
+from .types import *  # noqa: F401,F403  (the tile types and index helpers)
