@@ -255,8 +255,8 @@ def device_context(ctx):
     """The tensor Iris's ``ctx.get_device_context()`` returns, for the host object ``ctx``: int64,
     on the heap's device, ``[rank, num_ranks, heap_bases..., 0]`` (the last word: tracing off),
     or, when ``ctx.tracing`` is enabled, ``[rank, num_ranks, heap_bases..., 1, trace words...]``.
-    The table is a copy of ``ctx.get_heap_bases()`` (the heap's; a tensor from
-    allocate_symmetric with a table of its own goes through that table instead)."""
+    The table is a copy of ``ctx.get_heap_bases()`` (the heap's, which reaches allocate_symmetric's
+    tensors too: they lie in the heap)."""
     bases = ctx.get_heap_bases()
     rank, world = int(ctx.get_rank()), int(ctx.get_num_ranks())
     first = _TABLE_OFFSET.value

@@ -1,8 +1,8 @@
 """Iris's host object on aperture: ``iris.iris(heap_size, allocator_type=...)`` and class ``Iris``.
 
 One symmetric heap (an aperture allocation from the provider ``allocator_type`` names) hands out
-torch tensors with Iris's factories; ``allocate_symmetric`` makes an allocation of its own, with
-its own table; ``ctx.ccl`` runs Iris's collectives on aperture's Communicator; ``get_device_context``
+torch tensors with Iris's factories; ``allocate_symmetric`` hands out a heap tensor with a table
+of its own; ``ctx.ccl`` runs Iris's collectives on aperture's Communicator; ``get_device_context``
 builds the tensor ``DeviceContext.initialize`` reads. Ranks come from torch.distributed when it is
 initialised, else from the launcher (aperture launch, mpirun, torchrun), else one rank.
 docs/IRIS.md lists every name and every difference from Iris.
