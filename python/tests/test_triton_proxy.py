@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 import aperture
+import aperture.iris as iris
 import aperture.triton as apt
 
 from conftest import GPU_PROVIDERS, provider
@@ -224,6 +225,51 @@ def test_blocks_of_two_dimensions_and_scalars(team, prov):
     assert out.cpu().tolist() == [7000 + p for p in range(world)], f"scalar loads: {out.cpu().tolist()}"
     team.barrier()
     for t in (tiles, holes, word):
+        prov.free(t)
+
+
+@triton.jit
+def iris_functions_kernel(inbox, src, word, got, counter, olds, heap_bases, me, proxy, N: tl.constexpr):
+    # aperture.iris's device functions, Iris's argument order, each with the proxy: program p puts
+    # this rank's src into p's inbox, gets p's word, adds to p's counter and reads p's src back.
+    p = tl.program_id(0)
+    offs = tl.arange(0, N)
+    iris.put(src + offs, inbox + me * N + offs, me, p, heap_bases, proxy=proxy)
+    iris.get(word, got + p, me, p, heap_bases, proxy=proxy)
+    tl.store(olds + p, iris.atomic_add(counter, me + 1, me, p, heap_bases, proxy=proxy))
+    back = iris.load(src + offs, me, p, heap_bases, proxy=proxy)
+    iris.store(inbox + (me + 64) * N + offs, back + 1, me, p, heap_bases, proxy=proxy)
+
+
+def test_irises_device_functions_take_the_proxy(team, prov):
+    me, world, n = team.rank, team.size, 8
+    inbox = prov.zeros(2 * 64 * n, "int32")  # rows 0..world-1: puts; rows 64..: loads sent back
+    src = prov.zeros(n, "int32")
+    src.copy_(torch.arange(n, dtype=torch.int32, device=src.device) * 10 + me * 1000)
+    word = prov.zeros(1, "int32")
+    word.fill_(500 + me)
+    counter = prov.zeros(1, "int32")
+    got = torch.zeros(world, dtype=torch.int32, device=DEVICE)
+    olds = torch.zeros(world, dtype=torch.int32, device=DEVICE)
+    m = aperture.address_map(inbox)
+    sync()
+    team.barrier()
+    with aperture.GpuProxy(inbox) as proxy:
+        iris_functions_kernel[(world,)](inbox, src, word, got, counter, olds, m.peer_bases, me, proxy.handle, N=n)
+        sync()
+        team.barrier()
+        assert proxy.failures == 0, proxy.last_error
+    rows = inbox.cpu().view(-1, n)
+    for s in range(world):
+        want = torch.arange(n, dtype=torch.int32) * 10 + s * 1000
+        assert torch.equal(rows[s], want), f"iris.put from rank {s}"
+        assert torch.equal(rows[64 + s], torch.arange(n, dtype=torch.int32) * 10 + me * 1000 + 1), \
+            f"iris.load by rank {s} of this rank's src, stored back"
+    assert got.cpu().tolist() == [500 + p for p in range(world)], "iris.get of every rank's word"
+    assert int(counter.cpu()[0]) == world * (world + 1) // 2, "iris.atomic_add from every rank"
+    assert all(0 <= o < world * (world + 1) // 2 for o in olds.cpu().tolist())
+    team.barrier()
+    for t in (inbox, src, word, counter):
         prov.free(t)
 
 

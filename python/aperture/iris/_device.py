@@ -65,30 +65,33 @@ def translate(ptr, from_rank, to_rank, heap_bases, hint: tl.constexpr = None):
 
 @triton.jit
 def load(pointer, to_rank, from_rank, heap_bases, mask=None, other=None, cache_modifier: tl.constexpr = None,
-         volatile: tl.constexpr = False, hint: tl.constexpr = None):
+         volatile: tl.constexpr = False, hint: tl.constexpr = None, proxy=None):
     """Iris ``load``: reads from_rank's copy of ``pointer``, which is valid on to_rank (the
-    caller): ``iris.load(ptr, cur_rank, remote_rank, heap_bases)``."""
+    caller): ``iris.load(ptr, cur_rank, remote_rank, heap_bases)``. ``proxy`` (aperture's,
+    ``aperture.GpuProxy(...).handle``): a rank whose table entry is 0 (another node) is reached
+    through the GPU proxy, as in aperture.triton; every function below takes it."""
     return apt.load(pointer, to_rank, from_rank, heap_bases, mask=mask, other=other,
-                    cache_modifier=_cache(cache_modifier), volatile=volatile)
+                    cache_modifier=_cache(cache_modifier), volatile=volatile, proxy=proxy)
 
 
 @triton.jit
 def store(pointer, value, from_rank, to_rank, heap_bases, mask=None, hint: tl.constexpr = None,
-          cache_modifier: tl.constexpr = None):
+          cache_modifier: tl.constexpr = None, proxy=None):
     """Iris ``store``: writes ``value`` into to_rank's copy of ``pointer`` (valid on from_rank,
     the caller): ``iris.store(ptr, value, cur_rank, remote_rank, heap_bases)``."""
-    apt.store(pointer, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(cache_modifier))
+    apt.store(pointer, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(cache_modifier),
+              proxy=proxy)
 
 
 @triton.jit
 def get(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
         load_cache_modifier: tl.constexpr = None, store_cache_modifier: tl.constexpr = None,
-        hint: tl.constexpr = None):
+        hint: tl.constexpr = None, proxy=None):
     """Iris ``get``: loads ``from_ptr`` translated from from_rank's address space to to_rank's,
     and stores it into the local ``to_ptr``. Iris's own tests call it as
     ``iris.get(src, dst, cur_rank, remote_rank, heap_bases)`` to read the remote rank."""
     value = apt.load(from_ptr, from_rank, to_rank, heap_bases, mask=mask, other=other,
-                     cache_modifier=_cache(load_cache_modifier))
+                     cache_modifier=_cache(load_cache_modifier), proxy=proxy)
     tl.store(to_ptr, value, mask=mask, cache_modifier=_cache(store_cache_modifier))
 
 
@@ -99,7 +102,7 @@ def put(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
         dst_row_stride: tl.constexpr = 0, USE_COPY_ENGINE: tl.constexpr = False,
         CONTIGUOUS_COPY: tl.constexpr = False, from_base_ptr=None, to_base_ptr=None,
         from_row_stride: tl.constexpr = 0, to_row_stride: tl.constexpr = 0, use_copy_engine: tl.constexpr = False,
-        contiguous_copy: tl.constexpr = False):
+        contiguous_copy: tl.constexpr = False, proxy=None):
     """Iris ``put``: loads the local ``from_ptr`` and stores it into to_rank's copy of
     ``to_ptr`` (valid on from_rank, the caller). The copy-engine arguments are accepted, in both
     of Iris's spellings (``src_row_stride``/``USE_COPY_ENGINE``/``CONTIGUOUS_COPY`` and the
@@ -110,18 +113,20 @@ def put(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
     contiguous: tl.constexpr = CONTIGUOUS_COPY or contiguous_copy
     tl.static_assert(not (engine and contiguous), _COPY_ENGINE_REFUSED)
     value = tl.load(from_ptr, mask=mask, other=other, cache_modifier=_cache(load_cache_modifier))
-    apt.store(to_ptr, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier))
+    apt.store(to_ptr, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier),
+              proxy=proxy)
 
 
 @triton.jit
 def copy(src_ptr, dst_ptr, from_rank, to_rank, cur_rank, heap_bases, mask=None, other=None,
          load_cache_modifier: tl.constexpr = None, store_cache_modifier: tl.constexpr = None,
-         hint: tl.constexpr = None):
+         hint: tl.constexpr = None, proxy=None):
     """Iris ``copy``: from_rank's copy of ``src_ptr`` into to_rank's copy of ``dst_ptr``, both
     given in cur_rank's (the caller's) address space (aperture.triton.copy)."""
     value = apt.load(src_ptr, cur_rank, from_rank, heap_bases, mask=mask, other=other,
-                     cache_modifier=_cache(load_cache_modifier))
-    apt.store(dst_ptr, value, cur_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier))
+                     cache_modifier=_cache(load_cache_modifier), proxy=proxy)
+    apt.store(dst_ptr, value, cur_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier),
+              proxy=proxy)
 
 
 # Atomics: Iris leaves sem and scope to Triton when they are None (acq_rel, "gpu"); here None is
@@ -130,62 +135,71 @@ def copy(src_ptr, dst_ptr, from_rank, to_rank, cur_rank, heap_bases, mask=None, 
 @triton.jit
 def atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, copy_engine_ctx=None,
-               USE_COPY_ENGINE: tl.constexpr = False, use_copy_engine: tl.constexpr = False):
+               USE_COPY_ENGINE: tl.constexpr = False, use_copy_engine: tl.constexpr = False, proxy=None):
     tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
     tl.static_assert(not use_copy_engine, _COPY_ENGINE_REFUSED)
-    return apt.atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
+    return apt.atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
+                          proxy=proxy)
 
 
 @triton.jit
 def atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None, hint: tl.constexpr = None):
-    return apt.atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
+               scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    return apt.atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
+                          proxy=proxy)
 
 
 @triton.jit
 def atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None, hint: tl.constexpr = None):
-    return apt.atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
+               scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    return apt.atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
+                          proxy=proxy)
 
 
 @triton.jit
 def atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-              scope: tl.constexpr = None, hint: tl.constexpr = None):
-    return apt.atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
+              scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    return apt.atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
+                         proxy=proxy)
 
 
 @triton.jit
 def atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None, hint: tl.constexpr = None):
-    return apt.atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
+               scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    return apt.atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
+                          proxy=proxy)
 
 
 @triton.jit
 def atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None, hint: tl.constexpr = None):
-    return apt.atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
+               scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    return apt.atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
+                          proxy=proxy)
 
 
 @triton.jit
 def atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-               scope: tl.constexpr = None, hint: tl.constexpr = None):
-    return apt.atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope))
+               scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    return apt.atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
+                          proxy=proxy)
 
 
 @triton.jit
 def atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
-                scope: tl.constexpr = None, hint: tl.constexpr = None):
+                scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
     return apt.atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem),
-                           scope=_scope(scope))
+                           scope=_scope(scope),
+                           proxy=proxy)
 
 
 @triton.jit
 def atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, copy_engine_ctx=None,
-               USE_COPY_ENGINE: tl.constexpr = False, use_copy_engine: tl.constexpr = False):
+               USE_COPY_ENGINE: tl.constexpr = False, use_copy_engine: tl.constexpr = False, proxy=None):
     tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
     tl.static_assert(not use_copy_engine, _COPY_ENGINE_REFUSED)
-    return apt.atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem=_sem(sem), scope=_scope(scope))
+    return apt.atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem=_sem(sem), scope=_scope(scope),
+                          proxy=proxy)
 
 
 # ---- Iris's device utilities (iris.device.utils) ------------------------------------------------
