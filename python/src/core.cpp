@@ -248,7 +248,10 @@ NB_MODULE(_core, m) {
   auto reduce_ops = nb::enum_<aperture::ReduceOp>(m, "ReduceOp", "a reduction collectives apply (aperture::ReduceOp)");
   for (aperture::ReduceOp op : aperture::kAllReduceOps) reduce_ops.value(aperture::name_of(op), op);
 
-  nb::class_<aperture::Team>(m, "Team", "Who we are, and how ranks talk before any symmetric memory exists")
+  // Weakly referenceable: Python keeps per-team state (aperture.collectives._dropped) without
+  // extending the team's life.
+  nb::class_<aperture::Team>(m, "Team", "Who we are, and how ranks talk before any symmetric memory exists",
+                             nb::is_weak_referenceable())
       .def_static("from_env", &aperture::Team::from_env, nb::call_guard<nb::gil_scoped_release>(),
                   "aperture launch, mpirun, torchrun, or a team of one rank")
       .def_static("single", &aperture::Team::single, "a team of one rank, whatever the environment says")
@@ -262,6 +265,17 @@ NB_MODULE(_core, m) {
       .def_prop_ro("node_count", &aperture::Team::node_count, "nodes the team spans (machines sharing no memory)")
       .def("node_of", &aperture::Team::node_of, "rank"_a, "the node of `rank`")
       .def("barrier", &aperture::Team::barrier, nb::call_guard<nb::gil_scoped_release>(), "collective")
+      .def("allgather", [](aperture::Team& t, nb::bytes mine) {
+        const std::string in(mine.c_str(), mine.size());
+        std::string all(in.size() * static_cast<std::size_t>(t.size()), '\0');
+        {
+          nb::gil_scoped_release unlocked;
+          t.allgather(in.data(), all.data(), in.size());
+        }
+        nb::list out;
+        for (int r = 0; r < t.size(); ++r) out.append(nb::bytes(all.data() + r * in.size(), in.size()));
+        return out;
+      }, "mine"_a, "collective: every rank's `mine`, in rank order (every rank gives as many bytes)")
       .def("__repr__", [](const aperture::Team& t) {
         return "Team(rank=" + std::to_string(t.rank()) + ", size=" + std::to_string(t.size()) + ", launched_by=\"" +
                std::string(t.launched_by()) + "\")";

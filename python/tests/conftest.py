@@ -36,7 +36,6 @@ passed. A GPU step runs `APERTURE_TEST_REQUIRE=gpu ... pytest -m gpu` (docs/PYTH
 GPU machine with a package built without CUDA, or without a named provider, fails it.
 """
 
-import gc
 import os
 
 import pytest
@@ -96,22 +95,6 @@ def _the_team():
     if _team is None:
         _team = aperture.Team.from_env()
     return _team
-
-
-@pytest.fixture(autouse=True, scope="module")
-def collect_cycles_alike():
-    """In a job of several ranks, reference cycles are collected at the same points on every rank:
-    after each test file, with the collector's own runs turned off. A test that keeps an exception
-    (``pytest.raises(...) as e``) keeps its frame, and with it the test's Iris context or
-    Communicator, in a cycle; left to the collector, which runs when a rank's own allocation count
-    says so, their collective teardown (a Communicator's destructor ends with a team barrier) would
-    run at different points on different ranks and pair with another rank's collective."""
-    several = job_size() > 1
-    if several:
-        gc.disable()
-    yield
-    if several:
-        gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -170,3 +170,17 @@ def test_communicator_after_close(team, host_provider):
     c.close()
     with pytest.raises(aperture.Error, match="used after close"):
         c.all_reduce(torch.zeros(4))
+
+
+def test_a_communicator_names_a_team_or_provider_in_the_wrong_place(team, host_provider):
+    # Refused before any collective step, alike on every rank: nothing is left half made.
+    with pytest.raises(aperture.Error, match=r"team is a Provider; give an aperture.Team .* provider second"):
+        aperture.Communicator(host_provider, team)
+    with pytest.raises(aperture.Error, match=r"team is a NoneType"):
+        aperture.Communicator(None, host_provider)
+    with pytest.raises(aperture.Error, match=r"provider is a str; give an aperture provider"):
+        aperture.Communicator(team, "shm")
+    with aperture.Communicator(team, host_provider) as c:  # the team goes on as before
+        t = torch.full((3,), float(team.rank + 1))
+        c.all_reduce(t)
+        assert t.tolist() == [team.size * (team.size + 1) / 2] * 3

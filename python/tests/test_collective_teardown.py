@@ -1,0 +1,138 @@
+"""When a Communicator is torn down (a collective act: its C++ destructor holds a team barrier).
+
+Dropping the last reference tears it down at once, at a point of the program every rank reaches
+alike. Python's cyclic garbage collector runs when each rank's own allocation count says so, so
+one it finds is kept and torn down at the next collective point of its team where every rank has
+dropped it: never paired with a collective the peers are making meanwhile."""
+
+import gc
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import aperture
+from aperture.collectives import _dropped
+from spawned_job import IN_A_JOB, child_environment
+
+
+def values(rank, n, step):
+    """Differ per rank, per element and per step."""
+    return torch.arange(n, dtype=torch.int64) * 7 + rank * 100003 + step * 1000003 + 1
+
+
+def all_reduce_checked(comm, team, n, step):
+    t = values(team.rank, n, step)
+    assert comm.all_reduce(t) is t
+    expected = sum(values(r, n, step) for r in range(team.size))
+    assert torch.equal(t, expected), f"rank {team.rank}, step {step}: first differences at " \
+        f"{(t != expected).nonzero()[:5].view(-1).tolist()}"
+
+
+def in_a_cycle(team, provider):
+    """A used Communicator in a reference cycle, and its C++ object, to watch. Once the caller
+    drops the cycle, only the cyclic collector can free it."""
+    comm = aperture.Communicator(team, provider)
+    all_reduce_checked(comm, team, 3001, step=0)
+    cycle = [comm]
+    cycle.append(cycle)
+    return cycle, comm._core
+
+
+def test_dropping_the_last_reference_tears_down_at_once(team, host_provider):
+    comm = aperture.Communicator(team, host_provider)
+    core = comm._core
+    del comm
+    assert core.closed
+    assert _dropped.pending(team) == []
+
+
+def test_the_collector_of_one_rank_does_not_pair_with_the_peers_collectives(team, host_provider):
+    was_enabled = gc.isenabled()
+    gc.disable()  # this test says when each rank's collector runs
+    try:
+        cycle, core = in_a_cycle(team, host_provider)
+        del cycle
+        if team.rank == 0:
+            gc.collect()  # rank 0 finds the cycle first; the peers still hold theirs
+            assert _dropped.pending(team) == [core]
+        assert not core.closed  # kept: tearing it down now would pair with a peer's collective
+        # A collective point where not every rank has dropped it: it stays; the new one works.
+        with aperture.Communicator(team, host_provider) as other:
+            assert core.closed == (team.size == 1)  # one rank: every rank had dropped it
+            for step in range(1, 4):
+                all_reduce_checked(other, team, 3001 + step, step)
+            if team.rank != 0:
+                gc.collect()  # now every rank has dropped it
+            for step in range(4, 6):
+                all_reduce_checked(other, team, 5, step)
+        # other's close() was a collective point where every rank had: torn down there, on every rank.
+        assert core.closed
+        assert _dropped.pending(team) == []
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def test_objects_the_ranks_drop_in_different_orders_go_in_the_order_they_were_made(team, host_provider):
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        cycles = {name: in_a_cycle(team, host_provider)[0] for name in "ab"}
+        cores = [cycles[name][0]._core for name in "ab"]
+        for name in ("ab" if team.rank % 2 == 0 else "ba"):
+            del cycles[name]
+            gc.collect()
+        assert _dropped.pending(team) == cores
+        with aperture.Communicator(team, host_provider) as other:
+            assert all(core.closed for core in cores)
+            assert _dropped.pending(team) == []
+            all_reduce_checked(other, team, 70001, step=7)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+# A job of 2 ranks: rank 0's collector drops two Communicators; rank 1's never runs before the end.
+# Its check is registered before aperture is imported, so it runs after aperture's end-of-program
+# round (atexit runs last-registered first).
+AT_THE_END = """
+import atexit, gc
+gc.disable()
+
+def check():
+    print(f"rank {team.rank}: at the end, closed {[core.closed for core in cores]}, pending {len(_dropped.pending(team))}",
+          flush=True)
+
+atexit.register(check)
+
+import aperture
+from aperture.collectives import _dropped
+
+team = aperture.Team.from_env()
+provider = aperture.make_provider("shm", team)
+cores = []
+for _ in range(2):
+    comm = aperture.Communicator(team, provider)
+    comm.barrier()
+    cores.append(comm._core)
+    cycle = [comm]
+    cycle.append(cycle)
+    del comm, cycle
+if team.rank == 0:
+    gc.collect()
+print(f"rank {team.rank}: pending {len(_dropped.pending(team))}", flush=True)
+"""
+
+
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts a job of its own")
+def test_what_every_rank_has_dropped_by_the_end_is_torn_down_there(tmp_path):
+    program = tmp_path / "at_the_end.py"
+    program.write_text(AT_THE_END)
+    run = subprocess.run([aperture.program, "launch", "-n", "2", "--timeout", "60", "--", sys.executable, str(program)],
+                         capture_output=True, text=True, env=child_environment(APERTURE_TIMEOUT="20"), timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr[-4000:]
+    for rank, pending in ((0, 2), (1, 0)):
+        assert f"rank {rank}: pending {pending}" in run.stdout, run.stdout
+        assert f"rank {rank}: at the end, closed [True, True], pending 0" in run.stdout, run.stdout + run.stderr[-4000:]
