@@ -273,6 +273,79 @@ def test_irises_device_functions_take_the_proxy(team, prov):
         prov.free(t)
 
 
+@triton.jit
+def device_context_kernel(context, inbox, src, word, got, counter, olds, proxy, RANK: tl.constexpr,
+                          WORLD: tl.constexpr, N: tl.constexpr):
+    # Iris's DeviceContext made with the proxy: its methods as Iris programs call them, program p
+    # reaching rank p as iris_functions_kernel does.
+    ctx = iris.DeviceContext.initialize(context, RANK, WORLD, proxy=proxy)
+    p = tl.program_id(0)
+    offs = tl.arange(0, N)
+    ctx.put(src + offs, inbox + RANK * N + offs, p)
+    ctx.get(word, got + p, p)
+    tl.store(olds + p, ctx.atomic_add(counter, RANK + 1, p))
+    back = ctx.load(src + offs, p)
+    ctx.store(inbox + (RANK + 64) * N + offs, back + 1, p)
+    ctx.copy(src + offs, inbox + (p + 128) * N + offs, p, RANK)
+
+
+@triton.jit
+def device_context_tiles_kernel(context, src, gathered, reduced, flags, proxy, RANK: tl.constexpr,
+                                WORLD: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
+    # The tile collectives through the proxy: all_gather stores into every rank's gathered, and
+    # all_reduce_one_shot waits for each rank's flag and reads its src.
+    ctx = iris.DeviceContext.initialize(context, RANK, WORLD, proxy=proxy)
+    rows = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    tile = iris.Tile(0, 0, M, N, tl.load(src + rows))
+    ctx.all_gather(tile, iris.make_tensor_view(gathered, M * WORLD, N, N, 1), 0)
+    tl.atomic_xchg(flags, 1, sem="release", scope="sys")  # this rank's src is ready
+    ctx.all_reduce_one_shot(tile, iris.make_tensor_view(src, M, N, N, 1),
+                            iris.make_tensor_view(reduced, M, N, N, 1), flags)
+
+
+def test_the_device_context_reaches_other_nodes_through_the_proxy(team, prov):
+    me, world, n, rows, cols = team.rank, team.size, 8, 4, 8
+    ctx = iris.iris(1 << 20)
+    inbox = ctx.zeros(3 * 64 * n, dtype=torch.int32)  # rows 0..: puts; 64..: loads sent back; 128..: copies
+    src = ctx.zeros(n, dtype=torch.int32)
+    src.copy_(torch.arange(n, dtype=torch.int32, device=src.device) * 10 + me * 1000)
+    word = ctx.zeros(1, dtype=torch.int32)
+    word.fill_(500 + me)
+    counter = ctx.zeros(1, dtype=torch.int32)
+    tile_src = ctx.zeros(rows, cols, dtype=torch.float32)
+    tile_src.copy_(torch.arange(rows * cols, dtype=torch.float32).view(rows, cols) * 3 + me * 100)
+    gathered = ctx.zeros(world * rows, cols, dtype=torch.float32)
+    reduced = ctx.zeros(rows, cols, dtype=torch.float32)
+    flags = ctx.zeros(1, dtype=torch.int32)
+    got = torch.zeros(world, dtype=torch.int32, device=DEVICE)
+    olds = torch.zeros(world, dtype=torch.int32, device=DEVICE)
+    context = ctx.get_device_context()
+    assert any(b == 0 for b in ctx.get_heap_bases().tolist()), "no peer is indirect: the test would test nothing"
+    sync()
+    ctx.barrier()
+    with aperture.GpuProxy(inbox) as proxy:
+        device_context_kernel[(world,)](context, inbox, src, word, got, counter, olds, proxy.handle, me, world, n)
+        device_context_tiles_kernel[(1,)](context, tile_src, gathered, reduced, flags, proxy.handle, me, world,
+                                          rows, cols)
+        sync()
+        ctx.barrier()
+        assert proxy.failures == 0, proxy.last_error
+    lines = inbox.cpu().view(-1, n)
+    for s in range(world):
+        want = torch.arange(n, dtype=torch.int32) * 10 + s * 1000
+        assert torch.equal(lines[s], want), f"ctx.put from rank {s}"
+        assert torch.equal(lines[64 + s], torch.arange(n, dtype=torch.int32) * 10 + me * 1000 + 1), \
+            f"ctx.load by rank {s} of this rank's src, stored back"
+        assert torch.equal(lines[128 + s], want), f"ctx.copy of rank {s}'s src into this rank's inbox"
+    assert got.cpu().tolist() == [500 + p for p in range(world)], "ctx.get of every rank's word"
+    assert int(counter.cpu()[0]) == world * (world + 1) // 2, "ctx.atomic_add from every rank"
+    assert all(0 <= o < world * (world + 1) // 2 for o in olds.cpu().tolist())
+    every = [torch.arange(rows * cols, dtype=torch.float32).view(rows, cols) * 3 + s * 100 for s in range(world)]
+    assert torch.equal(gathered.cpu(), torch.cat(every)), "ctx.all_gather"
+    assert torch.equal(reduced.cpu(), sum(every)), "ctx.all_reduce_one_shot"
+    ctx.barrier()
+
+
 # ---- atomics ------------------------------------------------------------------------------------
 
 @triton.jit

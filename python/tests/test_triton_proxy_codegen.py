@@ -29,6 +29,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
+import aperture.iris as iris  # noqa: E402
 import aperture.triton as apt  # noqa: E402
 import triton_direct_reference as ref  # noqa: E402
 
@@ -136,6 +137,50 @@ def atomics_ref(buf, flag, out, peer_bases, rank, peer):
     ref.signal(flag, 1, rank, peer, peer_bases)
 
 
+# Iris's DeviceContext: made without a proxy, made with a proxy argument launched as None, and the
+# same operations as aperture.triton calls on the context's table (the direct code of before).
+
+@triton.jit
+def context_ops(ctx, buf, src, out, peer, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    ctx.store(buf + offs, tl.load(src + offs), peer)
+    tl.store(out + offs, ctx.load(buf + offs, peer))
+    ctx.put(src + offs, buf + BLOCK + offs, peer)
+    ctx.get(buf + offs, out + BLOCK + offs, peer)
+    ctx.copy(buf + offs, buf + 2 * BLOCK + offs, peer, ctx.rank)
+    tl.store(out + 2 * BLOCK + offs, ctx.atomic_add(buf + offs, offs, peer))
+    tl.store(out + 3 * BLOCK + offs, ctx.atomic_cas(buf + offs, offs, offs + 1, peer))
+
+
+@triton.jit
+def context_plain(context, buf, src, out, peer, RANK: tl.constexpr, WORLD: tl.constexpr, BLOCK: tl.constexpr):
+    context_ops(iris.DeviceContext.initialize(context, RANK, WORLD), buf, src, out, peer, BLOCK)
+
+
+@triton.jit
+def context_none(context, buf, src, out, peer, proxy, RANK: tl.constexpr, WORLD: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    context_ops(iris.DeviceContext.initialize(context, RANK, WORLD, proxy=proxy), buf, src, out, peer, BLOCK)
+
+
+@triton.jit
+def context_ref(context, buf, src, out, peer, RANK: tl.constexpr, WORLD: tl.constexpr, BLOCK: tl.constexpr):
+    bases = context + 2  # the table, after cur_rank and num_ranks
+    offs = tl.arange(0, BLOCK)
+    apt.store(buf + offs, tl.load(src + offs), RANK, peer, bases)
+    tl.store(out + offs, apt.load(buf + offs, RANK, peer, bases))
+    apt.store(buf + BLOCK + offs, tl.load(src + offs), RANK, peer, bases)
+    tl.store(out + BLOCK + offs, apt.load(buf + offs, RANK, peer, bases))
+    apt.store(buf + 2 * BLOCK + offs, apt.load(buf + offs, RANK, peer, bases), RANK, RANK, bases)
+    tl.store(out + 2 * BLOCK + offs, apt.atomic_add(buf + offs, offs, RANK, peer, bases, sem="acq_rel", scope="sys"))
+    tl.store(out + 3 * BLOCK + offs, apt.atomic_cas(buf + offs, offs, offs + 1, RANK, peer, bases, sem="acq_rel",
+                                                    scope="sys"))
+
+
+CONTEXT_SIG = {"context": "*i64", "buf": "*i32", "src": "*i32", "out": "*i32", "peer": "i32", "RANK": "constexpr",
+               "WORLD": "constexpr", "BLOCK": "constexpr"}
+
+
 TRANSFER_SIG = {"buf": "*fp16", "src": "*fp16", "out": "*fp16", "peer_bases": "*i64", "rank": "i32", "peer": "i32",
                 "n": "i32", "BLOCK": "constexpr"}
 ATOMIC_SIG = {"buf": "*i32", "flag": "*u64", "out": "*i32", "peer_bases": "*i64", "rank": "i32", "peer": "i32"}
@@ -147,8 +192,15 @@ def with_proxy(signature, kind):
     return dict(sorted(s.items(), key=lambda kv: kv[0] == "BLOCK"))  # BLOCK stays last, as in the kernels
 
 
+def context_with_proxy(kind):
+    s = dict(CONTEXT_SIG)
+    del s["RANK"], s["WORLD"], s["BLOCK"]
+    return dict(s, proxy=kind, RANK="constexpr", WORLD="constexpr", BLOCK="constexpr")  # as context_none's order
+
+
 def compile_all():
     block = {"BLOCK": 1024}
+    context = {"RANK": 1, "WORLD": 4, "BLOCK": 256}
     return {
         "transfers_apt": ptx_of(transfers_apt, TRANSFER_SIG, block),
         "transfers_none": ptx_of(transfers_none, with_proxy(TRANSFER_SIG, "constexpr"), dict(block, proxy=None)),
@@ -158,6 +210,10 @@ def compile_all():
         "atomics_none": ptx_of(atomics_none, with_proxy(ATOMIC_SIG, "constexpr"), {"proxy": None}),
         "atomics_ref": ptx_of(atomics_ref, ATOMIC_SIG),
         "atomics_proxy": ptx_of(atomics_none, with_proxy(ATOMIC_SIG, "*i64")),
+        "context_ref": ptx_of(context_ref, CONTEXT_SIG, context),
+        "context_plain": ptx_of(context_plain, CONTEXT_SIG, context),
+        "context_none": ptx_of(context_none, context_with_proxy("constexpr"), dict(context, proxy=None)),
+        "context_proxy": ptx_of(context_none, context_with_proxy("*i64"), context),
     }
 
 
@@ -174,15 +230,16 @@ def body(text, name):
     return [line for line in lines if line]
 
 
-@pytest.mark.parametrize("kind", ["transfers", "atomics"])
+@pytest.mark.parametrize("kind", ["transfers", "atomics", "context"])
 def test_no_proxy_compiles_to_the_direct_code_of_before(ptx, kind):
     reference = body(ptx[f"{kind}_ref"], f"{kind}_ref")
-    assert body(ptx[f"{kind}_apt"], f"{kind}_apt") == reference
+    plain = "context_plain" if kind == "context" else f"{kind}_apt"  # the DeviceContext made without a proxy
+    assert body(ptx[plain], plain) == reference
     # A kernel with a proxy argument, launched with None: Triton specialises None as a constant.
     assert body(ptx[f"{kind}_none"], f"{kind}_none") == reference
 
 
-@pytest.mark.parametrize("kind", ["transfers", "atomics"])
+@pytest.mark.parametrize("kind", ["transfers", "atomics", "context"])
 def test_with_a_proxy_requests_follow_the_queue_protocol(ptx, kind):
     text = ptx[f"{kind}_proxy"]
     # Tickets: one relaxed device-scope add, by one thread (predicated), per request.
@@ -196,6 +253,8 @@ def test_with_a_proxy_requests_follow_the_queue_protocol(ptx, kind):
     direct = ptx[f"{kind}_ref"]
     if kind == "transfers":
         assert "st.global.v4.b32" in text and "st.global.v4.b32" in direct
+    elif kind == "context":
+        assert "atom.global.acq_rel.sys.cas.b32" in text or "atom.global.sys.acq_rel.cas.b32" in text
     else:
         assert "atom.global.acq_rel.sys.add.u32" in text or "atom.global.sys.acq_rel.add.u32" in text
 

@@ -56,33 +56,40 @@ _TABLE_OFFSET = tl.constexpr(2)
 
 
 class _DeviceContext:
-    """This rank, the world size (both compile-time constants), the heap's table and the event
-    recorder (``tracing``: aperture.iris.tracing.device.DeviceTracing)."""
+    """This rank, the world size (both compile-time constants), the heap's table, the event
+    recorder (``tracing``: aperture.iris.tracing.device.DeviceTracing) and the GPU proxy
+    (``proxy``: aperture's, or None, a compile-time constant, when every peer is direct)."""
 
     rank: tl.constexpr
     world_size: tl.constexpr
     heap_bases: tl.tensor
     tracing: DeviceTracing
+    proxy: tl.core.base_value
 
     @triton.constexpr_function
-    def __init__(self, rank, world_size, heap_bases, tracing=None):
+    def __init__(self, rank, world_size, heap_bases, tracing=None, proxy=None):
         self.rank = tl.constexpr(rank)
         self.world_size = tl.constexpr(world_size)
         self.heap_bases = heap_bases
         self.tracing = DeviceTracing(False, rank) if tracing is None else tracing
+        self.proxy = proxy if isinstance(proxy, tl.core.base_value) else tl.constexpr(proxy)
 
     @staticmethod
     @triton.jit
-    def initialize(context_tensor, rank, world_size, tracing: tl.constexpr = False):
+    def initialize(context_tensor, rank, world_size, tracing: tl.constexpr = False, proxy=None):
         """The context from ``ctx.get_device_context()``'s tensor; ``rank`` and ``world_size``
         must be the kernel's ``tl.constexpr`` parameters (as in Iris). ``tracing=True`` reads the
         trace buffers' addresses from the tensor for ``ctx.tracing`` (events are recorded once
-        the host called ``ctx.tracing.enable()`` before taking the tensor; until then none are)."""
+        the host called ``ctx.tracing.enable()`` before taking the tensor; until then none are).
+        ``proxy`` (aperture's addition: ``aperture.GpuProxy(heap_tensor).handle``, a kernel
+        argument) lets every method, and the tile collectives, reach a rank of another node, whose
+        table entry is 0, through the GPU proxy; left None, every peer must be direct and the
+        kernel is compiled without a test of the entry."""
         if tracing:
             recorder = from_context(context_tensor, rank, world_size)
         else:
             recorder = DeviceTracing(False, rank)
-        return DeviceContext(rank, world_size, context_tensor + _TABLE_OFFSET, recorder)
+        return DeviceContext(rank, world_size, context_tensor + _TABLE_OFFSET, recorder, proxy)
 
     @triton.jit
     def _translate(self, ptr, from_rank, to_rank, hint: tl.constexpr = None):
@@ -93,21 +100,21 @@ class _DeviceContext:
              volatile: tl.constexpr = False, hint: tl.constexpr = None):
         """from_rank's copy of ``pointer`` (valid here)."""
         return apt.load(pointer, self.rank, from_rank, self.heap_bases, mask=mask, other=other,
-                        cache_modifier=_cache(cache_modifier), volatile=volatile)
+                        cache_modifier=_cache(cache_modifier), volatile=volatile, proxy=self.proxy)
 
     @triton.jit
     def store(self, pointer, value, to_rank, mask=None, cache_modifier: tl.constexpr = None,
               hint: tl.constexpr = None):
         """Writes ``value`` into to_rank's copy of ``pointer``."""
         apt.store(pointer, value, self.rank, to_rank, self.heap_bases, mask=mask,
-                  cache_modifier=_cache(cache_modifier))
+                  cache_modifier=_cache(cache_modifier), proxy=self.proxy)
 
     @triton.jit
     def get(self, from_ptr, to_ptr, from_rank, mask=None, other=None, load_cache_modifier: tl.constexpr = None,
             store_cache_modifier: tl.constexpr = None, hint: tl.constexpr = None):
         """from_rank's copy of ``from_ptr`` into this rank's ``to_ptr``."""
         value = apt.load(from_ptr, self.rank, from_rank, self.heap_bases, mask=mask, other=other,
-                         cache_modifier=_cache(load_cache_modifier))
+                         cache_modifier=_cache(load_cache_modifier), proxy=self.proxy)
         tl.store(to_ptr, value, mask=mask, cache_modifier=_cache(store_cache_modifier))
 
     @triton.jit
@@ -116,7 +123,7 @@ class _DeviceContext:
         """This rank's ``from_ptr`` into to_rank's copy of ``to_ptr``."""
         value = tl.load(from_ptr, mask=mask, other=other, cache_modifier=_cache(load_cache_modifier))
         apt.store(to_ptr, value, self.rank, to_rank, self.heap_bases, mask=mask,
-                  cache_modifier=_cache(store_cache_modifier))
+                  cache_modifier=_cache(store_cache_modifier), proxy=self.proxy)
 
     @triton.jit
     def copy(self, src_ptr, dst_ptr, from_rank, to_rank, mask=None, other=None,
@@ -125,63 +132,63 @@ class _DeviceContext:
         """from_rank's copy of ``src_ptr`` into to_rank's copy of ``dst_ptr`` (both pointers
         valid here; Iris leaves it undefined unless this rank is one of the two)."""
         value = apt.load(src_ptr, self.rank, from_rank, self.heap_bases, mask=mask, other=other,
-                         cache_modifier=_cache(load_cache_modifier))
+                         cache_modifier=_cache(load_cache_modifier), proxy=self.proxy)
         apt.store(dst_ptr, value, self.rank, to_rank, self.heap_bases, mask=mask,
-                  cache_modifier=_cache(store_cache_modifier))
+                  cache_modifier=_cache(store_cache_modifier), proxy=self.proxy)
 
     @triton.jit
     def atomic_add(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
                    hint: tl.constexpr = None):
         return apt.atomic_add(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
-                              scope=_scope(scope))
+                              scope=_scope(scope), proxy=self.proxy)
 
     @triton.jit
     def atomic_sub(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
                    hint: tl.constexpr = None):
         return apt.atomic_sub(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
-                              scope=_scope(scope))
+                              scope=_scope(scope), proxy=self.proxy)
 
     @triton.jit
     def atomic_cas(self, pointer, cmp, val, to_rank, sem: tl.constexpr = None, scope: tl.constexpr = None,
                    hint: tl.constexpr = None):
         return apt.atomic_cas(pointer, cmp, val, self.rank, to_rank, self.heap_bases, sem=_sem(sem),
-                              scope=_scope(scope))
+                              scope=_scope(scope), proxy=self.proxy)
 
     @triton.jit
     def atomic_xchg(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
                     hint: tl.constexpr = None):
         return apt.atomic_xchg(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
-                               scope=_scope(scope))
+                               scope=_scope(scope), proxy=self.proxy)
 
     @triton.jit
     def atomic_xor(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
                    hint: tl.constexpr = None):
         return apt.atomic_xor(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
-                              scope=_scope(scope))
+                              scope=_scope(scope), proxy=self.proxy)
 
     @triton.jit
     def atomic_and(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
                    hint: tl.constexpr = None):
         return apt.atomic_and(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
-                              scope=_scope(scope))
+                              scope=_scope(scope), proxy=self.proxy)
 
     @triton.jit
     def atomic_or(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
                   hint: tl.constexpr = None):
         return apt.atomic_or(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
-                             scope=_scope(scope))
+                             scope=_scope(scope), proxy=self.proxy)
 
     @triton.jit
     def atomic_min(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
                    hint: tl.constexpr = None):
         return apt.atomic_min(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
-                              scope=_scope(scope))
+                              scope=_scope(scope), proxy=self.proxy)
 
     @triton.jit
     def atomic_max(self, pointer, val, to_rank, mask=None, sem: tl.constexpr = None, scope: tl.constexpr = None,
                    hint: tl.constexpr = None):
         return apt.atomic_max(pointer, val, self.rank, to_rank, self.heap_bases, mask=mask, sem=_sem(sem),
-                              scope=_scope(scope))
+                              scope=_scope(scope), proxy=self.proxy)
 
     # Iris's tile-level collectives as methods (iris.x's functions, with this context).
 

@@ -24,7 +24,8 @@ def wait_until_ready(locks, tile_id, ctx, peer, ready=1):
     (Iris's newest passes a generation that grows by one per call, so locks need no reset between
     calls). Acquire at system scope, so the peer's writes before its release (on another GPU too)
     are visible after."""
-    while apt.atomic_add(locks + tile_id, 0, ctx.rank, peer, ctx.heap_bases, sem="acquire", scope="sys") != ready:
+    while apt.atomic_add(locks + tile_id, 0, ctx.rank, peer, ctx.heap_bases, sem="acquire", scope="sys",
+                         proxy=ctx.proxy) != ready:
         pass
     tl.debug_barrier()  # every thread of the program reads after the acquire, not only the poller
 
@@ -38,5 +39,5 @@ def sum_of_peers(acc, src_ptrs, mask, ctx, locks=None, tile_id=0, ready=1):
         peer = (ctx.rank + step) % ctx.world_size
         if locks is not None:
             wait_until_ready(locks, tile_id, ctx, peer, ready)
-        acc += apt.load(src_ptrs, ctx.rank, peer, ctx.heap_bases, mask=mask, other=0.0).to(acc.dtype)
+        acc += apt.load(src_ptrs, ctx.rank, peer, ctx.heap_bases, mask=mask, other=0.0, proxy=ctx.proxy).to(acc.dtype)
     return acc

@@ -16,4 +16,4 @@ def all_gather(tile, dst_view, dim: tl.constexpr, ctx):
     else:
         dst_ptrs, mask = dst_view.offset_tile_ptr(tile, offset_n=ctx.rank * (dst_view.N // ctx.world_size))
     for peer in range(ctx.world_size):
-        apt.store(dst_ptrs, tile.data, ctx.rank, peer, ctx.heap_bases, mask=mask)
+        apt.store(dst_ptrs, tile.data, ctx.rank, peer, ctx.heap_bases, mask=mask, proxy=ctx.proxy)

@@ -3,7 +3,8 @@
 All variants take ``ctx``, a device context (``iris.DeviceContext.initialize(...)``,
 ``iris.x.DeviceContext(rank, world_size, heap_bases)``): its rank, world size and heap table.
 Tiles, views and locks are on the symmetric heap, and a pointer is this rank's; the collective
-reaches the peers' copies through the table.
+reaches the peers' copies through the table, and a rank of another node through the context's
+GPU proxy (``initialize(..., proxy=)``) where it has one.
 
 - atomic: atomically adds ``tile.data`` into every rank's destination (zeroed beforehand).
 - spinlock: like atomic, as a locked read-add-write of each rank's destination tile.
@@ -33,7 +34,8 @@ def all_reduce_atomic(tile, dst_view, ctx):
     """Adds ``tile.data`` atomically into the tile of ``dst_view`` on every rank."""
     dst_ptrs, mask = dst_view.tile_ptr(tile)
     for peer in range(ctx.world_size):
-        apt.atomic_add(dst_ptrs, tile.data, ctx.rank, peer, ctx.heap_bases, mask=mask, sem="acq_rel", scope="sys")
+        apt.atomic_add(dst_ptrs, tile.data, ctx.rank, peer, ctx.heap_bases, mask=mask, sem="acq_rel", scope="sys",
+                       proxy=ctx.proxy)
 
 
 @triton.jit
@@ -44,14 +46,16 @@ def all_reduce_spinlock(tile, dst_view, locks, ctx):
     dst_ptrs, mask = dst_view.tile_ptr(tile)
     acc_type: tl.constexpr = accumulator_type(tile.data.dtype)
     for peer in range(ctx.world_size):
-        while apt.atomic_cas(locks + tile_id, 0, 1, ctx.rank, peer, ctx.heap_bases, sem="acquire", scope="sys") != 0:
+        while apt.atomic_cas(locks + tile_id, 0, 1, ctx.rank, peer, ctx.heap_bases, sem="acquire", scope="sys",
+                             proxy=ctx.proxy) != 0:
             pass
         tl.debug_barrier()  # every thread reads the tile after the lock's acquire
-        current = apt.load(dst_ptrs, ctx.rank, peer, ctx.heap_bases, mask=mask, other=0.0)
+        current = apt.load(dst_ptrs, ctx.rank, peer, ctx.heap_bases, mask=mask, other=0.0, proxy=ctx.proxy)
         total = current.to(acc_type) + tile.data.to(acc_type)
-        apt.store(dst_ptrs, total.to(tile.data.dtype), ctx.rank, peer, ctx.heap_bases, mask=mask)
+        apt.store(dst_ptrs, total.to(tile.data.dtype), ctx.rank, peer, ctx.heap_bases, mask=mask, proxy=ctx.proxy)
         tl.debug_barrier()  # every thread's store precedes the release below
-        apt.atomic_xchg(locks + tile_id, 0, ctx.rank, peer, ctx.heap_bases, sem="release", scope="sys")
+        apt.atomic_xchg(locks + tile_id, 0, ctx.rank, peer, ctx.heap_bases, sem="release", scope="sys",
+                        proxy=ctx.proxy)
 
 
 @triton.jit
@@ -77,7 +81,7 @@ def _two_shot(tile, src_view, dst_view, locks, start_tile, stride, ctx, generati
         acc = sum_of_peers(acc, src_ptrs, mask, ctx, locks, tile_id, generation)
         result = acc.to(tile.data.dtype)
         for peer in range(ctx.world_size):
-            apt.store(dst_ptrs, result, ctx.rank, peer, ctx.heap_bases, mask=mask)
+            apt.store(dst_ptrs, result, ctx.rank, peer, ctx.heap_bases, mask=mask, proxy=ctx.proxy)
 
 
 @triton.jit

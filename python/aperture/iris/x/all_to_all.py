@@ -22,5 +22,6 @@ def all_to_all(tile, src_view, dst_view, N_per_rank, ctx):
     # which costs no memory traffic.
     for peer in range(ctx.world_size):
         mask = rows[:, None] & (cols & (source == peer) & (src_col < src_view.N))[None, :]
-        data = apt.load(src_view.ptr + src_offsets, ctx.rank, peer, ctx.heap_bases, mask=mask, other=0.0)
+        data = apt.load(src_view.ptr + src_offsets, ctx.rank, peer, ctx.heap_bases, mask=mask, other=0.0,
+                        proxy=ctx.proxy)
         tl.store(dst_view.ptr + dst_offsets, data, mask=mask)
