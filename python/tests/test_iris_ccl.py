@@ -638,12 +638,28 @@ def test_config_and_amd_only_names():
     import importlib
     for module, name, word in [("aperture.iris.experimental.iris_gluon", "iris", "Gluon"),
                                ("aperture.iris.experimental.rocshmem_provider", "RocshmemProvider", "rocSHMEM"),
-                               ("aperture.iris.hip", "get_num_xcc", "HIP"), ("aperture.iris.gluon", "load", "Gluon")]:
+                               ("aperture.iris.hip", "get_num_xcc", "HIP"), ("aperture.iris.gluon", "load", "Gluon"),
+                               ("aperture.iris.triggered", "TriggeredPlan", "triggered SDMA"),
+                               ("aperture.iris.mem.triton.triggered", "TriggeredView", "triggered SDMA"),
+                               ("aperture.iris.mem.triton.triggered", "publish", "triggered SDMA")]:
         imported = importlib.import_module(module)
         with pytest.raises(aperture.Error, match=f"{module[len('aperture.'):]}.{name} is AMD-only") as e:
             exec(f"from {module} import {name}", {})
         assert word in str(e.value) and "NVIDIA" in str(e.value)
         assert not hasattr(imported, "__path__")  # dunder probes stay AttributeErrors
+    # Iris's device helpers that only write SDMA packets, wherever Iris's packages export them; the
+    # error names the load/store way (put, then an atomic on the peer's flag).
+    for module in ("aperture.iris", "aperture.iris.mem.triton", "aperture.iris.mem.triton.ops"):
+        for name in ("put_signal", "put_signal_rect", "put_signal_rects", "put_rects", "wait_then_put_rect",
+                     "wait_then_put_signal_rect", "wait_then_put_rects", "wait_then_put_signal_rects", "quiet"):
+            with pytest.raises(aperture.Error, match=f"{module[len('aperture.'):]}.{name} is AMD-only") as e:
+                exec(f"from {module} import {name}", {})
+            assert "SDMA" in str(e.value) and "iris.put" in str(e.value) and "atomic_add" in str(e.value)
+        with pytest.raises(AttributeError):
+            getattr(importlib.import_module(module), "put_signal_everywhere")  # not every name is refused alike
+    # The device functions are still there at Iris's newest path.
+    import aperture.iris.mem.triton.ops as ops
+    assert ops.put is iris.put and ops.atomic_cas is iris.atomic_cas and ops.translate is iris.translate
 
 
 def test_newer_top_level_helpers(monkeypatch):

@@ -7,11 +7,11 @@ collective, p2p, the fused ops), ``iris.ops`` (the fused GEMM + collective opera
 ``ctx.ops``), ``iris.tensor_creation``, the logging names, ``iris.do_bench``,
 ``iris.experimental``, ``iris.tracing`` (``ctx.tracing``, ``TraceEvent``), ``iris.bench`` and the
 tile types kernels build (``iris.Tile``, ``iris.make_tensor_view`` ..., also ``iris.x``'s). AMD-only names
-(gluon, SDMA, rocSHMEM, dmabuf, XCC, hip) raise one aperture.Error each naming the NVIDIA
+(gluon, SDMA and its device helpers, triggered copies, rocSHMEM, dmabuf, XCC, hip) raise one aperture.Error each naming the NVIDIA
 equivalent. docs/IRIS.md lists every name.
 """
 
-from . import _launch_options, ccl, experimental, ops, tensor_creation, tracing
+from . import _amd, _launch_options, ccl, experimental, ops, tensor_creation, tracing
 from ._device import (
     atomic_add,
     atomic_and,
@@ -51,10 +51,12 @@ def __getattr__(name):
         return DeviceContext
     # Subpackages a program may reach as attributes without importing them (Iris's package imports
     # iris.mem, for one): loaded when first asked for, so `import iris` stays light.
-    if name in ("mem", "x", "host", "device", "context", "compile", "distributed"):
+    if name in ("mem", "x", "host", "device", "context", "compile", "distributed", "triggered"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _amd.SDMA_DEVICE_HELPERS:
+        _amd.refuse("sdma_device", f"iris.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

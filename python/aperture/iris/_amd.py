@@ -8,7 +8,12 @@ AMD_ONLY = {
               "against AMD's Gluon layouts", "Triton kernels with iris's device functions or DeviceContext"),
     "sdma": ("SDMA copy engines (iris's copy-engine transfers)", "ctx.ccl collectives, the device copy/put/get, or "
              "ctx.as_remote(dst, rank).copy_(src) (a copy-engine copy into the peer's tensor)"),
-    "triggered_copy": ("triggered SDMA copies", "ctx.ccl collectives or the device copy/put/get"),
+    "sdma_device": ("SDMA copy-engine packets a kernel writes (iris.mem.triton's put_signal, put_signal_rect(s), "
+                    "put_rects, wait_then_put_*, quiet)", "iris.put / DeviceContext.put, then iris.atomic_add on the "
+                    "peer's flag (sem='release', scope='sys'); a wait is a loop on iris.atomic_add(flag, 0, ...) "
+                    "(sem='acquire'), and a kernel's own stores need no quiet"),
+    "triggered_copy": ("triggered SDMA copies (iris.triggered, iris.mem.triton.triggered)",
+                       "ctx.ccl collectives or the device copy/put/get"),
     "rocshmem": ("rocSHMEM (iris.experimental.rocshmem_provider)",
                  "allocator_type='nvshmem' (aperture's NVSHMEM provider)"),
     "dmabuf": ("the dmabuf allocator (HIP dmabuf export)", "allocator_type='cuda-vmm' (fabric/POSIX-fd handles)"),
@@ -24,6 +29,13 @@ def refuse(name, what=None):
     kind, instead = AMD_ONLY[name]
     raise aperture.Error(f"aperture: iris: {what or name} is AMD-only: {kind}. On NVIDIA GPUs use {instead}.",
                          code=aperture.ErrorCode.unavailable)
+
+
+# Iris's device helpers that only issue SDMA packets (iris/mem/triton/ops.py): no load/store path.
+SDMA_DEVICE_HELPERS = frozenset({
+    "put_signal", "put_signal_rect", "put_signal_rects", "put_rects", "wait_then_put_rect", "wait_then_put_signal_rect",
+    "wait_then_put_rects", "wait_then_put_signal_rects", "quiet",
+})
 
 
 def module_getattr(name, module):
