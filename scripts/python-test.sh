@@ -114,7 +114,7 @@ if [[ ${#failed[@]} == 0 ]]; then
     # and Iris's ccl on it): 2 nodes of 2 ranks, then uneven nodes (4 ranks over 3: 2+1+1).
     step "pytest 2x2 nodes --mpi (shm): collectives, Iris ccl" env APERTURE_TEST_PROVIDERS=shm \
       APERTURE_TEST_EXPECTED_NODES=2 bash scripts/pytest-ranks.sh 4 --mpi --nodes 2 python/tests/test_communicator.py \
-      python/tests/test_iris_ccl.py::test_ccl_collectives python/tests/test_iris_ccl.py::test_broadcast_src_returns_numpy_for_tensors "$@"
+      python/tests/test_collective_teardown.py python/tests/test_iris_ccl.py::test_ccl_collectives python/tests/test_iris_ccl.py::test_broadcast_src_returns_numpy_for_tensors "$@"
     step "pytest 2+1+1 nodes --mpi (shm): collectives" env APERTURE_TEST_PROVIDERS=shm \
       APERTURE_TEST_EXPECTED_NODES=3 bash scripts/pytest-ranks.sh 4 --mpi --nodes 3 python/tests/test_communicator.py "$@"
   else
