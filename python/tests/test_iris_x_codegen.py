@@ -86,6 +86,41 @@ def compile_all():
             source = triton.compiler.ASTSource(fn=tile_kernel, signature={**signature, "LOCAL_LOAD": "constexpr"},
                                                constexprs=constexprs, attrs=aligned_rows)
             out[f"{op}-{dtype}-aligned"] = triton.compile(source, target=HOPPER).asm["ptx"]
+    out.update(compile_alltoall_kv())
+    return out
+
+
+def compile_alltoall_kv():
+    """iris.x.alltoall_kv's kernels (its own module, as in Iris): the stores, the signal-and-wait,
+    and the fused prefill in both layouts, with a head dimension that is not a power of two."""
+    from aperture.iris.x import alltoall_kv as a2a
+
+    def ptx_of(fn, signature, constexprs):
+        # Pointers and chunk_elems divisible by 16, as Triton's launcher marks them for a chunk of
+        # 16 x n elements.
+        attrs = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(signature.items())
+                 if kind.startswith("*") or name == "chunk_elems"}
+        signature = {**signature, **{name: "constexpr" for name in constexprs}}
+        source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+        return triton.compile(source, target=HOPPER).asm["ptx"]
+
+    buffers = {"k_local": "*fp16", "v_local": "*fp16", "k_recv": "*fp16", "v_recv": "*fp16"}
+    out = {
+        "a2a-store": ptx_of(a2a.alltoall_store_kernel, {**buffers, "context_tensor": "*i64", "chunk_elems": "i32",
+                                                        "num_tiles": "i32"},
+                            {"RANK": 1, "WORLD": 4, "FETCHERS": 8, "BLOCK": 1024}),
+        "a2a-signal": ptx_of(a2a.alltoall_signal_wait_kernel, {"ready_flags": "*i32", "context_tensor": "*i64"},
+                             {"RANK": 1, "WORLD": 4}),
+    }
+    prefill = {**buffers, "tile_flags": "*i32", "context_tensor": "*i64", "q_ptr": "*fp16", "out_ptr": "*fp16",
+               **{name: "i32" for name in ("stride_qs", "stride_qh", "stride_qd", "stride_os", "stride_oh",
+                                           "stride_od", "rows", "chunk", "H", "chunk_elems", "num_kv_tiles")},
+               "scale": "fp32"}
+    for dcs in (False, True):
+        # BLOCK_TRANSFER 1024: 8 halves per thread of 4 warps, enough for a vector store.
+        constexprs = {"RANK": 1, "WORLD": 4, "H_KV": 1, "D": 96, "DCS": dcs, "FETCHERS": 32, "BLOCK_Q": 64,
+                      "BLOCK_K": 32, "HEAD_DIM": 128, "BLOCK_TRANSFER": 1024}
+        out[f"a2a-prefill-{'dcs' if dcs else 'fused'}"] = ptx_of(a2a.alltoall_prefill_kernel, prefill, constexprs)
     return out
 
 
@@ -116,6 +151,23 @@ def test_waits_are_acquires_and_locks_release_at_system_scope(ptx, dtype):
     assert sys_scope(ptx[f"atomic-{dtype}"], "acq_rel", "atom"), "the reduction's adds are not acq_rel at system scope"
     # The reading collectives load peers' tiles without atomics of their own.
     assert "atom." not in ptx[f"ring-{dtype}"] and "atom." not in ptx[f"gather-{dtype}"]
+
+
+def test_alltoall_kv_kernels_compile_with_their_orderings(ptx):
+    # Signals: release adds at system scope on the peers; waits: acquire polls (Triton makes an
+    # acquire add of 0 an acquire load); the fused kernel's
+    # fetchers raise a tile's flag with a release exchange after a barrier over the program's stores.
+    signal = ptx["a2a-signal"]
+    assert sys_scope(signal, "release", "atom") and (sys_scope(signal, "acquire", "ld") or
+                                                     sys_scope(signal, "acquire", "atom"))
+    for layout in ("fused", "dcs"):
+        text = ptx[f"a2a-prefill-{layout}"]
+        assert ".target sm_90" in text and "mma" in text, f"{layout}: no tensor-core product"
+        assert re.search(r"atom\.global\.(?:release\.sys|sys\.release)\.exch\.b32", text), f"{layout}: flag not released"
+        assert sys_scope(text, "acquire", "ld") or sys_scope(text, "acquire", "atom"), f"{layout}: no acquire wait"
+        assert text.index("bar.sync") < text.rindex("exch.b32"), f"{layout}: no barrier before the flag"
+    for kernel in ("a2a-store", "a2a-prefill-fused"):
+        assert re.search(rf"st\.global{VECTOR}", ptx[kernel]), f"{kernel}: the stores move element by element"
 
 
 PEER_READERS = ["one_shot", "two_shot", "ring", "reduce_scatter", "gather", "all_to_all"]
