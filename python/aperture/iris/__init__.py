@@ -7,8 +7,8 @@ collective, p2p, the fused ops), ``iris.ops`` (the fused GEMM + collective opera
 ``ctx.ops``), ``iris.tensor_creation``, the logging names, ``iris.do_bench``,
 ``iris.experimental``, ``iris.tracing`` (``ctx.tracing``, ``TraceEvent``), ``iris.bench`` and the
 tile types kernels build (``iris.Tile``, ``iris.make_tensor_view`` ..., also ``iris.x``'s). AMD-only names
-(gluon, SDMA and its device helpers, triggered copies, rocSHMEM, dmabuf, XCC, hip) raise one aperture.Error each naming the NVIDIA
-equivalent. docs/IRIS.md lists every name.
+(gluon, SDMA and its device helpers, triggered copies, rocSHMEM, dmabuf, XCC, hip) raise one
+aperture.Error each naming the NVIDIA equivalent. docs/IRIS.md lists every name.
 """
 
 from . import _amd, _launch_options, ccl, experimental, ops, tensor_creation, tracing
