@@ -126,6 +126,13 @@ def test_barrier_and_the_team_barrier(team, comm):
         team.barrier()
 
 
+def test_the_team_allgathers_bytes_in_rank_order(team):
+    for width in (1, 8, 1000):
+        mine = bytes((team.rank * 37 + i * 11) % 256 for i in range(width))
+        every = team.allgather(mine)
+        assert every == [bytes((r * 37 + i * 11) % 256 for i in range(width)) for r in range(team.size)]
+
+
 def test_between_nodes_names_the_exchange_of_a_team_over_nodes(team, comm):
     # Host memory crosses nodes on MPI whatever APERTURE_COLLECTIVES_BETWEEN_NODES says; one node
     # has no exchange between nodes.
