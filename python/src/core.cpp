@@ -71,6 +71,38 @@ std::string kind_name(aperture::MemoryKind kind) { return kind == aperture::Memo
 void* as_pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }  // NOLINT(performance-no-int-to-ptr)
 aperture::Stream as_stream(std::uintptr_t stream) { return reinterpret_cast<aperture::Stream>(stream); }  // NOLINT
 
+// --- host transfers through a map's engine ----------------------------------------------------
+// `bytes` bytes between host memory `local` of this process and a peer's copy of the allocation
+// at `address`'s offset (`address` lies in this rank's copy), for a peer out of load/store reach
+// (table entry 0: another node), through the engine the provider attached (MPI one-sided or the
+// message engine). The engine completes each call before it returns, so calls complete in order.
+// The PeerView is built on the host table, since a GPU map's own table lies in device memory.
+void engine_transfer(const aperture::SymmetricAddressMap& map, aperture::EngineOp op, std::uintptr_t address,
+                     std::uintptr_t local, std::size_t bytes, int peer) {
+  const std::string call = op == aperture::EngineOp::put ? "AddressMap.engine_put" : "AddressMap.engine_get";
+  if (peer < 0 || peer >= map.world_size)
+    refuse(call + ": rank " + std::to_string(peer) + " is not a rank of this map (world_size " +
+           std::to_string(map.world_size) + ")");
+  if (map.is_direct(peer))
+    refuse(call + ": rank " + std::to_string(peer) + " is reachable by load/store (its table entry is not 0); "
+           "the engine serves peers of other nodes only: copy through AddressMap.translate");
+  const aperture::EngineChannel channel = map.engine();
+  if (!channel.attached())
+    throw Error(ErrorCode::unavailable, call + ": rank " + std::to_string(peer) + " is out of load/store reach and "
+                "this allocation has no engine (one node, or ranks not started by mpirun: docs/MULTINODE.md)");
+  if (bytes == 0) return;
+  if (!map.owns(as_pointer(address), bytes))
+    refuse(call + ": the " + std::to_string(bytes) + " bytes at the address given do not lie in this rank's copy "
+           "of the allocation");
+  const auto table = map.host_peer_bases();
+  const aperture::PeerView view{map.local_rank, map.world_size, table.data(), map.allocation_bytes, channel};
+  auto* remote = static_cast<std::uint8_t*>(as_pointer(address));
+  auto* mine = static_cast<std::uint8_t*>(as_pointer(local));
+  nb::gil_scoped_release unlocked;
+  if (op == aperture::EngineOp::put) view.put(remote, mine, bytes, peer);
+  else view.get(mine, remote, bytes, peer);
+}
+
 // `bytes` bytes at `address` as a 1-D uint8 array of `Framework`, on the CPU (device < 0) or on
 // CUDA device `device`, kept alive by `owner`.
 template <class Framework>
@@ -313,6 +345,15 @@ NB_MODULE(_core, m) {
         return map.owns(as_pointer(address), bytes);
       }, "address"_a, "bytes"_a)
       .def_prop_ro("freed", &aperture::SymmetricAddressMap::freed)
+      .def_prop_ro("has_engine", [](const aperture::SymmetricAddressMap& map) { return map.engine().attached(); })
+      .def("engine_put", [](const aperture::SymmetricAddressMap& map, std::uintptr_t address, std::uintptr_t local,
+                            std::size_t bytes, int to_rank) {
+        engine_transfer(map, aperture::EngineOp::put, address, local, bytes, to_rank);
+      }, "address"_a, "local"_a, "bytes"_a, "to_rank"_a)
+      .def("engine_get", [](const aperture::SymmetricAddressMap& map, std::uintptr_t local, std::uintptr_t address,
+                            std::size_t bytes, int from_rank) {
+        engine_transfer(map, aperture::EngineOp::get, address, local, bytes, from_rank);
+      }, "local"_a, "address"_a, "bytes"_a, "from_rank"_a)
       // A peer's address of `address` (which lies in this rank's copy), through the checked path.
       .def("translate", [](const aperture::SymmetricAddressMap& map, std::uintptr_t address, int to_rank,
                            std::size_t bytes) {

@@ -586,6 +586,40 @@ def test_p2p_ring_every_form(ctx, team):
     ctx.barrier()
 
 
+def test_p2p_between_every_pair_of_ranks_across_nodes_too(ctx, team, monkeypatch):
+    # Every rank sends every other rank a tensor of its own (rendezvous, from the heap) and a staged
+    # one; on a team over nodes (python-test.sh: 2x2 under mpirun) the pairs across nodes go through
+    # the allocations' engine.
+    n, me = team.size, team.rank
+    boxes = ctx._p2p_mailboxes
+    assert bool(boxes.indirect) == (team.node_count > 1)
+    sent = {peer: ctx.zeros(50, dtype=torch.int32) for peer in range(n) if peer != me}
+    got = {peer: ctx.zeros(50, dtype=torch.int32) for peer in range(n) if peer != me}
+    for peer, t in sent.items():
+        t.copy_(torch.arange(50, dtype=torch.int32) * 3 + me * 1000 + peer)
+    ops = [iris.ccl.P2POp(iris.ccl.p2p.isend, t, peer) for peer, t in sent.items()]
+    ops += [iris.ccl.P2POp(iris.ccl.p2p.irecv, t, peer) for peer, t in got.items()]
+    for work in ctx.ccl.batch_isend_irecv(ops):
+        work.wait()
+    for peer, t in got.items():
+        assert torch.equal(t.cpu(), torch.arange(50, dtype=torch.int32) * 3 + peer * 1000 + me), f"from rank {peer}"
+    state = ctx.ccl.init_p2p(max_numel=64, dtype=torch.float32)
+    for step in range(1, n):  # rank r sends to r + step and receives from r - step: no rank waits on itself
+        to, frm = (me + step) % n, (me - step) % n
+        plain = torch.arange(40, dtype=torch.float32, device=ctx.get_device()) / 4 + me * 10 + step
+        into = torch.zeros(40, dtype=torch.float32, device=ctx.get_device())
+        ctx.ccl.send(plain, to, p2p_state=state)  # staged: returns before the peer takes it
+        ctx.ccl.recv(into, frm, p2p_state=state)
+        assert torch.equal(into.cpu(), torch.arange(40, dtype=torch.float32) / 4 + frm * 10 + step)
+    ctx.barrier()
+    if boxes.indirect:  # without an engine, a rank of another node is refused at once, on both sides
+        monkeypatch.setattr(boxes, "engine", False)
+        peer = min(boxes.indirect)
+        for call in (lambda: ctx.ccl.isend(sent.get(peer, got[peer]), peer), lambda: ctx.ccl.irecv(got[peer], peer)):
+            with pytest.raises(aperture.Error, match="no engine to reach it"):
+                call()
+
+
 def test_bad_input_is_an_aperture_error(ctx, team, monkeypatch):
     with pytest.raises(aperture.Error, match="out of range"):
         ctx.ccl.broadcast(ctx.zeros(4), src=team.size)

@@ -186,3 +186,43 @@ def test_default_provider_and_unavailable_ones(team):
             with pytest.raises(aperture.Error) as e:
                 aperture.make_provider(name, team)
             assert e.value.code == aperture.ErrorCode.unavailable and name in str(e.value)
+
+
+def test_the_host_reaches_ranks_of_other_nodes_through_the_engine(team, host_provider):
+    # AddressMap.engine_put / engine_get: host memory of this process to and from a peer's copy,
+    # for peers whose table entry is 0 (other nodes, under mpirun; python-test.sh runs this file's
+    # test at 2x2 nodes). Every rank puts a block of its own into every indirect peer's copy, at
+    # the block of the sender, then gets every indirect peer's own block back.
+    me, world, n = team.rank, team.size, 300
+    t = host_provider.zeros((world, 2, n), torch.int64)  # [sender][0: put by sender, 1: owner's own]
+    t[me, 1] = torch.arange(n) * 3 + me * 100003  # this rank's own block
+    m = aperture.address_map(t)
+    indirect = m.indirect_peers
+    team.barrier()
+    for peer in range(world):
+        if peer == me:
+            continue
+        if peer not in indirect:
+            with pytest.raises(aperture.Error, match="reachable by load/store"):
+                m.engine_put(t[me, 0], torch.zeros(n, dtype=torch.int64), peer)
+            continue
+        assert m.has_engine, "a peer of another node and no engine: the job was not started by mpirun"
+        m.engine_put(t[me, 0], torch.arange(n) * 7 + me * 1000 + peer, peer)
+        got = torch.full((n,), -1, dtype=torch.int64)
+        m.engine_get(got, t[peer, 1], peer)  # peer's own block, in peer's copy
+        assert torch.equal(got, torch.arange(n) * 3 + peer * 100003), f"engine_get from rank {peer}"
+        for bad, words in [((t[me, 0], torch.zeros(n - 1, dtype=torch.int64)), "as many bytes"),
+                           ((t[me, 0, ::2], torch.zeros(n // 2, dtype=torch.int64)), "not contiguous"),
+                           ((torch.zeros(n, dtype=torch.int64), torch.zeros(n, dtype=torch.int64)), "do not lie")]:
+            with pytest.raises(aperture.Error, match=words):
+                m.engine_put(*bad, peer)
+    team.barrier()
+    for sender in range(world):
+        if sender in indirect:
+            assert torch.equal(t[sender, 0], torch.arange(n) * 7 + sender * 1000 + me), f"engine_put by {sender}"
+        elif sender != me:
+            assert torch.equal(t[sender, 0], torch.zeros(n, dtype=torch.int64)), "a direct peer's block was written"
+    with pytest.raises(aperture.Error, match="not a rank of this map"):
+        m.engine_get(torch.zeros(n, dtype=torch.int64), t[me, 1], world)
+    team.barrier()
+    host_provider.free(t)

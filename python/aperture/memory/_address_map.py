@@ -73,6 +73,46 @@ class AddressMap:
         start, nbytes = _tensors.extent(tensor)
         return self._map.translate(_tensors.address(tensor), to_rank, max(nbytes, 1))
 
+    @property
+    def has_engine(self):
+        """True when the provider attached an engine that reaches this map's indirect peers (ranks of
+        other nodes, under mpirun): kernels reach them through aperture.GpuProxy, the host through
+        engine_put / engine_get."""
+        return self._map.has_engine
+
+    def engine_put(self, dst, src, to_rank):
+        """From the host, to a rank of another node: copies `src` (a contiguous CPU tensor or array of
+        this process) into to_rank's copy of `dst` (a contiguous tensor in this rank's copy, as many
+        bytes), through the map's engine; complete at to_rank when it returns, so puts land in the
+        order they were made. For a peer whose table entry is 0 (a direct peer is refused: copy
+        through translate); aperture.Error (unavailable) when the map has no engine."""
+        self._check_peer("engine_put", to_rank)
+        remote, local, nbytes = self._engine_operands("engine_put", dst, src)
+        self._map.engine_put(remote, local, nbytes, to_rank)
+
+    def engine_get(self, dst, src, from_rank):
+        """engine_put's mirror: from_rank's copy of `src` (a contiguous tensor in this rank's copy)
+        into `dst` (a contiguous CPU tensor or array of this process, as many bytes)."""
+        self._check_peer("engine_get", from_rank)
+        remote, local, nbytes = self._engine_operands("engine_get", src, dst)
+        self._map.engine_get(local, remote, nbytes, from_rank)
+
+    def _engine_operands(self, call, remote, local):
+        for role, t in (("the tensor in this map", remote), ("the host tensor", local)):
+            _tensors.check_array(f"AddressMap.{call}", t)
+            if not _tensors.is_contiguous(t):
+                fail(ErrorCode.invalid_argument, f"AddressMap.{call}: {role} ({_tensors.describe(t)}) is not "
+                     "contiguous; pass a contiguous one")
+        if _tensors.device_index(local) >= 0:
+            fail(ErrorCode.invalid_argument, f"AddressMap.{call}: the host tensor ({_tensors.describe(local)}) is on "
+                 "a GPU; the engine moves host memory: copy it through a CPU tensor")
+        remote_start, remote_bytes = _tensors.extent(remote)
+        local_start, local_bytes = _tensors.extent(local)
+        if remote_bytes != local_bytes:
+            fail(ErrorCode.invalid_argument, f"AddressMap.{call}: {remote_bytes} bytes in the map and {local_bytes} in "
+                 "the host tensor; give both as many bytes")
+        return remote_start, local_start, remote_bytes
+
     def __repr__(self):
         return (f"AddressMap(local_rank={self.local_rank}, world_size={self.world_size}, "
                 f"allocation_base={self.allocation_base:#x}, allocation_bytes={self.allocation_bytes})")

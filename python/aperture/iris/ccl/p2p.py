@@ -12,9 +12,14 @@ peer, so a missing partner never hangs a rank.
 
 The sender's tensor must lie on the heap, and a send completes when the receiver has taken it
 (a rendezvous); or it is staged through a ``P2PState``, which copies it into this rank's slot for
-the peer (once the peer took the previous message), and the send completes at once (buffered). Ranks reach each other's heaps by
-load/store: a peer out of that reach (another node) is refused by isend and irecv at once, on both
-sides, with an aperture.Error (code unavailable).
+the peer (once the peer took the previous message), and the send completes at once (buffered).
+
+Ranks of one node reach each other's heaps and mailboxes by load/store. A rank of another node
+(table entry 0) is reached through the allocations' engine (AddressMap.engine_put / engine_get:
+MPI one-sided or the message engine, under mpirun), with the same protocol: the mailbox words are
+engine puts, complete in the order made, and the receiver gets the data into host memory and
+copies it into its tensor. Without an engine such a peer is refused by isend and irecv at once, on
+both sides, with an aperture.Error (code unavailable).
 """
 
 import os
@@ -93,20 +98,34 @@ class Mailboxes:
         self.sent = [0] * n  # sequence numbers, per peer
         self.received = [0] * n
         self.indirect = set(self.inbox_map.indirect_peers)  # ranks of other nodes: no load/store
+        heap_map = ctx.heap.address_map
+        self.engine = self.inbox_map.has_engine and self.acks_map.has_engine and heap_map.has_engine
 
     def reachable(self, peer, call):
-        """Refuses, on both sides at once, a peer out of load/store reach (a partner that waited for
-        it would otherwise give up only after APERTURE_TIMEOUT)."""
-        if peer in self.indirect:
+        """Refuses, on both sides at once, a peer that neither load/store nor an engine reaches (a
+        partner that waited for it would otherwise give up only after APERTURE_TIMEOUT)."""
+        if peer in self.indirect and not self.engine:
             raise aperture.Error(f"aperture: iris.ccl.{call}: rank {peer} is not reachable by load/store from rank "
-                                 f"{self.ctx.get_rank()} (another node: its heap table entry is 0), and send/recv copy "
-                                 "through the heap; exchange with ranks of other nodes through ctx.ccl's collectives "
-                                 "(all_to_all, broadcast, scatter, gather), which reach every node",
-                                 code=aperture.ErrorCode.unavailable)
+                                 f"{self.ctx.get_rank()} (another node: its heap table entry is 0), and this job has "
+                                 "no engine to reach it: start the ranks with mpirun (aperture launch --mpi), or "
+                                 "exchange through ctx.ccl's collectives (all_to_all, broadcast, scatter, gather), "
+                                 "which reach every node", code=aperture.ErrorCode.unavailable)
+
+    def _engine_put(self, amap, word, values, peer):
+        """values (int64) into peer's copy of ``word`` (a slice of this rank's copy), through the engine."""
+        amap.engine_put(word, torch.tensor(values, dtype=torch.int64), peer)
 
     def post(self, dst, offset, nbytes):
         self.sent[dst] += 1
-        row = peer_tensor(self.inbox_map, self.inbox, dst)[self.ctx.get_rank()]
+        me = self.ctx.get_rank()
+        if dst in self.indirect:
+            if self.inbox.is_cuda:
+                torch.cuda.current_stream().synchronize()  # the data is written before the peer may get it
+            row = self.inbox[me]  # names the offset of dst's row for this rank
+            self._engine_put(self.inbox_map, row[_OFFSET:_NBYTES + 1], [offset, nbytes], dst)
+            self._engine_put(self.inbox_map, row[_SEQ:_SEQ + 1], [self.sent[dst]], dst)  # after the words land
+            return self.sent[dst]
+        row = peer_tensor(self.inbox_map, self.inbox, dst)[me]
         row[_OFFSET:_NBYTES + 1].copy_(torch.tensor([offset, nbytes], dtype=torch.int64))
         if row.is_cuda:
             torch.cuda.current_stream().synchronize()  # data and the two words land before the number
@@ -136,14 +155,22 @@ class Mailboxes:
             raise aperture.Error(f"aperture: iris.ccl.recv: rank {src} sent {nbytes} bytes but the receive tensor has "
                                  f"{want}; give both one size", code=aperture.ErrorCode.mismatch)
         heap = self.ctx.heap
-        theirs = peer_tensor(heap.address_map, heap.memory_pool[offset:offset + nbytes], src)
+        if src in self.indirect:
+            theirs = torch.empty(nbytes, dtype=torch.uint8)  # host memory: what the engine fills
+            heap.address_map.engine_get(theirs, heap.memory_pool[offset:offset + nbytes], src)
+        else:
+            theirs = peer_tensor(heap.address_map, heap.memory_pool[offset:offset + nbytes], src)
         if out.is_contiguous():
             out.view(-1).view(torch.uint8).copy_(theirs)
         else:
             out.copy_(theirs.view(out.dtype).view(out.shape))
         if out.is_cuda:
             torch.cuda.current_stream().synchronize()  # the copy is done before the sender may reuse its data
-        peer_tensor(self.acks_map, self.acks, src)[self.ctx.get_rank()].fill_(seq)
+        me = self.ctx.get_rank()
+        if src in self.indirect:
+            self._engine_put(self.acks_map, self.acks[me:me + 1], [seq], src)
+        else:
+            peer_tensor(self.acks_map, self.acks, src)[me].fill_(seq)
 
     def wait_ack(self, dst, seq):
         self._wait(self.acks[dst], seq, "receive (no matching recv posted)", dst)
