@@ -346,6 +346,57 @@ def test_the_device_context_reaches_other_nodes_through_the_proxy(team, prov):
     ctx.barrier()
 
 
+@triton.jit
+def unmodified_iris_kernel(context, inbox, src, word, got, counter, olds, sym, heap_bases, sym_table,
+                           RANK: tl.constexpr, WORLD: tl.constexpr, N: tl.constexpr):
+    # Written as for one node: no proxy anywhere. Program p reaches rank p through Iris's functions
+    # on the heap's table and on allocate_symmetric's, and through a DeviceContext.
+    p = tl.program_id(0)
+    offs = tl.arange(0, N)
+    iris.put(src + offs, inbox + RANK * N + offs, RANK, p, heap_bases)
+    iris.get(word, got + p, RANK, p, heap_bases)
+    tl.store(olds + p, iris.atomic_add(counter, RANK + 1, RANK, p, heap_bases))
+    iris.store(sym + RANK, RANK * 10 + 7, RANK, p, sym_table)
+    ctx = iris.DeviceContext.initialize(context, RANK, WORLD)
+    back = ctx.load(src + offs, p)
+    ctx.store(inbox + (RANK + 64) * N + offs, back + 1, p)
+
+
+def test_unmodified_iris_kernels_reach_other_nodes(team, prov):
+    # An Iris program for one node, run on two: the host context sees that its heap reaches other
+    # nodes, starts a proxy and hands out tables that carry it (aperture.iris._device._OTHER_NODES).
+    me, world, n = team.rank, team.size, 8
+    ctx = iris.iris(1 << 20)
+    assert iris._device.reaches_other_nodes() and ctx._gpu_proxy is not None
+    inbox = ctx.zeros(2 * 64 * n, dtype=torch.int32)
+    src = ctx.zeros(n, dtype=torch.int32)
+    src.copy_(torch.arange(n, dtype=torch.int32, device=src.device) * 10 + me * 1000)
+    word = ctx.full((1,), 500 + me, dtype=torch.int32)
+    counter = ctx.zeros(1, dtype=torch.int32)
+    sym, sym_table = ctx.allocate_symmetric(world, dtype=torch.int32)
+    got = torch.zeros(world, dtype=torch.int32, device=DEVICE)
+    olds = torch.zeros(world, dtype=torch.int32, device=DEVICE)
+    sync()
+    ctx.barrier()
+    unmodified_iris_kernel[(world,)](ctx.get_device_context(), inbox, src, word, got, counter, olds, sym,
+                                     ctx.get_heap_bases(), sym_table, me, world, n)
+    sync()
+    ctx.barrier()
+    assert ctx._gpu_proxy.failures == 0, ctx._gpu_proxy.last_error
+    assert ctx._gpu_proxy.completed > 0  # the other node's ranks went through it
+    lines = inbox.cpu().view(-1, n)
+    for s in range(world):
+        assert torch.equal(lines[s], torch.arange(n, dtype=torch.int32) * 10 + s * 1000), f"iris.put from rank {s}"
+        assert torch.equal(lines[64 + s], torch.arange(n, dtype=torch.int32) * 10 + me * 1000 + 1), \
+            f"ctx.load by rank {s} of this rank's src, stored back"
+    assert got.cpu().tolist() == [500 + p for p in range(world)], "iris.get of every rank's word"
+    assert int(counter.cpu()[0]) == world * (world + 1) // 2, "iris.atomic_add from every rank"
+    assert sym.cpu().tolist() == [s * 10 + 7 for s in range(world)], "iris.store through allocate_symmetric's table"
+    ctx.barrier()
+    ctx.heap.close()  # stops the proxy
+    assert ctx._gpu_proxy.stopped
+
+
 # ---- atomics ------------------------------------------------------------------------------------
 
 @triton.jit

@@ -177,6 +177,16 @@ def context_ref(context, buf, src, out, peer, RANK: tl.constexpr, WORLD: tl.cons
                                                     scope="sys"))
 
 
+@triton.jit
+def unmodified(context, buf, src, out, heap_bases, peer, RANK: tl.constexpr, WORLD: tl.constexpr,
+               BLOCK: tl.constexpr):
+    # An Iris kernel written for one node: no proxy anywhere.
+    offs = tl.arange(0, BLOCK)
+    iris.put(src + offs, buf + offs, RANK, peer, heap_bases)
+    ctx = iris.DeviceContext.initialize(context, RANK, WORLD)
+    tl.store(out + offs, ctx.load(buf + offs, peer))
+
+
 CONTEXT_SIG = {"context": "*i64", "buf": "*i32", "src": "*i32", "out": "*i32", "peer": "i32", "RANK": "constexpr",
                "WORLD": "constexpr", "BLOCK": "constexpr"}
 
@@ -214,7 +224,23 @@ def compile_all():
         "context_plain": ptx_of(context_plain, CONTEXT_SIG, context),
         "context_none": ptx_of(context_none, context_with_proxy("constexpr"), dict(context, proxy=None)),
         "context_proxy": ptx_of(context_none, context_with_proxy("*i64"), context),
+        "unmodified_one_node": ptx_of(unmodified, UNMODIFIED_SIG, context),
+        "unmodified_nodes": unmodified_over_nodes(context),
     }
+
+
+UNMODIFIED_SIG = {"context": "*i64", "buf": "*i32", "src": "*i32", "out": "*i32", "heap_bases": "*i64", "peer": "i32",
+                  "RANK": "constexpr", "WORLD": "constexpr", "BLOCK": "constexpr"}
+
+
+def unmodified_over_nodes(constexprs):
+    """The same kernel once the host context has found that its heap reaches other nodes (last:
+    the switch stays on in this process). A new JITFunction of the same source: Triton keeps the
+    key of one it compiled already, as a program makes its context before its kernels compile."""
+    from aperture.iris import _device_context
+
+    _device_context.reach_other_nodes()
+    return ptx_of(triton.jit(unmodified.fn), UNMODIFIED_SIG, constexprs)
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +263,13 @@ def test_no_proxy_compiles_to_the_direct_code_of_before(ptx, kind):
     assert body(ptx[plain], plain) == reference
     # A kernel with a proxy argument, launched with None: Triton specialises None as a constant.
     assert body(ptx[f"{kind}_none"], f"{kind}_none") == reference
+
+
+def test_an_unmodified_iris_kernel_takes_the_tables_proxy_only_over_nodes(ptx):
+    one_node, nodes = ptx["unmodified_one_node"], ptx["unmodified_nodes"]
+    assert "%globaltimer" not in one_node and "trap;" not in one_node  # one node: the direct code alone
+    assert "%globaltimer" in nodes and "trap;" in nodes and "st.release.sys.u64" in nodes  # the queue's protocol
+    assert re.search(r"st\.global(\.v[24])?\.b32", nodes)  # and the direct side, for peers of the node
 
 
 @pytest.mark.parametrize("kind", ["transfers", "atomics", "context"])

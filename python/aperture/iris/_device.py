@@ -16,6 +16,49 @@ import triton.language as tl
 
 import aperture.triton as apt
 
+from .tracing import _layout as _trace_layout
+
+# Ranks of other nodes, with no change to the kernel. In a job whose heap reaches ranks of other
+# nodes (through an engine, under mpirun), the host context (aperture.iris.iris) starts a GPU proxy
+# for its heap and sets this before any kernel compiles; the tables it hands out
+# (get_heap_bases(), allocate_symmetric's, the device context's) then carry the address of the
+# proxy's handle: in the word before the table, and at the end of the device context tensor. A
+# call given no ``proxy`` takes that one, so an Iris kernel written for one node reaches every
+# node. False (one node): nothing is read, and every function compiles to the direct code alone.
+_OTHER_NODES = tl.constexpr(False)
+
+# Where the device context tensor keeps the handle's address: after cur_rank, num_ranks, the W
+# bases and the tracing words (the flag and, padded when tracing is off, the trace words).
+_CONTEXT_PROXY_AFTER_TABLE = tl.constexpr(_trace_layout.WORDS)
+
+
+def reach_other_nodes():
+    """Turns the reading of the tables' proxy word on (the host context calls it, through
+    _device_context.reach_other_nodes; see _OTHER_NODES). A kernel compiled before it keeps the
+    direct code, so the context must be made before kernels compile, as Iris programs do."""
+    global _OTHER_NODES
+    _OTHER_NODES = tl.constexpr(True)
+
+
+def reaches_other_nodes():
+    return bool(_OTHER_NODES)
+
+
+# Each function begins with ``if _OTHER_NODES and proxy is None: proxy = _table_proxy(heap_bases)``:
+# a compile-time test, so on one node nothing is added. (Triton functions cannot return None, so
+# the choice is made in each function rather than by a helper.)
+@triton.jit
+def _table_proxy(heap_bases):
+    # The proxy handle whose address the table carries in the word before it.
+    return tl.load(heap_bases - 1).to(tl.pointer_type(tl.int64))
+
+
+@triton.jit
+def _context_table_proxy(context_tensor, world_size: tl.constexpr):
+    # The same for the device context tensor: its handle word comes after the tracing words.
+    return tl.load(context_tensor + 2 + world_size + _CONTEXT_PROXY_AFTER_TABLE).to(tl.pointer_type(tl.int64))
+
+
 # Iris leaves cache_modifier, sem and scope None for Triton's defaults; these give aperture.triton
 # the value each None stands for here (docs/IRIS.md: scope None is system scope on NVIDIA).
 
@@ -70,6 +113,8 @@ def load(pointer, to_rank, from_rank, heap_bases, mask=None, other=None, cache_m
     caller): ``iris.load(ptr, cur_rank, remote_rank, heap_bases)``. ``proxy`` (aperture's,
     ``aperture.GpuProxy(...).handle``): a rank whose table entry is 0 (another node) is reached
     through the GPU proxy, as in aperture.triton; every function below takes it."""
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     return apt.load(pointer, to_rank, from_rank, heap_bases, mask=mask, other=other,
                     cache_modifier=_cache(cache_modifier), volatile=volatile, proxy=proxy)
 
@@ -79,6 +124,8 @@ def store(pointer, value, from_rank, to_rank, heap_bases, mask=None, hint: tl.co
           cache_modifier: tl.constexpr = None, proxy=None):
     """Iris ``store``: writes ``value`` into to_rank's copy of ``pointer`` (valid on from_rank,
     the caller): ``iris.store(ptr, value, cur_rank, remote_rank, heap_bases)``."""
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     apt.store(pointer, value, from_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(cache_modifier),
               proxy=proxy)
 
@@ -90,6 +137,8 @@ def get(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
     """Iris ``get``: loads ``from_ptr`` translated from from_rank's address space to to_rank's,
     and stores it into the local ``to_ptr``. Iris's own tests call it as
     ``iris.get(src, dst, cur_rank, remote_rank, heap_bases)`` to read the remote rank."""
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     value = apt.load(from_ptr, from_rank, to_rank, heap_bases, mask=mask, other=other,
                      cache_modifier=_cache(load_cache_modifier), proxy=proxy)
     tl.store(to_ptr, value, mask=mask, cache_modifier=_cache(store_cache_modifier))
@@ -109,6 +158,8 @@ def put(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, other=None,
     newer ``from_row_stride``/``use_copy_engine``/``contiguous_copy``). Iris hands the transfer to
     a copy engine (AMD's SDMA) only when both the engine and a contiguous copy are asked for, and
     that is refused when the kernel compiles; the engine alone runs as loads and stores, as on Iris."""
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     engine: tl.constexpr = USE_COPY_ENGINE or use_copy_engine
     contiguous: tl.constexpr = CONTIGUOUS_COPY or contiguous_copy
     tl.static_assert(not (engine and contiguous), _COPY_ENGINE_REFUSED)
@@ -123,6 +174,8 @@ def copy(src_ptr, dst_ptr, from_rank, to_rank, cur_rank, heap_bases, mask=None, 
          hint: tl.constexpr = None, proxy=None):
     """Iris ``copy``: from_rank's copy of ``src_ptr`` into to_rank's copy of ``dst_ptr``, both
     given in cur_rank's (the caller's) address space (aperture.triton.copy)."""
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     value = apt.load(src_ptr, cur_rank, from_rank, heap_bases, mask=mask, other=other,
                      cache_modifier=_cache(load_cache_modifier), proxy=proxy)
     apt.store(dst_ptr, value, cur_rank, to_rank, heap_bases, mask=mask, cache_modifier=_cache(store_cache_modifier),
@@ -136,6 +189,8 @@ def copy(src_ptr, dst_ptr, from_rank, to_rank, cur_rank, heap_bases, mask=None, 
 def atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, copy_engine_ctx=None,
                USE_COPY_ENGINE: tl.constexpr = False, use_copy_engine: tl.constexpr = False, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
     tl.static_assert(not use_copy_engine, _COPY_ENGINE_REFUSED)
     return apt.atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
@@ -145,6 +200,8 @@ def atomic_add(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.
 @triton.jit
 def atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     return apt.atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
                           proxy=proxy)
 
@@ -152,6 +209,8 @@ def atomic_sub(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.
 @triton.jit
 def atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     return apt.atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
                           proxy=proxy)
 
@@ -159,6 +218,8 @@ def atomic_and(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.
 @triton.jit
 def atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
               scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     return apt.atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
                          proxy=proxy)
 
@@ -166,6 +227,8 @@ def atomic_or(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.c
 @triton.jit
 def atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     return apt.atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
                           proxy=proxy)
 
@@ -173,6 +236,8 @@ def atomic_xor(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.
 @triton.jit
 def atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     return apt.atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
                           proxy=proxy)
 
@@ -180,6 +245,8 @@ def atomic_min(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.
 @triton.jit
 def atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     return apt.atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem), scope=_scope(scope),
                           proxy=proxy)
 
@@ -187,6 +254,8 @@ def atomic_max(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.
 @triton.jit
 def atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = None,
                 scope: tl.constexpr = None, hint: tl.constexpr = None, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     return apt.atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=mask, sem=_sem(sem),
                            scope=_scope(scope),
                            proxy=proxy)
@@ -196,6 +265,8 @@ def atomic_xchg(pointer, val, from_rank, to_rank, heap_bases, mask=None, sem: tl
 def atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem: tl.constexpr = None,
                scope: tl.constexpr = None, hint: tl.constexpr = None, copy_engine_ctx=None,
                USE_COPY_ENGINE: tl.constexpr = False, use_copy_engine: tl.constexpr = False, proxy=None):
+    if _OTHER_NODES and proxy is None:  # a heap over nodes: the table carries the proxy
+        proxy = _table_proxy(heap_bases)
     tl.static_assert(not USE_COPY_ENGINE, _COPY_ENGINE_REFUSED)
     tl.static_assert(not use_copy_engine, _COPY_ENGINE_REFUSED)
     return apt.atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem=_sem(sem), scope=_scope(scope),

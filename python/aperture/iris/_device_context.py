@@ -39,7 +39,8 @@ from triton.language.core import _aggregate as aggregate
 
 import aperture.triton as apt
 
-from ._device import _cache, _sem, _scope
+from . import _device
+from ._device import _cache, _context_table_proxy, _sem, _scope
 from .tracing.device import DeviceTracing, bind_interpreted_methods, from_context
 from .x.all_reduce import all_reduce_atomic as _x_all_reduce_atomic
 from .x.all_reduce import all_reduce_one_shot as _x_all_reduce_one_shot
@@ -53,6 +54,17 @@ from .x.reduce_scatter import reduce_scatter as _x_reduce_scatter
 
 # Words of the context tensor before the table: cur_rank, num_ranks.
 _TABLE_OFFSET = tl.constexpr(2)
+
+# _device._OTHER_NODES, as initialize() reads it (a Triton function reads its own module's globals).
+_OTHER_NODES = tl.constexpr(False)
+
+
+def reach_other_nodes():
+    """The host context's switch for a heap that reaches ranks of other nodes: the device
+    functions and DeviceContext.initialize then take the tables' proxy (_device._OTHER_NODES)."""
+    global _OTHER_NODES
+    _device.reach_other_nodes()
+    _OTHER_NODES = tl.constexpr(True)
 
 
 class _DeviceContext:
@@ -84,11 +96,14 @@ class _DeviceContext:
         ``proxy`` (aperture's addition: ``aperture.GpuProxy(heap_tensor).handle``, a kernel
         argument) lets every method, and the tile collectives, reach a rank of another node, whose
         table entry is 0, through the GPU proxy; left None, every peer must be direct and the
-        kernel is compiled without a test of the entry."""
+        kernel is compiled without a test of the entry, unless the heap reaches other nodes: the
+        host context's proxy is then taken from the tensor (aperture.iris._device._OTHER_NODES)."""
         if tracing:
             recorder = from_context(context_tensor, rank, world_size)
         else:
             recorder = DeviceTracing(False, rank)
+        if _OTHER_NODES and proxy is None:  # a heap over nodes: the tensor carries the proxy
+            proxy = _context_table_proxy(context_tensor, world_size)
         return DeviceContext(rank, world_size, context_tensor + _TABLE_OFFSET, recorder, proxy)
 
     @triton.jit
@@ -263,12 +278,17 @@ def device_context(ctx):
     on the heap's device, ``[rank, num_ranks, heap_bases..., 0]`` (the last word: tracing off),
     or, when ``ctx.tracing`` is enabled, ``[rank, num_ranks, heap_bases..., 1, trace words...]``.
     The table is a copy of ``ctx.get_heap_bases()`` (the heap's, which reaches allocate_symmetric's
-    tensors too: they lie in the heap)."""
+    tensors too: they lie in the heap). A heap that reaches other nodes adds, after the tracing
+    words (padded to Iris's 17), the address of the context's GPU proxy handle (_device._OTHER_NODES)."""
     bases = ctx.get_heap_bases()
     rank, world = int(ctx.get_rank()), int(ctx.get_num_ranks())
     first = _TABLE_OFFSET.value
     tracing = getattr(ctx, "tracing", None)
     trace_words = tracing.context_words() if tracing is not None and tracing.enabled else [0]
+    proxy = getattr(ctx, "_gpu_proxy", None)
+    if proxy is not None:  # a heap over nodes: the trace words padded, then the proxy's handle
+        trace_words = trace_words + [0] * (_device._CONTEXT_PROXY_AFTER_TABLE.value - len(trace_words))
+        trace_words.append(proxy.handle.data_ptr())
     words = torch.empty(first + world + len(trace_words), dtype=torch.int64, device=bases.device)
     words[0], words[1] = rank, world
     words[first:first + world] = bases.view(torch.int64)

@@ -19,6 +19,15 @@ ALIGNMENT = 256
 ZEROED_WHEN_MADE = frozenset({"shm", "cuda-ipc", "cuda-vmm"})
 
 
+def with_proxy_word(table, word):
+    """A copy of the int64 ``table`` (on its device) with ``word`` in the element before it: the
+    view returned starts at the table, so kernels index it as before."""
+    words = torch.empty(table.numel() + 1, dtype=torch.int64, device=table.device)
+    words[0] = word
+    words[1:] = table.view(torch.int64)
+    return words[1:]
+
+
 class SymmetricHeap:
     """``fresh``: ``provider`` was made for this heap and has allocated nothing yet, so on a
     provider of ZEROED_WHEN_MADE the heap is zero already. The heap starts zeroed either way
@@ -56,6 +65,21 @@ class SymmetricHeap:
 
     def get_heap_bases(self):
         return self.heap_bases
+
+    def carry_proxy(self, proxy):
+        """A heap that reaches ranks of other nodes: its table becomes a copy whose preceding word
+        holds the address of ``proxy``'s handle, where the device functions find it
+        (aperture.iris._device._OTHER_NODES)."""
+        self._proxy = proxy  # stopped by close(), before the memory goes
+        self._proxy_word = proxy.handle.data_ptr()
+        self.heap_bases = with_proxy_word(self.address_map.peer_bases, self._proxy_word)
+
+    def table_of(self, tensor):
+        """The table kernels take for ``tensor``, an allocation of the heap (allocate_symmetric's):
+        its map's own, or, where the heap carries a proxy, a copy with the same preceding word."""
+        table = aperture.address_map(tensor).peer_bases
+        word = getattr(self, "_proxy_word", None)
+        return table if word is None else with_proxy_word(table, word)
 
     def allocate(self, num_elements, dtype, alignment=ALIGNMENT):
         """``num_elements`` of ``dtype`` at the next heap offset that is a multiple of ``alignment``
@@ -97,6 +121,8 @@ class SymmetricHeap:
             return
         if self.memory_pool.device.type == "cuda":
             torch.cuda.synchronize(self.memory_pool.device)
+        if getattr(self, "_proxy", None) is not None:
+            self._proxy.stop()
         self._closed_device = self.memory_pool.device
         self.memory_pool = None
         self._symmetric_copies = {}

@@ -95,6 +95,7 @@ class Iris:
         self.gpu_id = pool_device.index if pool_device.type == "cuda" else -1
         # Iris's device is the string "cuda:N"; a host heap (no GPU here) says "cpu".
         self.device = f"cuda:{self.gpu_id}" if pool_device.type == "cuda" else "cpu"
+        self._gpu_proxy = self._proxy_for_other_nodes()
         self.heap_bases = self.heap.get_heap_bases()
         self.heap_bases_cpu = self.heap_bases.cpu().numpy()  # for host-side translate(), as in Iris
         self.comm = None  # Iris's MPI communicator slot; aperture's ranks are self.team
@@ -137,6 +138,21 @@ class Iris:
 
     def get_num_ranks(self):
         return self.num_ranks
+
+    def _proxy_for_other_nodes(self):
+        """Where the heap reaches ranks of other nodes (an engine, under mpirun): a GPU proxy for it,
+        whose handle the tables carry, so kernels written for one node reach every node
+        (aperture.iris._device._OTHER_NODES). None on one node. Not collective; the proxy stops
+        when the context goes."""
+        heap_map = self.heap.address_map
+        if not heap_map.indirect_peers or not heap_map.has_engine:
+            return None
+        proxy = aperture.GpuProxy(heap_map)
+        self.heap.carry_proxy(proxy)
+        from . import _device_context
+
+        _device_context.reach_other_nodes()
+        return proxy
 
     def get_heap_bases(self):
         """The table to pass to kernels: entry r is rank r's heap base in this process (int64)."""
@@ -331,7 +347,7 @@ class Iris:
         tensors; a kernel may instead translate by ``peer_bases`` alone. Every rank must allocate
         the same tensors in the same order (the heap's rule)."""
         tensor = self.zeros(*size, dtype=dtype)
-        return tensor, aperture.address_map(tensor).peer_bases
+        return tensor, self.heap.table_of(tensor)
 
     def symmetric_address_map(self, tensor):
         """aperture's SymmetricAddressMap of the heap, which ``tensor`` must lie in."""
