@@ -620,6 +620,28 @@ def test_p2p_between_every_pair_of_ranks_across_nodes_too(ctx, team, monkeypatch
                 call()
 
 
+def test_reduce_op_is_irises_int_enum(ctx, team):
+    from aperture.iris.ccl.utils import ReduceOp
+
+    assert [(m.name, int(m)) for m in ReduceOp][:7] == [("SUM", 0), ("PRODUCT", 1), ("MIN", 2), ("MAX", 3),
+                                                        ("BAND", 4), ("BOR", 5), ("BXOR", 6)]
+    assert iris.ccl.ReduceOp is ReduceOp and ReduceOp(3) is ReduceOp.MAX and ReduceOp.SUM == 0
+    inp = ctx.zeros(40, dtype=torch.float32)
+    out = ctx.zeros(40, dtype=torch.float32)
+    every = [per_rank(r, (40,), torch.float32, "cpu") for r in range(team.size)]
+    stacked = torch.stack(every)
+    for op, want in [(0, stacked.sum(0)), (ReduceOp.MAX, stacked.max(0).values), (2, stacked.min(0).values)]:
+        inp.copy_(per_rank(team.rank, (40,), torch.float32, ctx.get_device()))
+        ctx.ccl.all_reduce(out, inp, op=op)
+        assert torch.equal(out.cpu(), want), f"op={op!r}"
+    for op in (ReduceOp.BAND, ReduceOp.BXOR, 5):
+        with pytest.raises(aperture.Error, match="do not reduce bitwise"):
+            ctx.ccl.all_reduce(out, inp, op=op)
+    with pytest.raises(aperture.Error, match="not supported"):
+        ctx.ccl.all_reduce(out, inp, op=99)
+    ctx.barrier()
+
+
 def test_bad_input_is_an_aperture_error(ctx, team, monkeypatch):
     with pytest.raises(aperture.Error, match="out of range"):
         ctx.ccl.broadcast(ctx.zeros(4), src=team.size)
@@ -764,6 +786,40 @@ def test_logging_and_do_bench(ctx):
     ms = iris.do_bench(lambda: calls.append(1), barrier_fn=ctx.barrier, n_warmup=2, n_repeat=5)
     assert ms >= 0 and len(calls) == 8
     assert len(iris.do_bench(lambda: None, n_warmup=0, n_repeat=3, return_mode="all")) == 3
+
+
+# Import paths of Iris's newest tree that its own package and programs use (a survey of Iris's
+# main branch, 2026-12-05): each must resolve through the shim to aperture.iris's objects.
+NEWEST_PATHS = """
+from iris.iris import load, store, copy, get, put, atomic_add, atomic_cas, TraceEvent, __translate, Iris, iris
+from iris.iris import DeviceContext
+from iris.host.tracing.core import Tracing
+from iris.host.tracing.events import TraceEvent as HostTraceEvent, EVENT_NAMES
+from iris.host.memory.tensor_utils import CUDAArrayInterface, tensor_from_ptr
+from iris.host.iris import Iris as HostIris, Tracing as HostTracing, DeviceTracing, tensor_creation
+from iris.device.triton.context import Context
+from iris.device.triton.ops import put as device_put
+import iris.device.utils
+from iris.context.triton import TritonContext, TritonDeviceTracing, _translate_ptr
+from iris.x.common import chiplet_transform_chunked, compute_tile_indices, compute_tile_offsets
+from iris.mem.triton.context import __translate as mem_translate
+from iris.host.platform import hip
+import aperture.iris as ai
+assert load is ai.load and put is device_put and __translate is mem_translate is _translate_ptr is ai.translate
+assert Iris is HostIris is ai.Iris and Iris.CCL is ai.ccl.CCL and Tracing is HostTracing is ai.tracing.Tracing
+assert DeviceContext is Context is TritonContext is ai.DeviceContext and TraceEvent is HostTraceEvent
+assert tensor_from_ptr is ai.tensor_from_ptr and compute_tile_offsets is ai.ccl.utils.compute_tile_offsets
+print("paths resolve")
+"""
+
+
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+def test_newest_irises_import_paths_resolve_through_the_shim(tmp_path):
+    prog = tmp_path / "paths.py"
+    prog.write_text(NEWEST_PATHS)
+    run = subprocess.run([sys.executable, "-m", "aperture.iris", str(prog)], capture_output=True, text=True,
+                         env=child_environment(APERTURE_PROVIDER="shm"), timeout=120)
+    assert run.returncode == 0 and "paths resolve" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
 @pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")

@@ -40,6 +40,8 @@ from . import bench  # eager, as in Iris's newest package
 
 from . import gluon, hip  # AMD-only: importable, every name in them refuses (aperture.iris._amd)
 
+Iris.CCL = ccl.CCL  # Iris nests ctx.ccl's class in Iris (its docs name iris.iris.Iris.CCL.all_to_all)
+
 _launch_options.install()
 
 

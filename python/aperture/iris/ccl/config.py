@@ -72,6 +72,7 @@ def _one_of(name, value, allowed):
 
 @dataclass
 class Config:
+    # Iris's newest fields, in its order (a Config made positionally means the same)...
     block_size_m: int = 32
     block_size_n: int = 64
     swizzle_size: int = 4
@@ -80,22 +81,23 @@ class Config:
     chunk_size: int | None = None
     use_gluon: bool = False
     all_gather_variant: str = "persistent"
-    all_to_all_variant: str = "default"
     all_reduce_variant: str = "two_shot"
     all_reduce_distribution: int = 1
     all_reduce_num_rings: int = 1
     all_reduce_ring_slice_n: int | None = None
-    all_reduce_num_warps: int = 8
-    all_reduce_num_stages: int = 1
-    all_reduce_waves_per_eu: int = 1
-    all_reduce_push_chunk_n: int = 0
     reduce_scatter_variant: str = "two_shot"
-    reduce_variant: str = "two_shot"
-    barrier_mode: str = "device"
     num_stages: int = 1
     num_warps: int = 4
     threads_per_warp: int | None = None
     waves_per_eu: int = 0
+    # ...then those of other Iris versions, by keyword.
+    all_to_all_variant: str = "default"
+    all_reduce_num_warps: int = 8
+    all_reduce_num_stages: int = 1
+    all_reduce_waves_per_eu: int = 1
+    all_reduce_push_chunk_n: int = 0
+    reduce_variant: str = "two_shot"
+    barrier_mode: str = "device"
 
     def __post_init__(self):
         if self.get_autotune_fields():

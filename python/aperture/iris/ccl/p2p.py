@@ -47,7 +47,7 @@ class P2PConfig:
     """Iris's kernel parameters for its P2P kernels; aperture's copies do not use them."""
 
     block_size: int = 1024
-    num_warps: int = 4
+    num_warps: int = 8
     num_stages: int = 2
     waves_per_eu: int = 0
 
@@ -177,11 +177,13 @@ class Mailboxes:
 
 
 class P2PWork:
-    """Handle of a non-blocking isend/irecv; ``wait()`` completes it."""
+    """Handle of a non-blocking isend/irecv; ``wait()`` completes it. ``P2PWork()`` (Iris's
+    ``stream=`` form, nothing to wait for) is complete at once."""
 
-    def __init__(self, complete):
+    def __init__(self, complete=None, stream=None):
         self._complete = complete
-        self._done = False
+        self._done = complete is None
+        self.stream = stream
 
     def wait(self):
         if not self._done:

@@ -1,33 +1,49 @@
 """``iris.ccl.ReduceOp``, the mapping of every spelling of a reduction to aperture's names, and
 the tile index helpers Iris's ccl kernels import from here (aperture.iris._tile's)."""
 
-from enum import Enum
+from enum import IntEnum
 
 import aperture
 
 from .._tile import chiplet_transform_chunked, compute_tile_indices, compute_tile_offsets  # noqa: F401
 
 
-class ReduceOp(Enum):
-    SUM = "sum"
-    PRODUCT = "prod"
-    MIN = "min"
-    MAX = "max"
-    AVG = "avg"
+class ReduceOp(IntEnum):
+    """Iris's reductions, with Iris's values (an IntEnum: ``op=0`` is SUM), and aperture's AVG after
+    them. The bitwise ones are Iris's names; aperture's Communicator does not reduce bitwise, so a
+    collective given one raises aperture.Error."""
+
+    SUM = 0
+    PRODUCT = 1
+    MIN = 2
+    MAX = 3
+    BAND = 4
+    BOR = 5
+    BXOR = 6
+    AVG = 7
+
+
+_NAMES = {ReduceOp.SUM: "sum", ReduceOp.PRODUCT: "prod", ReduceOp.MIN: "min", ReduceOp.MAX: "max",
+          ReduceOp.AVG: "avg"}
 
 
 def op_name(op, call):
-    """"sum", "prod", "min", "max" or "avg" for None (sum), a ReduceOp, torch.distributed's ReduceOp or a name."""
+    """"sum", "prod", "min", "max" or "avg" for None (sum), a ReduceOp or its int value, torch.distributed's
+    ReduceOp or a name."""
     if op is None:
         return "sum"
+    if isinstance(op, int) and not isinstance(op, bool) and op in ReduceOp._value2member_map_:
+        op = ReduceOp(op)
     if isinstance(op, ReduceOp):
-        return op.value
-    text = str(getattr(op, "name", op)).rsplit(".", 1)[-1].lower()
-    text = {"product": "prod", "average": "avg"}.get(text, text)
+        text = _NAMES.get(op, op.name.lower())
+    else:
+        text = str(getattr(op, "name", op)).rsplit(".", 1)[-1].lower()
+        text = {"product": "prod", "average": "avg"}.get(text, text)
     if text in ("sum", "prod", "min", "max", "avg"):
         return text
-    raise aperture.Error(f"aperture: iris.ccl.{call}: reduction {op!r} is not supported; give ReduceOp.SUM, PRODUCT, "
-                         "MIN, MAX or AVG", code=aperture.ErrorCode.invalid_argument)
+    bitwise = " (aperture's collectives do not reduce bitwise)" if text in ("band", "bor", "bxor") else ""
+    raise aperture.Error(f"aperture: iris.ccl.{call}: reduction {op!r} is not supported{bitwise}; give "
+                         "ReduceOp.SUM, PRODUCT, MIN, MAX or AVG", code=aperture.ErrorCode.invalid_argument)
 
 
 def extract_group_info(group, ctx):
