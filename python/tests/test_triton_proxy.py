@@ -241,6 +241,21 @@ def iris_functions_kernel(inbox, src, word, got, counter, olds, heap_bases, me, 
     iris.store(inbox + (me + 64) * N + offs, back + 1, me, p, heap_bases, proxy=proxy)
 
 
+def check_irises_transfers(inbox, got, counter, olds, me, world, n, calls):
+    """What iris_functions_kernel and its DeviceContext and unmodified forms leave here: every
+    rank's src put into its row, this rank's src loaded back by every rank (+1), every rank's word
+    got, and one add per rank. ``calls``: how the test made them, for the messages."""
+    rows = inbox.cpu().view(-1, n)
+    for s in range(world):
+        assert torch.equal(rows[s], torch.arange(n, dtype=torch.int32) * 10 + s * 1000), f"{calls}: put from rank {s}"
+        assert torch.equal(rows[64 + s], torch.arange(n, dtype=torch.int32) * 10 + me * 1000 + 1), \
+            f"{calls}: load by rank {s} of this rank's src, stored back"
+    assert got.cpu().tolist() == [500 + p for p in range(world)], f"{calls}: get of every rank's word"
+    assert int(counter.cpu()[0]) == world * (world + 1) // 2, f"{calls}: atomic_add from every rank"
+    assert all(0 <= o < world * (world + 1) // 2 for o in olds.cpu().tolist())
+    return rows
+
+
 def test_irises_device_functions_take_the_proxy(team, prov):
     me, world, n = team.rank, team.size, 8
     inbox = prov.zeros(2 * 64 * n, "int32")  # rows 0..world-1: puts; rows 64..: loads sent back
@@ -259,15 +274,7 @@ def test_irises_device_functions_take_the_proxy(team, prov):
         sync()
         team.barrier()
         assert proxy.failures == 0, proxy.last_error
-    rows = inbox.cpu().view(-1, n)
-    for s in range(world):
-        want = torch.arange(n, dtype=torch.int32) * 10 + s * 1000
-        assert torch.equal(rows[s], want), f"iris.put from rank {s}"
-        assert torch.equal(rows[64 + s], torch.arange(n, dtype=torch.int32) * 10 + me * 1000 + 1), \
-            f"iris.load by rank {s} of this rank's src, stored back"
-    assert got.cpu().tolist() == [500 + p for p in range(world)], "iris.get of every rank's word"
-    assert int(counter.cpu()[0]) == world * (world + 1) // 2, "iris.atomic_add from every rank"
-    assert all(0 <= o < world * (world + 1) // 2 for o in olds.cpu().tolist())
+    check_irises_transfers(inbox, got, counter, olds, me, world, n, "iris functions with proxy=")
     team.barrier()
     for t in (inbox, src, word, counter):
         prov.free(t)
@@ -330,16 +337,9 @@ def test_the_device_context_reaches_other_nodes_through_the_proxy(team, prov):
         sync()
         ctx.barrier()
         assert proxy.failures == 0, proxy.last_error
-    lines = inbox.cpu().view(-1, n)
+    lines = check_irises_transfers(inbox, got, counter, olds, me, world, n, "DeviceContext(proxy=)")
     for s in range(world):
-        want = torch.arange(n, dtype=torch.int32) * 10 + s * 1000
-        assert torch.equal(lines[s], want), f"ctx.put from rank {s}"
-        assert torch.equal(lines[64 + s], torch.arange(n, dtype=torch.int32) * 10 + me * 1000 + 1), \
-            f"ctx.load by rank {s} of this rank's src, stored back"
-        assert torch.equal(lines[128 + s], want), f"ctx.copy of rank {s}'s src into this rank's inbox"
-    assert got.cpu().tolist() == [500 + p for p in range(world)], "ctx.get of every rank's word"
-    assert int(counter.cpu()[0]) == world * (world + 1) // 2, "ctx.atomic_add from every rank"
-    assert all(0 <= o < world * (world + 1) // 2 for o in olds.cpu().tolist())
+        assert torch.equal(lines[128 + s], lines[s]), f"ctx.copy of rank {s}'s src into this rank's inbox"
     every = [torch.arange(rows * cols, dtype=torch.float32).view(rows, cols) * 3 + s * 100 for s in range(world)]
     assert torch.equal(gathered.cpu(), torch.cat(every)), "ctx.all_gather"
     assert torch.equal(reduced.cpu(), sum(every)), "ctx.all_reduce_one_shot"
@@ -384,13 +384,7 @@ def test_unmodified_iris_kernels_reach_other_nodes(team, prov):
     ctx.barrier()
     assert ctx._gpu_proxy.failures == 0, ctx._gpu_proxy.last_error
     assert ctx._gpu_proxy.completed > 0  # the other node's ranks went through it
-    lines = inbox.cpu().view(-1, n)
-    for s in range(world):
-        assert torch.equal(lines[s], torch.arange(n, dtype=torch.int32) * 10 + s * 1000), f"iris.put from rank {s}"
-        assert torch.equal(lines[64 + s], torch.arange(n, dtype=torch.int32) * 10 + me * 1000 + 1), \
-            f"ctx.load by rank {s} of this rank's src, stored back"
-    assert got.cpu().tolist() == [500 + p for p in range(world)], "iris.get of every rank's word"
-    assert int(counter.cpu()[0]) == world * (world + 1) // 2, "iris.atomic_add from every rank"
+    check_irises_transfers(inbox, got, counter, olds, me, world, n, "unmodified Iris kernel")
     assert sym.cpu().tolist() == [s * 10 + 7 for s in range(world)], "iris.store through allocate_symmetric's table"
     ctx.barrier()
     ctx.heap.close()  # stops the proxy

@@ -12,23 +12,7 @@ aperture.Error each naming the NVIDIA equivalent. docs/IRIS.md lists every name.
 """
 
 from . import _amd, _launch_options, ccl, experimental, ops, tensor_creation, tracing
-from ._device import (
-    atomic_add,
-    atomic_and,
-    atomic_cas,
-    atomic_max,
-    atomic_min,
-    atomic_or,
-    atomic_sub,
-    atomic_xchg,
-    atomic_xor,
-    copy,
-    get,
-    load,
-    put,
-    store,
-    translate,
-)
+from ._device import *  # noqa: F401,F403  (the device functions)
 from .iris import Iris, iris
 from ._tile import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view
 from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level

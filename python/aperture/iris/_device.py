@@ -59,6 +59,11 @@ def _context_table_proxy(context_tensor, world_size: tl.constexpr):
     return tl.load(context_tensor + 2 + world_size + _CONTEXT_PROXY_AFTER_TABLE).to(tl.pointer_type(tl.int64))
 
 
+# The device functions every module of Iris's that binds them re-exports (``from ._device import *``).
+__all__ = ["translate", "load", "store", "get", "put", "copy", "atomic_add", "atomic_sub", "atomic_and", "atomic_or",
+           "atomic_xor", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas"]
+
+
 # Iris leaves cache_modifier, sem and scope None for Triton's defaults; these give aperture.triton
 # the value each None stands for here (docs/IRIS.md: scope None is system scope on NVIDIA).
 

@@ -448,23 +448,7 @@ def iris(heap_size=1 << 30, allocator_type="torch", *, team=None):
 
 # The names Iris's iris/iris.py binds beside the host class: the device functions, ``__translate``
 # and TraceEvent (``from iris.iris import load``).
-from ._device import (  # noqa: E402,F401
-    atomic_add,
-    atomic_and,
-    atomic_cas,
-    atomic_max,
-    atomic_min,
-    atomic_or,
-    atomic_sub,
-    atomic_xchg,
-    atomic_xor,
-    copy,
-    get,
-    load,
-    put,
-    store,
-    translate,
-)
+from ._device import *  # noqa: E402,F401,F403
 from .tracing import TraceEvent  # noqa: E402,F401
 
 globals()["__translate"] = translate  # Iris's name; a module-level dunder, importable by name

@@ -10,22 +10,7 @@ each raises aperture's one error saying so and what to use instead (aperture.iri
 
 from ... import _amd
 
-from ..._device import (  # noqa: F401
-    atomic_add,
-    atomic_and,
-    atomic_cas,
-    atomic_max,
-    atomic_min,
-    atomic_or,
-    atomic_sub,
-    atomic_xchg,
-    atomic_xor,
-    copy,
-    get,
-    load,
-    put,
-    store,
-)
+from ..._device import *  # noqa: F401,F403
 from .context import Context, DeviceContext  # noqa: F401
 from .tracing import Tracing  # noqa: F401
 from .tracing import Tracing as DeviceTracing  # noqa: F401

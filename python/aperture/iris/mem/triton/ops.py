@@ -4,23 +4,7 @@ them (``put_signal``, ``put_rects``, ``wait_then_put_*``, ``quiet``) raise apert
 error naming what to use instead (aperture.iris._amd)."""
 
 from ... import _amd
-from ..._device import (  # noqa: F401
-    atomic_add,
-    atomic_and,
-    atomic_cas,
-    atomic_max,
-    atomic_min,
-    atomic_or,
-    atomic_sub,
-    atomic_xchg,
-    atomic_xor,
-    copy,
-    get,
-    load,
-    put,
-    store,
-    translate,
-)
+from ..._device import *  # noqa: F401,F403
 
 
 def __getattr__(name):
