@@ -136,3 +136,39 @@ def test_what_every_rank_has_dropped_by_the_end_is_torn_down_there(tmp_path):
     for rank, pending in ((0, 2), (1, 0)):
         assert f"rank {rank}: pending {pending}" in run.stdout, run.stdout
         assert f"rank {rank}: at the end, closed [True, True], pending 0" in run.stdout, run.stdout + run.stderr[-4000:]
+
+
+# A job of 2 ranks that closed every Communicator: nothing is left to agree on, so no rank waits
+# at the end for a slower one (rank 1 sleeps before it ends; rank 0 must not wait for it).
+ALL_CLOSED = """
+import atexit, time
+
+def check():
+    print(f"rank {team.rank}: ended {time.monotonic() - done:.1f} s after its last line", flush=True)
+
+atexit.register(check)
+
+import aperture
+
+team = aperture.Team.from_env()
+provider = aperture.make_provider("shm", team)
+with aperture.Communicator(team, provider) as comm:
+    comm.barrier()
+aperture.Communicator(team, provider).close()
+if team.rank == 1:
+    time.sleep(4)
+done = time.monotonic()
+"""
+
+
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts a job of its own")
+def test_a_job_that_closed_everything_ends_without_a_round(tmp_path):
+    program = tmp_path / "all_closed.py"
+    program.write_text(ALL_CLOSED)
+    run = subprocess.run([aperture.program, "launch", "-n", "2", "--timeout", "60", "--", sys.executable, str(program)],
+                         capture_output=True, text=True, env=child_environment(APERTURE_TIMEOUT="20"), timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr[-4000:]
+    ended = {line.split(":")[0].split()[-1]: float(line.split("ended ")[1].split()[0])
+             for line in run.stdout.splitlines() if "ended" in line}
+    assert set(ended) == {"0", "1"}, run.stdout
+    assert ended["0"] < 2.0, f"rank 0 waited {ended['0']} s at the end for rank 1: {run.stdout}"

@@ -24,6 +24,7 @@ class CollectiveObject:
         self._serial = _dropped.next_serial(team)
         self._provider = provider
         self._core = type(self)._core_class(provider._core, team)
+        _dropped.opened(team)
 
     rank = property(lambda self: self._core.rank)
     size = property(lambda self: self._core.size)
@@ -33,12 +34,14 @@ class CollectiveObject:
         if not self._core.closed:
             _dropped.agree_and_release(self._team)
             self._core.close()
+            _dropped.torn_down(self._team)
 
     def __del__(self):
         core = getattr(self, "_core", None)  # None when making it failed
         if core is None or core.closed or _dropped.defer(self._team, self._serial, core):
             return
         core.close()
+        _dropped.torn_down(self._team)
 
     def __enter__(self):
         return self

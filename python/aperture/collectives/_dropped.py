@@ -7,7 +7,10 @@ rank's own allocation count says so, at a different point on each rank, and a te
 would pair its barrier with a peer's collective. So an object the collector finds is kept here,
 and torn down at the next collective point of its team where every rank has dropped it:
 
-- the points: a collective object made or closed on the team, and the end of the program;
+- the points: a collective object made or closed on the team, and the end of the program (only
+  where some collective object of the team is still open: those made and not torn down, which
+  are the same objects on every rank, so every rank holds the round or none does, and a job that
+  closed everything ends without waiting for its slowest rank);
 - the ranks agree by an allgather of what each has dropped, and tear down the objects every rank
   has dropped, in the order they were made (their serial numbers, counted alike on every rank).
 """
@@ -31,10 +34,11 @@ gc.callbacks.append(_watch_collector)
 
 
 class _TeamState:
-    __slots__ = ("made", "dropped")
+    __slots__ = ("made", "open", "dropped")
 
     def __init__(self):
         self.made = 0  # collective objects made on the team so far; the next one's serial number
+        self.open = 0  # made and not torn down: alive, or dropped and waiting here
         self.dropped = {}  # serial number -> the C++ object the collector dropped, not torn down yet
 
 
@@ -56,6 +60,16 @@ def next_serial(team):
     state = _state(team)
     state.made += 1
     return state.made - 1
+
+
+def opened(team):
+    """A collective object of `team` was made."""
+    _state(team).open += 1
+
+
+def torn_down(team):
+    """A collective object of `team` was torn down (closed, or dropped by its last reference)."""
+    _state(team).open -= 1
 
 
 def defer(team, serial, core):
@@ -87,6 +101,7 @@ def agree_and_release(team):
         common &= set(struct.unpack(f"<{width}q", theirs))
     for serial in sorted(common):
         state.dropped.pop(serial).close()
+        state.open -= 1
 
 
 @atexit.register
@@ -101,7 +116,9 @@ def _release_at_the_end():
         return
     gc.collect()
     _ended = True
-    for team in list(_teams.keys()):
+    for team, state in list(_teams.items()):
+        if state.open == 0:
+            continue  # nothing of this team left on any rank: no round to hold
         try:
             agree_and_release(team)
         except Exception as e:  # a peer gone: what is left goes with the interpreter's teardown
