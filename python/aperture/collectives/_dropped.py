@@ -106,10 +106,10 @@ def agree_and_release(team):
 
 @atexit.register
 def _release_at_the_end():
-    """The end of the program is a collective point of every team a collective object was made on:
-    a collection finds what each rank's cycles still hold, and what every rank has dropped is torn
-    down before the interpreter's own teardown, which runs in no agreed order. Skipped when the
-    program ends by an exception, where the peers may be anywhere."""
+    """The end of the program is a collective point of every team that still has a collective
+    object open: a collection finds what each rank's cycles still hold, and what every rank has
+    dropped is torn down before the interpreter's own teardown, which runs in no agreed order.
+    Skipped when the program ends by an exception, where the peers may be anywhere."""
     global _ended
     if getattr(sys, "last_value", None) is not None:
         _ended = True
