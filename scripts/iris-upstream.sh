@@ -336,6 +336,9 @@ known_deselects() {  # FILE RANKS -> lines "nodeid|reason"
     for name in $(grep -oE '^def (test_[a-z_]*device_handling|test_zeros_like_device_override)\b' "$src/$rel" | cut -c5-); do
       echo "$rel::$name|CPU rehearsal: \"cpu\" is the host heap's own device, so a factory's device=\"cpu\" cannot be refused"
     done
+    for name in $(grep -oE '^def test_[a-z_]*graph_captur[a-z_]*\b' "$src/$rel" | cut -c5-); do
+      echo "$rel::$name|CPU rehearsal: it captures a CUDA graph (torch.cuda.Stream, torch.cuda.graph), which needs a GPU"
+    done
   elif (( gpus < 2 )) && [[ $rel == tests/unittests/test_zeros.py ]]; then
     echo "$rel::test_zeros_device_handling|needs 2 GPUs: with one, the test's \"other\" GPU cuda:(i+1)%1 is the heap's own"
   fi
