@@ -126,16 +126,22 @@ print(f"rank {team.rank}: pending {len(_dropped.pending(team))}", flush=True)
 """
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts a job of its own")
-def test_what_every_rank_has_dropped_by_the_end_is_torn_down_there(tmp_path):
-    program = tmp_path / "at_the_end.py"
-    program.write_text(AT_THE_END)
+def run_two_ranks(tmp_path, source):
+    """Runs ``source`` as a program of 2 ranks under aperture launch; its stdout, once it ended well."""
+    program = tmp_path / "program.py"
+    program.write_text(source)
     run = subprocess.run([aperture.program, "launch", "-n", "2", "--timeout", "60", "--", sys.executable, str(program)],
                          capture_output=True, text=True, env=child_environment(APERTURE_TIMEOUT="20"), timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr[-4000:]
+    return run.stdout
+
+
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts a job of its own")
+def test_what_every_rank_has_dropped_by_the_end_is_torn_down_there(tmp_path):
+    stdout = run_two_ranks(tmp_path, AT_THE_END)
     for rank, pending in ((0, 2), (1, 0)):
-        assert f"rank {rank}: pending {pending}" in run.stdout, run.stdout
-        assert f"rank {rank}: at the end, closed [True, True], pending 0" in run.stdout, run.stdout + run.stderr[-4000:]
+        assert f"rank {rank}: pending {pending}" in stdout, stdout
+        assert f"rank {rank}: at the end, closed [True, True], pending 0" in stdout, stdout
 
 
 # A job of 2 ranks that closed every Communicator: nothing is left to agree on, so no rank waits
@@ -163,12 +169,8 @@ done = time.monotonic()
 
 @pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts a job of its own")
 def test_a_job_that_closed_everything_ends_without_a_round(tmp_path):
-    program = tmp_path / "all_closed.py"
-    program.write_text(ALL_CLOSED)
-    run = subprocess.run([aperture.program, "launch", "-n", "2", "--timeout", "60", "--", sys.executable, str(program)],
-                         capture_output=True, text=True, env=child_environment(APERTURE_TIMEOUT="20"), timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr[-4000:]
+    stdout = run_two_ranks(tmp_path, ALL_CLOSED)
     ended = {line.split(":")[0].split()[-1]: float(line.split("ended ")[1].split()[0])
-             for line in run.stdout.splitlines() if "ended" in line}
-    assert set(ended) == {"0", "1"}, run.stdout
-    assert ended["0"] < 2.0, f"rank 0 waited {ended['0']} s at the end for rank 1: {run.stdout}"
+             for line in stdout.splitlines() if "ended" in line}
+    assert set(ended) == {"0", "1"}, stdout
+    assert ended["0"] < 2.0, f"rank 0 waited {ended['0']} s at the end for rank 1: {stdout}"

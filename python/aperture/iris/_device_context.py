@@ -55,7 +55,9 @@ from .x.reduce_scatter import reduce_scatter as _x_reduce_scatter
 # Words of the context tensor before the table: cur_rank, num_ranks.
 _TABLE_OFFSET = tl.constexpr(2)
 
-# _device._OTHER_NODES, as initialize() reads it (a Triton function reads its own module's globals).
+# _device._OTHER_NODES, as initialize() reads it. A second flag, set with the first: Triton tracks
+# a global only in the jit function's own module; read as ``_device._OTHER_NODES`` from here, a
+# kernel compiled after the switch still got the one-node code (checked for sm_90, 2026-12-05).
 _OTHER_NODES = tl.constexpr(False)
 
 
