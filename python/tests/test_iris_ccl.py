@@ -7,15 +7,20 @@ import subprocess
 import sys
 import textwrap
 
+import time
+
 import pytest
 import torch
 # triton_world before aperture.iris (which imports triton): it decides whether Triton interprets
 # this process's kernels, for every test file of the run.
 import triton_world  # noqa: F401
+import triton
+import triton.language as tl
 from spawned_job import IN_A_JOB, child_environment, run_spawned_job
 
 import aperture
 import aperture.iris as iris
+from aperture.iris.ccl.utils import inline_device_barrier
 
 HEAP = 4 << 20
 
@@ -1049,3 +1054,47 @@ def test_ccl_overhead_example_writes_what_perf_table_reads(tmp_path):
         written = [line.split(",") for line in f.read().splitlines()[1:]]
     for r, fields in zip(rows, written):
         assert fields[5] == "5" and float(fields[11]) == pytest.approx(r["aperture_us"] / r["baseline_us"], rel=5e-3)
+
+
+@triton.jit
+def _stripes_between_barriers(heap_bases, box, flags, wg_done, sense, out, value_base, rank: tl.constexpr,
+                              world: tl.constexpr, N: tl.constexpr, COMM_SMS: tl.constexpr):
+    # Each program stores its stripe into every rank's box, meets every program of every rank,
+    # reads the stripes another program of each rank stored, and meets them again before the next
+    # launch may overwrite the box.
+    pid = tl.program_id(0)
+    offs = tl.arange(0, N)
+    stripe = value_base + rank * 1009 + pid * N + offs
+    for peer in range(world):
+        iris.store(box + (rank * COMM_SMS + pid) * N + offs, stripe, rank, peer, heap_bases)
+    inline_device_barrier(pid, flags, wg_done, sense, heap_bases, rank, world, 0, 1, COMM_SMS)
+    other = (pid + 1) % COMM_SMS
+    for src in range(world):
+        where = (src * COMM_SMS + other) * N + offs
+        tl.store(out + where, tl.load(box + where, volatile=True))
+    inline_device_barrier(pid, flags, wg_done, sense, heap_bases, rank, world, 0, 1, COMM_SMS)
+
+
+def test_inline_device_barrier_orders_every_program_of_every_rank(ctx, team):
+    # The last rank launches late each round; without the barrier the others read its stripes
+    # before they are stored. Under the interpreter programs run one after another: one program.
+    me, world, n = team.rank, team.size, 64
+    programs = 1 if triton_world.INTERPRETED else 4
+    box = ctx.zeros(world * programs * n, dtype=torch.int32)
+    flags = ctx.zeros(world, dtype=torch.int32)
+    wg_done = torch.zeros(1, dtype=torch.int32, device=box.device)
+    sense = torch.zeros(1, dtype=torch.int32, device=box.device)
+    ctx.barrier()
+    for round in range(3):
+        out = torch.full_like(box, -1)
+        if me == world - 1 and world > 1:
+            time.sleep(0.5)
+        _stripes_between_barriers[(programs,)](ctx.get_heap_bases(), box, flags, wg_done, sense, out, round * 100003,
+                                               me, world, n, programs)
+        want = torch.cat([round * 100003 + src * 1009 + torch.arange(programs * n, dtype=torch.int32)
+                          for src in range(world)])
+        assert torch.equal(out.cpu(), want), f"round {round}: rank {me} read stale stripes"
+    # Element r counts rank r's barriers in every copy; the arrival count is back to zero and the
+    # sense has flipped once per barrier.
+    assert flags.cpu().tolist() == [6] * world and wg_done.item() == 0 and sense.item() == 0
+    ctx.barrier()

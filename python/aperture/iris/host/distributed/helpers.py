@@ -16,8 +16,9 @@ Differs from Iris where Iris would fail: a dtype the backend cannot carry in a t
 travels as a pickled object in every helper, not only in ``distributed_allgather``; a strided
 tensor is made contiguous first; a root without a value makes every rank raise, not only the root
 (the others would wait forever). ``distributed_device_barrier`` uses aperture.iris's device
-functions (system-scope release/acquire), not Iris's pointer arithmetic, and is launched without
-Iris's kernel-artifact tracing.
+functions (system-scope release/acquire), not Iris's pointer arithmetic: each rank adds to its count
+in every member's copy of the flags and polls its own copy, where Iris polls the peers' copies, so
+it also reaches ranks of other nodes. It is launched without Iris's kernel-artifact tracing.
 """
 
 import contextlib
@@ -29,8 +30,8 @@ import triton
 import triton.language as tl
 
 import aperture
-import aperture.triton as apt
 
+from ..._device import atomic_add as _atomic_add
 from ..._device import translate as _translate
 from ..._errors import IrisValueError
 from ...logging import log_with_rank
@@ -238,28 +239,39 @@ def distributed_barrier(group=None):
 
 
 @triton.jit
-def _device_barrier_kernel(flags, rank, world: tl.constexpr, rank_start, rank_stride, heap_bases,
-                           MAX_SPINS: tl.constexpr = 1_000_000_000):
-    # flags[r] counts the barriers rank r has entered; only r raises it, so no host epoch is
-    # needed and the kernel can be replayed in a CUDA graph. Release: this rank's earlier writes
-    # precede the count; acquire: a peer's writes before its count precede what follows here.
-    entered = apt.atomic_add(flags + rank, 1, rank, rank, heap_bases, sem="release", scope="sys") + 1
+def _ranks_meet(flags, rank, world: tl.constexpr, rank_start, rank_stride, heap_bases,
+                MAX_SPINS: tl.constexpr = 1_000_000_000):
+    # A barrier of the ranks rank_start + i * rank_stride. flags[r], in every member's copy, counts
+    # the barriers rank r has entered: r adds 1 to it in each member's copy (release: r's earlier
+    # writes precede the add), then waits on its own copy until every member's count reaches its
+    # own (acquire: their writes precede what follows). Only r raises flags[r], so no host epoch
+    # is needed and the kernel can be replayed in a CUDA graph; polls stay local, and an add to a
+    # rank of another node goes through the heap's proxy (aperture.iris._device).
+    entered = _atomic_add(flags + rank, 1, rank, rank, heap_bases, sem="release", scope="sys") + 1
     for i in range(world):  # a constexpr bound: the interpreter takes no runtime loop bound (docs/IRIS.md)
         peer = rank_start + i * rank_stride
         if peer != rank:
-            seen = apt.atomic_add(flags + peer, 0, rank, peer, heap_bases, sem="acquire", scope="sys")
-            spins = 0
-            while seen < entered:
-                seen = apt.atomic_add(flags + peer, 0, rank, peer, heap_bases, sem="acquire", scope="sys")
-                spins += 1
-                tl.device_assert(spins < MAX_SPINS, "distributed_device_barrier: a peer never arrived")
+            _atomic_add(flags + rank, 1, rank, peer, heap_bases, sem="release", scope="sys")
+    for i in range(world):
+        peer = rank_start + i * rank_stride
+        seen = tl.atomic_add(flags + peer, 0, sem="acquire", scope="sys")
+        spins = 0
+        while seen < entered:
+            seen = tl.atomic_add(flags + peer, 0, sem="acquire", scope="sys")
+            spins += 1
+            tl.device_assert(spins < MAX_SPINS, "device barrier: a peer never arrived")
+
+
+@triton.jit
+def _device_barrier_kernel(flags, rank, world: tl.constexpr, rank_start, rank_stride, heap_bases):
+    _ranks_meet(flags, rank, world, rank_start, rank_stride, heap_bases)
 
 
 def distributed_device_barrier(flags, group, rank, num_ranks, heap_bases):
     """A barrier of the ranks of ``group`` (None: all ``num_ranks``) enqueued as one kernel on the
     current stream, so it can be captured in a CUDA graph; no host wait. ``flags`` is an int32
     heap tensor of one element per global rank, zero before the first call and then left to this
-    function (each rank counts its own barriers in its element); ``heap_bases`` the context's
+    function (element r counts rank r's barriers, in every member's copy); ``heap_bases`` the context's
     table (``ctx.get_heap_bases()``); ``rank`` this process's global rank. Under Triton's
     interpreter (a host heap) the kernel runs on the host like any other."""
     _, rank_global, world, start, stride = extract_group_info(group, rank, num_ranks)
