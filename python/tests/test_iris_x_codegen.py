@@ -1,7 +1,7 @@
 """What iris.x's tile collectives compile to on NVIDIA GPUs (PTX for sm_90, no GPU needed): each
 collective in fp32, fp16 and bf16, with the orderings its protocol needs at system scope (the
 peers are other GPUs): ready flags read with acquires, locks taken with an acquire CAS and freed
-with a release exchange, atomic adds acq_rel. Compiled in a child process (this file run as a
+with a release exchange, atomic adds acq_rel; and iris.ccl.utils.inline_device_barrier's. Compiled in a child process (this file run as a
 script), as test_triton_codegen.py does: this directory's tests may interpret Triton.
 """
 
@@ -24,6 +24,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 
 import aperture.iris as iris  # noqa: E402
 import aperture.iris.x as x  # noqa: E402
+from aperture.iris.ccl.utils import inline_device_barrier  # noqa: E402
 
 HOPPER = GPUTarget("cuda", 90, 32)
 OPS = ["atomic", "spinlock", "one_shot", "two_shot", "ring", "reduce_scatter", "all_gather", "gather", "all_to_all"]
@@ -67,6 +68,12 @@ def tile_kernel(src, dst, locks, context, M, N, RANK: tl.constexpr, WORLD: tl.co
         x.all_to_all(tile, src_view, dst_view, N // WORLD, ctx)
 
 
+@triton.jit
+def inline_barrier_kernel(heap_bases, flags, wg_done, sense, RANK: tl.constexpr, WORLD: tl.constexpr,
+                          COMM_SMS: tl.constexpr):
+    inline_device_barrier(tl.program_id(0), flags, wg_done, sense, heap_bases, RANK, WORLD, 0, 1, COMM_SMS)
+
+
 def compile_all():
     out = {}
     for dtype, pointer in DTYPES.items():
@@ -87,6 +94,10 @@ def compile_all():
                                                constexprs=constexprs, attrs=aligned_rows)
             out[f"{op}-{dtype}-aligned"] = triton.compile(source, target=HOPPER).asm["ptx"]
     out.update(compile_alltoall_kv())
+    source = triton.compiler.ASTSource(fn=inline_barrier_kernel, signature={
+        "heap_bases": "*i64", "flags": "*i32", "wg_done": "*i32", "sense": "*i32", "RANK": "constexpr",
+        "WORLD": "constexpr", "COMM_SMS": "constexpr"}, constexprs={"RANK": 1, "WORLD": 4, "COMM_SMS": 8})
+    out["inline-barrier"] = triton.compile(source, target=HOPPER).asm["ptx"]
     return out
 
 
@@ -168,6 +179,18 @@ def test_alltoall_kv_kernels_compile_with_their_orderings(ptx):
         assert text.index("bar.sync") < text.rindex("exch.b32"), f"{layout}: no barrier before the flag"
     for kernel in ("a2a-store", "a2a-prefill-fused"):
         assert re.search(rf"st\.global{VECTOR}", ptx[kernel]), f"{kernel}: the stores move element by element"
+
+
+def test_inline_device_barrier_orders_at_system_scope(ptx):
+    # Arrival: program 0 an acq_rel add, the others release adds; each rank's count pushed to the
+    # peers with release adds; waits (the peers' counts, the sense) acquire polls; the sense
+    # flipped with a release exchange; a block barrier before the arrival and after the release.
+    text = ptx["inline-barrier"]
+    assert sys_scope(text, "acq_rel", "atom"), "program 0's arrival is not acq_rel at system scope"
+    assert sys_scope(text, "release", "atom") and re.search(r"\.release\.sys\.add|\.sys\.release\.add", text)
+    assert sys_scope(text, "acquire", "ld") or sys_scope(text, "acquire", "atom"), "no acquire wait"
+    assert re.search(r"atom\.global\.(?:release\.sys|sys\.release)\.exch\.b32", text), "the sense is not released"
+    assert text.count("bar.sync") >= 2, "no block barrier around the barrier"
 
 
 PEER_READERS = ["one_shot", "two_shot", "ring", "reduce_scatter", "gather", "all_to_all"]
