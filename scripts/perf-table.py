@@ -13,9 +13,9 @@ Evidence formats it reads:
   .csv  what `aperture bench --csv` writes (bench/report/bench_report.cpp, write_csv);
   .txt  the table `aperture bench` prints (the same rows; files kept from runs without --csv);
   any file with `regex` in its target: one figure per matching line (groups `bytes`, `value`).
-A target names a list of glob patterns (relative to bench/results); the first pattern that gives
-rows wins, and of its matches only the newest folder's files (by the folder's date) are read, as
-runs of one measurement: per size point the median over the runs, then the range over the points.
+A target names a list of glob patterns (relative to bench/results; `**` matches any folders, a
+run's own among them); the first pattern that gives rows wins, and of its matches only the newest
+folder's files (by the folder's date) are read, as runs of one measurement: per size point the median over the runs, then the range over the points.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def folder_of(rel: str) -> str:
 def find_evidence(t: dict, results: str) -> tuple[str, list[str], int] | None:
     """(folder, files, pattern index) of the newest folder whose files give selected rows."""
     for k, pattern in enumerate(t["evidence"]):
-        paths = sorted(glob.glob(os.path.join(results, pattern)))
+        paths = sorted(glob.glob(os.path.join(results, pattern), recursive=True))  # `**`: run folders too
         by_folder: dict[str, list[str]] = {}
         for p in paths:
             rel = os.path.relpath(p, results)
