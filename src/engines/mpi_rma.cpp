@@ -298,9 +298,9 @@ OpenEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
   check_mpi(created, detail::format("MPI_Win_create over this rank's {} bytes", bytes),
             "; the MPI RMA engine reaches the other nodes' memory through it. Where this MPI makes no "
             "windows, APERTURE_ENGINE=messages gives host memory aperture's message engine (MPI "
-            "point-to-point) instead; Open MPI 4.1 makes none where its shared-memory transport may not "
-            "copy between processes directly (containers), and OMPI_MCA_btl_vader_single_copy_mechanism=none "
-            "lets it");
+            "point-to-point) instead. Open MPI 4.x is known to refuse windows (MPI_ERR_WIN) where its "
+            "shared-memory transport may not copy between processes directly, as in many containers; "
+            "OMPI_MCA_btl_vader_single_copy_mechanism=none avoids that");
   MPI_Win_set_errhandler(window->win, MPI_ERRORS_RETURN);
   check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, window->win), "MPI_Win_lock_all");
   window->locked = true;
