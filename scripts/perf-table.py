@@ -15,7 +15,8 @@ Evidence formats it reads:
   any file with `regex` in its target: one figure per matching line (groups `bytes`, `value`).
 A target names a list of glob patterns (relative to bench/results; `**` matches any folders, a
 run's own among them); the first pattern that gives rows wins, and of its matches only the newest
-folder's files (by the folder's date) are read, as runs of one measurement: per size point the median over the runs, then the range over the points.
+folder's files (by the folder's date) are read, as runs of one measurement: per size point the
+median over the runs, then the range over the points.
 """
 
 from __future__ import annotations
