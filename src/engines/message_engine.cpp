@@ -99,10 +99,11 @@ std::uint64_t bytes_touched(EngineOp op, std::uint64_t bytes, std::uint8_t eleme
   return op == EngineOp::signal ? sizeof(std::uint64_t) : element_bytes;
 }
 
-// Waits for `requests` until `deadline`. "" when all completed; what failed otherwise (an MPI
-// error, or the deadline; the requests still pending are then cancelled).
-std::string complete_all(std::vector<MPI_Request>& requests, std::chrono::steady_clock::time_point deadline,
-                         bool yield_while_waiting) {
+constexpr const char* kNoAnswer = "no answer";
+
+// Tests `requests` until all have completed (""), an MPI error (its text) or `deadline` (kNoAnswer).
+std::string wait_until(std::vector<MPI_Request>& requests, std::chrono::steady_clock::time_point deadline,
+                       bool yield_while_waiting) {
   const auto timeout = deadline - std::chrono::steady_clock::now();
   Backoff backoff(timeout.count() > 0 ? static_cast<std::uint64_t>(
                                             std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count())
@@ -113,18 +114,30 @@ std::string complete_all(std::vector<MPI_Request>& requests, std::chrono::steady
     const int code = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (code != MPI_SUCCESS) return "MPI_Testall: " + mpi_text(code);
     if (done) return {};
-    if (!backoff.pause()) break;
+    if (!backoff.pause()) return kNoAnswer;
   }
-  // A receive that was not matched is cancelled at once, so its buffer is free again; a send
-  // to a rank that is gone may never end and is let go.
-  for (MPI_Request& r : requests)
-    if (r != MPI_REQUEST_NULL) {
+}
+
+// Waits for point-to-point `requests`, of which the first `receives` are receives and the rest
+// sends, until `deadline`. "" when all completed; what failed otherwise. At the deadline a
+// receive still pending is cancelled, so its buffer is free again; a send is let go (freed): MPI
+// cannot take a send back (MPI-4 deprecates cancelling one, and Open MPI refuses requests it may
+// not cancel with an error that is fatal by default), and one to a rank that is gone may never end.
+std::string complete_all(std::vector<MPI_Request>& requests, std::chrono::steady_clock::time_point deadline,
+                         bool yield_while_waiting, std::size_t receives) {
+  std::string why = wait_until(requests, deadline, yield_while_waiting);
+  if (why != kNoAnswer) return why;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    MPI_Request& r = requests[i];
+    if (r == MPI_REQUEST_NULL) continue;
+    if (i < receives) {
       MPI_Cancel(&r);
       int done = 0;
       MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-      if (!done) MPI_Request_free(&r);
     }
-  return "no answer";
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  }
+  return why;
 }
 
 std::chrono::steady_clock::time_point deadline_from_now() {
@@ -275,7 +288,7 @@ class Service {
     }
     std::vector<MPI_Request> sent(1, MPI_REQUEST_NULL);
     if (MPI_Isend(&reply, sizeof reply, MPI_BYTE, origin, w.tag + 1, comm_, &sent[0]) == MPI_SUCCESS)
-      (void)complete_all(sent, deadline, true);  // an origin that is gone: nothing more to do
+      (void)complete_all(sent, deadline, true, 0);  // an origin that is gone: nothing more to do
   }
 
   // A put's pieces into the memory (or, after a failure, received and dropped, so the origin's
@@ -303,7 +316,7 @@ class Service {
       }
       std::vector<MPI_Request> piece(1, MPI_REQUEST_NULL);
       const int code = MPI_Irecv(into, static_cast<int>(n), MPI_BYTE, origin, w.tag, comm_, &piece[0]);
-      std::string why = code == MPI_SUCCESS ? complete_all(piece, deadline, true) : "MPI_Irecv: " + mpi_text(code);
+      std::string why = code == MPI_SUCCESS ? complete_all(piece, deadline, true, 1) : "MPI_Irecv: " + mpi_text(code);
       if (!why.empty()) {
         if (failure.empty()) failure = "receiving the put's data: " + why;
         return;  // the origin is gone or broken: stop here
@@ -326,7 +339,7 @@ class Service {
       }
       std::vector<MPI_Request> piece(1, MPI_REQUEST_NULL);
       const int code = MPI_Isend(from, static_cast<int>(n), MPI_BYTE, origin, w.tag, comm_, &piece[0]);
-      std::string why = code == MPI_SUCCESS ? complete_all(piece, deadline, true) : "MPI_Isend: " + mpi_text(code);
+      std::string why = code == MPI_SUCCESS ? complete_all(piece, deadline, true, 0) : "MPI_Isend: " + mpi_text(code);
       if (!why.empty()) return "sending the get's data: " + why;
     }
     return {};
@@ -413,6 +426,7 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
   requests.push_back(MPI_REQUEST_NULL);
   post(MPI_Irecv(&reply, sizeof reply, MPI_BYTE, r.peer, w.tag + 1, comm, &requests.back()), "MPI_Irecv (reply)");
   if (r.op == EngineOp::get) post_pieces();
+  const std::size_t receives = requests.size();  // the receives come first, then the sends
   requests.push_back(MPI_REQUEST_NULL);
   post(MPI_Isend(&w, sizeof w, MPI_BYTE, r.peer, kRequestTag, comm, &requests.back()), "MPI_Isend (request)");
   if (r.op == EngineOp::put) post_pieces();
@@ -420,11 +434,13 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
     // A failed get sends no data, only its reply: wait for the reply first, then the data.
     std::vector<MPI_Request> first(1, requests[0]);
     requests[0] = MPI_REQUEST_NULL;
-    std::string why = complete_all(first, deadline, false);
+    std::string why = complete_all(first, deadline, false, 1);
     if (why.empty() && reply.failed) {
+      // The data's receives will not be matched: cancelled. The request's send has completed or
+      // will (the target answered it).
       for (std::size_t i = 1; i < requests.size(); ++i)
         if (requests[i] != MPI_REQUEST_NULL) {
-          MPI_Cancel(&requests[i]);
+          if (i < receives) MPI_Cancel(&requests[i]);
           MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
         }
       requests.clear();
@@ -434,7 +450,7 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
                          detail::format("{} within {} s (APERTURE_TIMEOUT); rank {}'s node may be down or stuck", why,
                                         timeout_seconds(), r.peer));
   }
-  if (std::string why = complete_all(requests, deadline, false); !why.empty())
+  if (std::string why = complete_all(requests, deadline, false, receives); !why.empty())
     throw engine_error(ErrorCode::timeout, r,
                        detail::format("{} within {} s (APERTURE_TIMEOUT); rank {}'s node may be down or stuck", why,
                                       timeout_seconds(), r.peer));
@@ -509,8 +525,10 @@ void close_message_engine(OpenEngine& opened) {
   // for its reply), so no request for it is in flight when the target forgets it.
   Service& service = Service::instance();
   std::vector<MPI_Request> barrier(1, MPI_REQUEST_NULL);
+  // At the deadline the barrier's request stays pending: MPI may neither cancel nor free a
+  // collective's request (Open MPI aborts the job on the cancel), and a rank has failed by then.
   std::string why = MPI_Ibarrier(service.comm(), &barrier[0]) == MPI_SUCCESS
-                        ? complete_all(barrier, deadline_from_now(), true)
+                        ? wait_until(barrier, deadline_from_now(), true)
                         : "MPI_Ibarrier failed";
   service.remove(engine->id);
   if (!why.empty())
