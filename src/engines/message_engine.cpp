@@ -121,8 +121,8 @@ std::string wait_until(std::vector<MPI_Request>& requests, std::chrono::steady_c
 // Waits for point-to-point `requests`, of which the first `receives` are receives and the rest
 // sends, until `deadline`. "" when all completed; what failed otherwise. At the deadline a
 // receive still pending is cancelled, so its buffer is free again; a send is let go (freed): MPI
-// cannot take a send back (MPI-4 deprecates cancelling one, and Open MPI refuses requests it may
-// not cancel with an error that is fatal by default), and one to a rank that is gone may never end.
+// cannot be relied on to take a send back (MPI-4 deprecates cancelling one), and one to a rank
+// that is gone may never end.
 std::string complete_all(std::vector<MPI_Request>& requests, std::chrono::steady_clock::time_point deadline,
                          bool yield_while_waiting, std::size_t receives) {
   std::string why = wait_until(requests, deadline, yield_while_waiting);
@@ -526,7 +526,8 @@ void close_message_engine(OpenEngine& opened) {
   Service& service = Service::instance();
   std::vector<MPI_Request> barrier(1, MPI_REQUEST_NULL);
   // At the deadline the barrier's request stays pending: MPI may neither cancel nor free a
-  // collective's request (Open MPI aborts the job on the cancel), and a rank has failed by then.
+  // collective's request (Open MPI answers the cancel with MPI_ERR_REQUEST, fatal by default),
+  // and a rank has failed by then.
   std::string why = MPI_Ibarrier(service.comm(), &barrier[0]) == MPI_SUCCESS
                         ? wait_until(barrier, deadline_from_now(), true)
                         : "MPI_Ibarrier failed";
