@@ -8,6 +8,11 @@
 // thread, stops with it. Rank 0 then puts, gets, adds and signals through the engine; each call
 // must throw a timeout naming rank 1 after about APERTURE_TIMEOUT, not before and not much after.
 // Rank 0 then wakes rank 1 (SIGCONT), and both free and exit. Prints "PASS ..." on rank 0.
+//
+// Then the engine's close (collective: an MPI_Ibarrier) with rank 1 stopped: rank 0's provider
+// must be gone after about APERTURE_TIMEOUT, the barrier's request left pending. MPI may not
+// cancel a collective's request; Open MPI aborts the job when asked to (what a close did before
+// 2026-12-05). Woken, rank 1 closes too, and its barrier meets rank 0's pending one.
 #include <aperture/aperture.h>
 
 #include <signal.h>
@@ -83,6 +88,42 @@ TEST(MultinodeEngine, CallsToAStoppedRankTimeOutNamingIt) {
       std::printf("PASS engine_stall: every call to a stopped rank timed out naming it\n");
     team.barrier();
   }
+}
+
+TEST(MultinodeEngine, ClosingWhileARankIsStoppedEndsAtTheTimeout) {
+  aperture::Team team = aperture::Team::from_env();
+  ASSERT_TRUE(team.size() == 2 && team.node_count() == 2)
+      << "engine_stall needs 2 ranks on 2 nodes: aperture launch --mpi --nodes 2 -n 2";
+  const int me = team.rank();
+  const char* timeout_text = std::getenv("APERTURE_TIMEOUT");
+  const double timeout = timeout_text != nullptr ? std::atof(timeout_text) : 60.0;
+  auto provider = aperture::make_provider("shm", team);  // its heap's engine closes with it
+  {
+    aperture::Allocation a = provider->allocate(4096);
+    ASSERT_TRUE(a.map.engine().attached()) << "2 nodes but no engine attached to the shm heap's map";
+    provider->free(a);
+  }
+  std::int64_t pids[2] = {0, 0};
+  const std::int64_t mine = ::getpid();
+  team.allgather(&mine, pids, sizeof mine);
+  team.barrier();
+  if (me == 1) {
+    ::raise(SIGSTOP);  // until rank 0's close has given up on it
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 1 has stopped by now
+    const auto began = std::chrono::steady_clock::now();
+    provider.reset();  // a destructor: the close's timeout is swallowed, the memory goes anyway
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    EXPECT_TRUE(took >= 0.9 * timeout && took < timeout + 5)
+        << test::text("closing with rank 1 stopped took %.2f s, APERTURE_TIMEOUT is %.1f s", took, timeout);
+    std::printf("close with rank 1 stopped: %.2f s\n", took);
+    ::kill(static_cast<pid_t>(pids[1]), SIGCONT);
+  }
+  provider.reset();  // rank 1: its barrier completes rank 0's pending one
+  team.barrier();
+  if (me == 0 && !::testing::Test::HasFailure())
+    std::printf("PASS engine_stall: a close with a stopped rank ended at the timeout\n");
+  team.barrier();
 }
 
 }  // namespace
