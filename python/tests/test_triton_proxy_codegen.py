@@ -234,13 +234,20 @@ UNMODIFIED_SIG = {"context": "*i64", "buf": "*i32", "src": "*i32", "out": "*i32"
 
 
 def unmodified_over_nodes(constexprs):
-    """The same kernel once the host context has found that its heap reaches other nodes (last:
-    the switch stays on in this process). A new JITFunction of the same source: Triton keeps the
-    key of one it compiled already, as a program makes its context before its kernels compile."""
+    """The same kernel, the same JITFunction compiled above for one node, once the host context
+    has found that its heap reaches other nodes (last: the switch stays on in this process). The
+    switch makes Triton forget what it compiled; otherwise a launch of this kernel would raise
+    Triton's "Global variable _OTHER_NODES has changed since we compiled this kernel" (seen on the
+    H200 as two nodes, 2026-12-05), and its key would still be the one-node code's. Returns the
+    PTX and what that launch-time check would find: the recorded globals that differ from now."""
     from aperture.iris import _device_context
 
     _device_context.reach_other_nodes()
-    return ptx_of(triton.jit(unmodified.fn), UNMODIFIED_SIG, constexprs)
+    ptx = ptx_of(unmodified, UNMODIFIED_SIG, constexprs)
+    missing = object()
+    stale = [f"{name}: {value} != {where.get(name, missing)}"
+             for (name, _), (value, where) in unmodified.used_global_vals.items() if where.get(name, missing) != value]
+    return {"ptx": ptx, "stale_globals": stale}
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +273,9 @@ def test_no_proxy_compiles_to_the_direct_code_of_before(ptx, kind):
 
 
 def test_an_unmodified_iris_kernel_takes_the_tables_proxy_only_over_nodes(ptx):
-    one_node, nodes = ptx["unmodified_one_node"], ptx["unmodified_nodes"]
+    one_node, nodes = ptx["unmodified_one_node"], ptx["unmodified_nodes"]["ptx"]
+    # Compiled for one node first, then over nodes: Triton's launch would find no global changed.
+    assert ptx["unmodified_nodes"]["stale_globals"] == []
     assert "%globaltimer" not in one_node and "trap;" not in one_node  # one node: the direct code alone
     assert "%globaltimer" in nodes and "trap;" in nodes and "st.release.sys.u64" in nodes  # the queue's protocol
     assert re.search(r"st\.global(\.v[24])?\.b32", nodes)  # and the direct side, for peers of the node

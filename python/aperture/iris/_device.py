@@ -20,7 +20,8 @@ from .tracing import _layout as _trace_layout
 
 # Ranks of other nodes, with no change to the kernel. In a job whose heap reaches ranks of other
 # nodes (through an engine, under mpirun), the host context (aperture.iris.iris) starts a GPU proxy
-# for its heap and sets this before any kernel compiles; the tables it hands out
+# for its heap and sets this (kernels compiled before then compile again at their next launch:
+# forget_one_node_kernels); the tables it hands out
 # (get_heap_bases(), allocate_symmetric's, the device context's) then carry the address of the
 # proxy's handle: in the word before the table, and at the end of the device context tensor. A
 # call given no ``proxy`` takes that one, so an Iris kernel written for one node reaches every
@@ -34,10 +35,34 @@ _CONTEXT_PROXY_AFTER_TABLE = tl.constexpr(_trace_layout.WORDS)
 
 def reach_other_nodes():
     """Turns the reading of the tables' proxy word on (the host context calls it, through
-    _device_context.reach_other_nodes; see _OTHER_NODES). A kernel compiled before it keeps the
-    direct code, so the context must be made before kernels compile, as Iris programs do."""
+    _device_context.reach_other_nodes, which then calls forget_one_node_kernels; see _OTHER_NODES)."""
     global _OTHER_NODES
     _OTHER_NODES = tl.constexpr(True)
+
+
+def forget_one_node_kernels(*switch_modules):
+    """Makes every Triton function compiled while the switch was off compile again at its next
+    launch. Triton records the globals a kernel's compilation read (its own and its callees'), and
+    a launch after one of them changed raises "Global variable _OTHER_NODES has changed since we
+    compiled this kernel": a program that launched a kernel before its first context over nodes
+    (a warm-up, or a one-node context first) could never launch it again. Forgetting the compiled
+    code and the recorded globals lets the next launch compile the code with the proxy, as if it
+    were the first. The functions are found among the live objects: user kernels are not
+    registered anywhere else. Once per process (the switch never goes back)."""
+    import gc
+
+    from triton.runtime.jit import JITCallable, JITFunction
+
+    dicts = {id(vars(module)) for module in switch_modules}
+    for fn in gc.get_objects():
+        if not issubclass(type(fn), JITCallable):  # type(): isinstance reads __class__, which some objects warn on
+            continue
+        if not any(name == "_OTHER_NODES" and id(where) in dicts for (name, _), (_, where) in fn.used_global_vals.items()):
+            continue
+        fn.hash = None  # its key and the globals it read are computed again, with the switch on
+        fn.used_global_vals = {}
+        if issubclass(type(fn), JITFunction):
+            fn.device_caches.clear()  # the compiled kernels: a defaultdict, refilled per device
 
 
 def reaches_other_nodes():

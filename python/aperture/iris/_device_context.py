@@ -32,6 +32,8 @@ the host's ``ctx.tracing.enable()``). With the default ``tracing=False`` the rec
 compile-time constants, so the kernel is what it was without tracing: no argument, no load.
 """
 
+import sys
+
 import torch
 import triton
 import triton.language as tl
@@ -65,8 +67,11 @@ def reach_other_nodes():
     """The host context's switch for a heap that reaches ranks of other nodes: the device
     functions and DeviceContext.initialize then take the tables' proxy (_device._OTHER_NODES)."""
     global _OTHER_NODES
+    if _OTHER_NODES:
+        return
     _device.reach_other_nodes()
     _OTHER_NODES = tl.constexpr(True)
+    _device.forget_one_node_kernels(_device, sys.modules[__name__])
 
 
 class _DeviceContext:
