@@ -1093,6 +1093,11 @@ def test_inline_device_barrier_orders_every_program_of_every_rank(ctx, team):
                                                me, world, n, programs)
         want = torch.cat([round * 100003 + src * 1009 + torch.arange(programs * n, dtype=torch.int32)
                           for src in range(world)])
+        # The device first: .cpu() alone is a synchronous copy queued behind a kernel that waits for
+        # the other node, and the CUDA driver holds back this process's engine, which applies that
+        # node's stores (docs/MULTINODE.md, "A kernel that waits for another node").
+        if box.is_cuda:
+            torch.cuda.synchronize(box.device)
         assert torch.equal(out.cpu(), want), f"round {round}: rank {me} read stale stripes"
     # Element r counts rank r's barriers in every copy; the arrival count is back to zero and the
     # sense has flipped once per barrier.

@@ -375,6 +375,21 @@ Error engine_error(ErrorCode code, const EngineRequest& r, const std::string& wh
                                     r.peer, what));
 }
 
+// What a call that got no answer in time says. Over GPU memory the target's service thread
+// applies a request with CUDA calls, and the CUDA driver holds those back while another thread of
+// that process waits in a synchronous copy to pageable memory queued behind a running kernel
+// (an H200 probe, 2026-12-05): if that kernel waits for this call, neither ever ends.
+std::string no_answer(const std::string& why, const Engine& e, int peer) {
+  std::string text = detail::format("{} within {} s (APERTURE_TIMEOUT); rank {}'s node may be down or stuck", why,
+                                    timeout_seconds(), peer);
+  if (e.own->memory->direct(0) == nullptr)  // GPU memory (the allocation is alike on every rank)
+    text += detail::format(
+        ", or rank {}'s process may be blocked in a synchronous CUDA copy (e.g. torch's .cpu()) behind a kernel "
+        "that waits for other nodes: synchronize the device before such a copy (docs/MULTINODE.md)",
+        peer);
+  return text;
+}
+
 void carry_out(void* context, const EngineRequest& r, void* result) {
   Engine& e = *static_cast<Engine*>(context);
   if (e.closed.load(std::memory_order_acquire))
@@ -446,14 +461,10 @@ void carry_out(void* context, const EngineRequest& r, void* result) {
       requests.clear();
     }
     if (!why.empty())
-      throw engine_error(ErrorCode::timeout, r,
-                         detail::format("{} within {} s (APERTURE_TIMEOUT); rank {}'s node may be down or stuck", why,
-                                        timeout_seconds(), r.peer));
+      throw engine_error(ErrorCode::timeout, r, no_answer(why, e, r.peer));
   }
   if (std::string why = complete_all(requests, deadline, false, receives); !why.empty())
-    throw engine_error(ErrorCode::timeout, r,
-                       detail::format("{} within {} s (APERTURE_TIMEOUT); rank {}'s node may be down or stuck", why,
-                                      timeout_seconds(), r.peer));
+    throw engine_error(ErrorCode::timeout, r, no_answer(why, e, r.peer));
   if (reply.failed) {
     reply.message[sizeof reply.message - 1] = '\0';
     throw engine_error(ErrorCode::system, r, reply.message);
