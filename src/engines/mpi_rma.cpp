@@ -299,9 +299,10 @@ OpenEngine open_rma_engine(Team& team, void* local_base, std::size_t bytes) {
             "; the MPI RMA engine reaches the other nodes' memory through it. Where this MPI makes no "
             "windows, APERTURE_ENGINE=messages gives host memory aperture's message engine (MPI "
             "point-to-point) instead. Open MPI 4.x picks the window's component (osc) by what the "
-            "machine offers, and one may refuse (MPI_ERR_WIN) where another works: on a GPU machine of "
-            "2026-12-05 under `aperture launch --mpi` (btl self,vader, pml ob1) only OMPI_MCA_osc=pt2pt "
-            "made windows (docs/MULTINODE.md)");
+            "machine offers, and may have none that works at MPI_THREAD_MULTIPLE (the engine's level): "
+            "between ranks of one host, OMPI_MCA_osc=rdma with OMPI_MCA_btl=self,vader and "
+            "OMPI_MCA_btl_vader_single_copy_mechanism=cma made windows where the default refused "
+            "(docs/MULTINODE.md)");
   MPI_Win_set_errhandler(window->win, MPI_ERRORS_RETURN);
   check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, window->win), "MPI_Win_lock_all");
   window->locked = true;
