@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -30,14 +31,27 @@
 
 namespace {
 
+constexpr const char* kNeedsTwoNodes = "engine_stall needs 2 ranks on 2 nodes: aperture launch --mpi --nodes 2 -n 2";
+
+double timeout_from_env() {
+  const char* text = std::getenv("APERTURE_TIMEOUT");
+  return text != nullptr ? std::atof(text) : 60.0;
+}
+
+// Both ranks' process ids, so that rank 0 can wake rank 1 (collective).
+std::array<pid_t, 2> both_pids(aperture::Team& team) {
+  std::int64_t pids[2] = {0, 0};
+  const std::int64_t mine = ::getpid();
+  team.allgather(&mine, pids, sizeof mine);
+  return {static_cast<pid_t>(pids[0]), static_cast<pid_t>(pids[1])};
+}
+
 TEST(MultinodeEngine, CallsToAStoppedRankTimeOutNamingIt) {
   {
     aperture::Team team = aperture::Team::from_env();
-    ASSERT_TRUE(team.size() == 2 && team.node_count() == 2)
-        << "engine_stall needs 2 ranks on 2 nodes: aperture launch --mpi --nodes 2 -n 2";
+    ASSERT_TRUE(team.size() == 2 && team.node_count() == 2) << kNeedsTwoNodes;
     const int me = team.rank();
-    const char* timeout_text = std::getenv("APERTURE_TIMEOUT");
-    const double timeout = timeout_text != nullptr ? std::atof(timeout_text) : 60.0;
+    const double timeout = timeout_from_env();
     auto provider = aperture::make_provider("shm", team);
     aperture::Allocation a = provider->allocate(4096);
     // Registered only where aperture has MPI and started by `aperture launch --mpi`: a peer on the
@@ -46,9 +60,7 @@ TEST(MultinodeEngine, CallsToAStoppedRankTimeOutNamingIt) {
       provider->free(a);
       FAIL() << "2 nodes but no engine attached to the map (an MPI job split by APERTURE_NODES must attach one)";
     }
-    std::int64_t pids[2] = {0, 0};
-    const std::int64_t mine = ::getpid();
-    team.allgather(&mine, pids, sizeof mine);
+    const auto pids = both_pids(team);
     team.barrier();
     if (me == 1) {
       ::raise(SIGSTOP);  // until rank 0 has seen every call time out
@@ -80,7 +92,7 @@ TEST(MultinodeEngine, CallsToAStoppedRankTimeOutNamingIt) {
       expect_timeout("get", [&] { peers.get(buffer, words, 8, 1); });
       expect_timeout("atomic_add", [&] { (void)peers.atomic_add(&words[8], std::int64_t{1}, 1); });
       expect_timeout("signal", [&] { peers.signal(reinterpret_cast<std::uint64_t*>(&words[9]), 1, 1); });
-      ::kill(static_cast<pid_t>(pids[1]), SIGCONT);
+      ::kill(pids[1], SIGCONT);
     }
     team.barrier();
     provider->free(a);
@@ -92,20 +104,16 @@ TEST(MultinodeEngine, CallsToAStoppedRankTimeOutNamingIt) {
 
 TEST(MultinodeEngine, ClosingWhileARankIsStoppedEndsAtTheTimeout) {
   aperture::Team team = aperture::Team::from_env();
-  ASSERT_TRUE(team.size() == 2 && team.node_count() == 2)
-      << "engine_stall needs 2 ranks on 2 nodes: aperture launch --mpi --nodes 2 -n 2";
+  ASSERT_TRUE(team.size() == 2 && team.node_count() == 2) << kNeedsTwoNodes;
   const int me = team.rank();
-  const char* timeout_text = std::getenv("APERTURE_TIMEOUT");
-  const double timeout = timeout_text != nullptr ? std::atof(timeout_text) : 60.0;
+  const double timeout = timeout_from_env();
   auto provider = aperture::make_provider("shm", team);  // its heap's engine closes with it
   {
     aperture::Allocation a = provider->allocate(4096);
     ASSERT_TRUE(a.map.engine().attached()) << "2 nodes but no engine attached to the shm heap's map";
     provider->free(a);
   }
-  std::int64_t pids[2] = {0, 0};
-  const std::int64_t mine = ::getpid();
-  team.allgather(&mine, pids, sizeof mine);
+  const auto pids = both_pids(team);
   team.barrier();
   if (me == 1) {
     ::raise(SIGSTOP);  // until rank 0's close has given up on it
@@ -117,7 +125,7 @@ TEST(MultinodeEngine, ClosingWhileARankIsStoppedEndsAtTheTimeout) {
     EXPECT_TRUE(took >= 0.9 * timeout && took < timeout + 5)
         << test::text("closing with rank 1 stopped took %.2f s, APERTURE_TIMEOUT is %.1f s", took, timeout);
     std::printf("close with rank 1 stopped: %.2f s\n", took);
-    ::kill(static_cast<pid_t>(pids[1]), SIGCONT);
+    ::kill(pids[1], SIGCONT);
   }
   provider.reset();  // rank 1: its barrier completes rank 0's pending one
   team.barrier();
