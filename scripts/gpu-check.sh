@@ -289,10 +289,14 @@ part_python() {
   # Triton kernels reaching another node through the GPU proxy: 2 ranks sharing GPU 0 as two
   # nodes. Two skips are this shape's: the refusal without an engine (this job has one) and the
   # failing-proxy case, which only the interpreter runs (a compiled trap ends the CUDA context).
+  # In the same job, after them (kernels compiled before the Iris context over nodes: H200 run
+  # 36), Iris p2p across nodes and the in-kernel barrier over nodes.
   pytest_mode=(--mpi --nodes 2)
   pytest_allowed='this job has an engine|a compiled kernel traps'
   CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=256M APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" \
-    pytest_step triton-proxy-nodes2 2 "$root/python/tests/test_triton_proxy.py" || ok=0
+    pytest_step triton-proxy-nodes2 2 "$root/python/tests/test_triton_proxy.py" \
+    "$root/python/tests/test_iris_ccl.py::test_p2p_between_every_pair_of_ranks_across_nodes_too" \
+    "$root/python/tests/test_iris_ccl.py::test_inline_device_barrier_orders_every_program_of_every_rank" || ok=0
   pytest_mode=() pytest_allowed=""
   # The Iris tests under plain mpirun (pytest above ran them under aperture launch).
   local iris_mpirun=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 CUDA_VISIBLE_DEVICES=0
