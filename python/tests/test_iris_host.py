@@ -221,6 +221,72 @@ def test_a_closed_heap_refuses_to_allocate(team):
     team.barrier()
 
 
+def _rank_pattern(n, rank, salt):
+    return torch.arange(n, dtype=torch.int32) * 3 + rank * 100_000 + salt
+
+
+def test_vmem_chunked_gives_blocks_back_when_tensors_die(team):
+    import gc
+
+    ctx = iris.iris(HEAP, allocator_type="vmem_chunked", team=team)
+    heap, alloc, dev = ctx.heap, ctx.heap.allocator, ctx.get_device()
+    assert type(alloc).__name__ == "FreeListAllocator" and alloc.get_num_chunks() == 1
+    base = heap.get_base_address()
+    # Three blocks; the middle one dies and a smaller tensor takes its place, a larger one the end.
+    a, b, c = (ctx.zeros(n, dtype=torch.int32) for n in (1000, 5000, 300))
+    for salt, t in enumerate((a, b, c)):
+        t.copy_(_rank_pattern(t.numel(), team.rank, salt))
+    where_b, end = b.data_ptr(), heap.offset
+    del b
+    gc.collect()
+    d = ctx.empty(4000, dtype=torch.int32)
+    assert d.data_ptr() == where_b, "the dead block was not reused"
+    e = ctx.empty(2000, dtype=torch.int32)  # 8000 bytes: the 4000 left of b's block are too few
+    assert e.data_ptr() - base == end, "a block too large for the free range did not go to the end"
+    assert alloc.get_stats()["num_free_blocks"] == 1 and alloc.get_stats()["num_active_allocs"] == 4
+    d.copy_(_rank_pattern(4000, team.rank, 7))
+    for salt, t in ((0, a), (2, c)):  # the neighbours of the reused block kept every element
+        assert torch.equal(t.cpu(), _rank_pattern(t.numel(), team.rank, salt))
+    # The same history on every rank gives the same offsets: each peer's d holds its own pattern.
+    ctx.barrier()
+    for peer in range(team.size):
+        assert torch.equal(ctx.as_remote(d, peer).cpu(), _rank_pattern(4000, peer, 7)), f"rank {peer}'s d"
+    ctx.barrier()
+    # Temporaries in a loop: 40 x 512 KiB through a 2 MiB heap fit only because each comes back.
+    for step in range(40):
+        scratch = ctx.full((128 << 10,), step, dtype=torch.int32)
+        assert int(scratch[-1].item()) == step
+        del scratch
+    # Views keep a block: it comes back when the last one goes.
+    view = ctx.zeros(64, dtype=torch.float32)[8:16]
+    where_view = view.data_ptr() - 8 * 4
+    assert ctx.zeros(64, dtype=torch.float32).data_ptr() != where_view
+    del view
+    assert ctx.zeros(64, dtype=torch.float32).data_ptr() == where_view
+    # Out of memory names what is free and why it did not serve.
+    with pytest.raises(aperture.Error, match=r"out of memory.*free in 1 ranges below, none large enough"):
+        ctx.empty(HEAP - heap.offset + 1, dtype=torch.int8)
+    alloc.close()  # Iris's allocator.close(): the heap closes with it
+    assert alloc._closed and alloc.chunks == [] and heap.memory_pool is None
+    with pytest.raises(aperture.Error, match="closed"):
+        ctx.zeros(4)
+    assert torch.equal(a.cpu(), _rank_pattern(1000, team.rank, 0)), "a live tensor lost its memory at close"
+    team.barrier()
+
+
+def test_the_default_allocator_frees_nothing(team):
+    # What the loop above would do on Iris's default allocator: aperture's heap is fixed, so it runs out.
+    ctx = iris.iris(HEAP, team=team)
+    assert type(ctx.heap.allocator).__name__ == "BumpAllocator"
+    with pytest.raises(aperture.Error, match="heap out of memory"):
+        for step in range(40):
+            scratch = ctx.full((128 << 10,), step, dtype=torch.int32)
+            del scratch
+    assert ctx.heap.allocator.owns_tensor(ctx.heap.memory_pool) and not ctx.heap.allocator.owns_tensor(
+        torch.zeros(4, device=ctx.get_device()))
+    team.barrier()
+
+
 def test_a_dropped_context_goes_without_a_garbage_collection(team):
     # Iris's tests make a context (and a heap) per test; a reference cycle would hold each heap's
     # memory until a collection, so a file of 8 GiB heaps would run the GPU out of memory.

@@ -1,17 +1,17 @@
 """The symmetric heap behind ``ctx.heap``: one aperture allocation of ``heap_size`` bytes.
 
-Tensors are slices of it at 256-byte-aligned offsets, the same on every rank, so the heap's one
-table (``get_heap_bases()``) serves every tensor, as Iris's does. Nothing is freed one tensor at
-a time (nor by Iris's default torch allocator; its vmem_chunked one frees, docs/IRIS.md):
-allocation is collective in that every rank must ask for the same tensors in the same order.
+Tensors lie in it at 256-byte-aligned offsets, the same on every rank, so the heap's one table
+(``get_heap_bases()``) serves every tensor, as Iris's does. ``heap.allocator`` places them
+(_allocators.py): Iris's "vmem_chunked" gets blocks back when tensors die, the others free
+nothing before the heap goes. Allocation is collective in that every rank must ask for the same
+tensors in the same order.
 """
 
 import torch
 
 import aperture
 
-# Enough for 16-byte vector accesses and any dtype; what aperture's own allocations promise.
-ALIGNMENT = 256
+from ._allocators import ALIGNMENT, BumpAllocator, FreeListAllocator
 
 # aperture's own heaps are zero when their provider is made: shm's are new memfd pages, cuda-ipc
 # and cuda-vmm memset theirs then (src/providers/own_heap). Filling such a heap again would touch
@@ -31,21 +31,22 @@ def with_proxy_word(table, word):
 class SymmetricHeap:
     """``fresh``: ``provider`` was made for this heap and has allocated nothing yet, so on a
     provider of ZEROED_WHEN_MADE the heap is zero already. The heap starts zeroed either way
-    (Iris's is torch.empty; aperture.iris's is zero on every provider)."""
+    (Iris's is torch.empty; aperture.iris's is zero on every provider). ``frees``: blocks come
+    back when their tensors die (Iris's vmem_chunked)."""
 
-    def __init__(self, provider, heap_size, *, fresh=False):
+    def __init__(self, provider, heap_size, *, fresh=False, frees=False):
         if heap_size <= 0:
             raise aperture.Error(f"aperture: iris: heap_size must be positive, got {heap_size}",
                                  code=aperture.ErrorCode.invalid_argument)
         self.provider = provider
         self.heap_size = int(heap_size)
-        self.offset = 0
         self.alignment = ALIGNMENT
         if fresh and provider.name in ZEROED_WHEN_MADE:
             self.memory_pool = provider.empty((self.heap_size,), torch.int8)
         else:
             self.memory_pool = provider.zeros((self.heap_size,), torch.int8)
         self.address_map = aperture.address_map(self.memory_pool)
+        self.allocator = (FreeListAllocator if frees else BumpAllocator)(self.memory_pool, self.heap_size, self)
         # aperture's int64 table itself, which is what Iris's newest heap hands kernels too (its
         # older one was uint64: the device functions take either).
         self.heap_bases = self.address_map.peer_bases
@@ -82,28 +83,14 @@ class SymmetricHeap:
         return table if word is None else with_proxy_word(table, word)
 
     def allocate(self, num_elements, dtype, alignment=ALIGNMENT):
-        """``num_elements`` of ``dtype`` at the next heap offset that is a multiple of ``alignment``
-        bytes (a power of two; at least ALIGNMENT, which is what is used below it: Iris's default is
-        1024). Offsets, not addresses, are aligned, so the tensor lies at one offset on every rank;
-        its address is as aligned as the heap's base too (at least 256 bytes on every provider)."""
-        if self.memory_pool is None:
-            raise aperture.Error("aperture: iris: this heap was closed (heap.close()); make a new context",
-                                 code=aperture.ErrorCode.invalid_argument)
-        power_of_two = isinstance(alignment, int) and not isinstance(alignment, bool) and alignment > 0 and not (
-            alignment & (alignment - 1))
-        if not power_of_two:
-            raise aperture.Error(f"aperture: iris: heap.allocate: alignment must be a power of two in bytes, got "
-                                 f"{alignment!r}", code=aperture.ErrorCode.invalid_argument)
-        nbytes = num_elements * torch.empty((), dtype=dtype).element_size()
-        start = _round_up(self.offset, max(alignment, self.alignment))
-        end = _round_up(start + nbytes, self.alignment)
-        if end > self.heap_size:
-            raise aperture.Error(
-                f"aperture: iris heap out of memory: {num_elements} x {dtype} needs {nbytes} bytes, but only "
-                f"{max(0, self.heap_size - start)} of the heap's {self.heap_size} bytes are left; pass a larger "
-                "heap_size to iris.iris()", code=aperture.ErrorCode.out_of_memory)
-        self.offset = end
-        return self.memory_pool[start:start + nbytes].view(dtype)
+        """``num_elements`` of ``dtype`` at an offset that is a multiple of ``alignment`` bytes
+        (BumpAllocator.allocate)."""
+        return self.allocator.allocate(num_elements, dtype, alignment)
+
+    @property
+    def offset(self):
+        """One past the highest byte in use: what is left above it is free in one piece."""
+        return self.allocator.bump
 
     def refresh_peer_access(self):
         """Nothing to do (Iris's maps segments its allocator added since): aperture maps the whole
@@ -125,6 +112,7 @@ class SymmetricHeap:
             self._proxy.stop()
         self._closed_device = self.memory_pool.device
         self.memory_pool = None
+        self.allocator.close()
         self._symmetric_copies = {}
 
     def get_base_address(self):
@@ -166,10 +154,6 @@ class SymmetricHeap:
             self._symmetric_copies[key] = buffer
         buffer.copy_(external_tensor)
         return buffer
-
-
-def _round_up(value, multiple):
-    return -(-value // multiple) * multiple
 
 
 def _extent(tensor):

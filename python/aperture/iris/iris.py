@@ -58,8 +58,13 @@ def _provider_for(allocator_type, team, heap_size):
         return _make_provider(allocator_type, team)
 
 
+def _allocator_name(allocator_type):
+    """The allocator asked for: IRIS_ALLOCATOR overrides the argument, as in Iris."""
+    return os.environ.get("IRIS_ALLOCATOR") or allocator_type or "torch"
+
+
 def _make_provider(allocator_type, team):
-    name = os.environ.get("IRIS_ALLOCATOR") or allocator_type or "torch"
+    name = _allocator_name(allocator_type)
     lowered = name.lower()
     if lowered in ("rocshmem", "dmabuf"):
         _amd.refuse(lowered, f"allocator_type={name!r}")
@@ -90,7 +95,8 @@ class Iris:
         self.allocator_type = allocator_type
         self.provider = _provider_for(allocator_type, self.team, heap_size)
         self.heap_size = int(heap_size)
-        self.heap = SymmetricHeap(self.provider, heap_size, fresh=True)
+        self.heap = SymmetricHeap(self.provider, heap_size, fresh=True,
+                                  frees=_allocator_name(allocator_type).lower() == "vmem_chunked")
         pool_device = self.heap.get_device()
         self.gpu_id = pool_device.index if pool_device.type == "cuda" else -1
         # Iris's device is the string "cuda:N"; a host heap (no GPU here) says "cpu".
@@ -440,9 +446,10 @@ class Iris:
 
 def iris(heap_size=1 << 30, allocator_type="torch", *, team=None):
     """Iris's constructor: a symmetric heap of ``heap_size`` bytes on every rank (collective).
-    ``allocator_type``: Iris's "torch" (aperture's default provider) or "vmem" (cuda-vmm),
-    "torch_symm_mem" (torch symmetric memory), or any aperture provider name. ``team`` (aperture's)
-    overrides where the ranks come from."""
+    ``allocator_type``: Iris's "torch" (aperture's default provider), "vmem" (cuda-vmm),
+    "vmem_chunked" (cuda-vmm, and a tensor's block comes back when it dies), "torch_symm_mem"
+    (torch symmetric memory), or any aperture provider name. ``team`` (aperture's) overrides where
+    the ranks come from."""
     return Iris(heap_size, allocator_type, team=team)
 
 
