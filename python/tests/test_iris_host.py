@@ -274,6 +274,28 @@ def test_vmem_chunked_gives_blocks_back_when_tensors_die(team):
     team.barrier()
 
 
+def test_vmem_chunked_barrier_names_blocks_freed_on_some_ranks_only(team):
+    import gc
+
+    if team.size < 2:
+        pytest.skip("needs 2 ranks: it frees a tensor on one rank only")
+    ctx = iris.iris(HEAP, allocator_type="vmem_chunked", team=team)
+    a = ctx.zeros(1000, dtype=torch.int32)
+    ctx.barrier()  # the same history everywhere: passes
+    cycle = [a]
+    cycle.append(cycle)  # on the last rank a's block is held by a cycle until a collection
+    del a
+    if team.rank != team.size - 1:
+        del cycle
+        gc.collect()
+    b = ctx.zeros(10, dtype=torch.int32)  # reuses a's block on every rank but the last
+    with pytest.raises(aperture.Error, match=r"blocks differ between ranks.*rank 0: \d+ bytes.*gc.collect\(\)") as e:
+        ctx.barrier()
+    assert e.value.code == aperture.ErrorCode.mismatch
+    del b
+    team.barrier()
+
+
 def test_the_default_allocator_frees_nothing(team):
     # What the loop above would do on Iris's default allocator: aperture's heap is fixed, so it runs out.
     ctx = iris.iris(HEAP, team=team)

@@ -16,8 +16,10 @@ same point of every rank's program.
 
 import bisect
 import collections
+import struct
 import threading
 import weakref
+import zlib
 from typing import NamedTuple
 
 import numpy as np
@@ -172,6 +174,18 @@ class FreeListAllocator(BumpAllocator):
         self.free_starts = []  # sorted offsets of the free ranges below self.bump
         self.free_ends = {}  # start -> end of each free range
         self._returned = collections.deque()  # (start, size) from finalizers; applied under the lock
+
+    LAYOUT = struct.Struct("<?qqI")  # open, bytes to the end of the last block, blocks, free ranges' crc
+
+    def layout(self):
+        """What must be the same on every rank while tensors lie at one offset everywhere, packed
+        (LAYOUT): frees not yet applied are left out, since they take effect at the next allocate."""
+        with self.lock:
+            if self._closed:
+                return self.LAYOUT.pack(False, 0, 0, 0)
+            ranges = struct.pack(f"<{2 * len(self.free_starts)}q",
+                                 *(x for start in self.free_starts for x in (start, self.free_ends[start])))
+            return self.LAYOUT.pack(True, self.bump, self.num_active_allocs, zlib.crc32(ranges))
 
     def get_stats(self):
         stats = super().get_stats()

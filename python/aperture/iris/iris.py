@@ -218,8 +218,26 @@ class Iris:
                 stream.synchronize()
         if sub is not None:
             sub.barrier()
+        elif hasattr(self.heap.allocator, "layout"):
+            self._barrier_checking_heap_layout()
         else:
             self.team.barrier()
+
+    def _barrier_checking_heap_layout(self):
+        """The team's barrier as an allgather of each rank's heap layout (a heap that frees): a
+        tensor freed on some ranks and not on others moves every later offset there, silently, so
+        each barrier compares, and every rank raises the same error when they differ."""
+        layouts = [self.heap.allocator.LAYOUT.unpack(raw) for raw in self.team.allgather(self.heap.allocator.layout())]
+        open_ = [(rank, layout) for rank, layout in enumerate(layouts) if layout[0]]
+        if len({layout for _, layout in open_}) > 1:
+            seen = "; ".join(f"rank {rank}: {bump} bytes to the end of its last block, {blocks} blocks in use"
+                             for rank, (_, bump, blocks, _) in open_)
+            raise aperture.Error(
+                f"aperture: iris: the heap's blocks differ between ranks ({seen}), so a tensor no longer lies at "
+                "the same offset on every rank. With allocator_type='vmem_chunked' every rank must allocate and "
+                "drop the same tensors in the same order; a tensor caught in a reference cycle is freed when the "
+                "garbage collector runs: call gc.collect() on every rank (or break the cycle) before allocating",
+                code=aperture.ErrorCode.mismatch)
 
     def device_barrier(self, group=None):
         """A barrier on the GPU's stream (no host wait), capturable in a CUDA graph: aperture's
