@@ -53,10 +53,6 @@ def _checked_alignment(alignment):
     return max(alignment, ALIGNMENT)
 
 
-def _element_size(dtype):
-    return torch.empty((), dtype=dtype).element_size()
-
-
 class BumpAllocator:
     """Tensors are slices of ``pool`` (the heap's int8 tensor of ``heap_size`` bytes) at offsets
     that only grow. ``heap``: the SymmetricHeap to close with the allocator (held weakly)."""
@@ -123,7 +119,7 @@ class BumpAllocator:
         align = _checked_alignment(alignment)
         if self.pool is None:
             _refuse("this heap was closed (heap.close()); make a new context")
-        nbytes = int(num_elements) * _element_size(dtype)
+        nbytes = int(num_elements) * dtype.itemsize
         with self.lock:
             if nbytes == 0:  # takes no bytes, so nothing to place or give back
                 return self.pool[:0].view(dtype)
