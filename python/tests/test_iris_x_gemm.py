@@ -44,6 +44,9 @@ SHAPES = {
     "ragged": (40, 36, 39, 0, 4, 2, 8, 2, ".cg", ".cs", True),
     # 2 x 3 tiles over 8 programs (some have none); K / 3 = 16; N / 3 = 16.
     "even": (32, 48, 48, 1, 8, 1, 1, 1, ".ca", ".ca", False),
+    # For tiles larger than a part (test_tiles_larger_than_a_part): 2 x 2 tiles of 256 x 128 over
+    # 3 programs, each computed as parts; K / 3 = 32, N / 3 = 50.
+    "parts": (300, 150, 96, 0, 3, 1, 1, 1, ".ca", ".ca", False),
 }
 KERNELS = ["gemm_all_reduce", "gemm_all_gather", "gemm_reduce_scatter", "all_gather_gemm"]
 
@@ -85,11 +88,11 @@ def table(tensors):
     return torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=DEVICE)
 
 
-def run(kernel, dtype, shape, with_bias, world=WORLD):
+def run(kernel, dtype, shape, with_bias, world=WORLD, blocks=(BM, BN, BK)):
     """Launches ``kernel`` on every simulated rank; returns (what each rank's outputs should be,
     what they are), lists of per-rank tensors."""
     M, N, K, EVEN_K, NUM_SMS, GROUP_M, XCDS, CHUNK, CACHE_A, CACHE_B, TF32 = SHAPES[shape]
-    config = (BM, BN, BK, GROUP_M, NUM_SMS, XCDS, CHUNK, int(with_bias), EVEN_K, CACHE_A, CACHE_B, TF32)
+    config = (*blocks, GROUP_M, NUM_SMS, XCDS, CHUNK, int(with_bias), EVEN_K, CACHE_A, CACHE_B, TF32)
     grid = (NUM_SMS,)
     bias = [values(r, (M,), dtype, 5) if with_bias else None for r in range(world)]
     stride_bias = 1 if with_bias else 0
@@ -145,6 +148,14 @@ def check(want, got):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_rank_gets_the_collective_of_the_products(kernel, dtype, shape, with_bias):
     check(*run(kernel, dtype, shape, with_bias))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_tiles_larger_than_a_part(kernel, dtype):
+    # 256 x 128 x 64 tiles are computed as 128 x 128 parts (K steps of 32 in float32, 64 in
+    # float16: _gemm.part_m/part_n/part_k), as Iris's largest test tiles are on a GPU.
+    check(*run(kernel, dtype, "parts", True, blocks=(256, 128, 64)))
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -209,6 +220,12 @@ def compile_all():
             source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
             out[f"{name}-{dtype}"] = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={
                 "num_warps": 8, "num_stages": 3}).asm["ptx"]
+            if dtype != "bf16":  # Iris's largest test tile, launched with Triton's defaults
+                constexprs.update(BLOCK_SIZE_M=256, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128, EVEN_K=1)
+                source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+                compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={
+                    "num_warps": 4, "num_stages": 3})
+                out[f"{name}-{dtype}-256x256x128-shared"] = compiled.metadata.shared
     return out
 
 
@@ -227,6 +244,16 @@ def test_compiles_for_sm90(ptx, kernel):
         assert "cp.async" in text, f"{kernel} {dtype}: the K loop is not pipelined"
         if dtype != "fp32":
             assert "wgmma.mma_async" in text, f"{kernel} {dtype}: no wgmma"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_irises_largest_tiles_fit_the_shared_memory_of_an_a100(ptx, kernel):
+    # Iris's tests launch 256 x 256 x 128 tiles with Triton's defaults: as one part that asked
+    # for 384 KiB (float16) and 512 KiB (float32) of shared memory, which no NVIDIA GPU has
+    # (an H100 refused it, 2026-12-05); in parts, at most an A100's 163 KiB.
+    for dtype in ["fp16", "fp32"]:
+        shared = ptx[f"{kernel}-{dtype}-256x256x128-shared"]
+        assert shared <= 163 << 10, f"{kernel} {dtype}: {shared} bytes of shared memory"
 
 
 def test_reductions_are_system_scope_atomic_adds(ptx):

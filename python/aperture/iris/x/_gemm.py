@@ -39,6 +39,48 @@ def eviction_hint(modifier):
     return "evict_first" if modifier in (".cs", ".lu") else ""
 
 
+# The largest part of an output tile one program computes at a time: a float32 accumulator of
+# 128 x 128 (128 registers a thread with Triton's default 4 warps) and operand slices of 32 KiB a
+# K step (Triton's default 3 pipeline stages then fit the shared memory of an A100, H100 or H200).
+# Iris's tests ask for tiles up to 256 x 256 x 128, sized for AMD's GPUs. On an H100 such a tile
+# as one part asked for 384 KiB of shared memory in float16 (Triton: "out of resource"), and in
+# float32 spilled its accumulator and compiled for minutes (2026-12-05). A larger tile is computed
+# in parts of at most these sizes: which program computes which elements, and how the K steps
+# group the sum, change; what is computed does not.
+PART_ELEMENTS = 128 * 128
+PART_STEP_BYTES = 32 << 10
+
+
+@triton.constexpr_function
+def part_m(block_m, block_n):
+    """Rows of the parts of a BLOCK_SIZE_M x BLOCK_SIZE_N tile (a power of two dividing block_m):
+    the larger side is halved, rows first, until a part holds PART_ELEMENTS."""
+    m, n = block_m, block_n
+    while m * n > PART_ELEMENTS:
+        m, n = (m // 2, n) if m >= n else (m, n // 2)
+    return m
+
+
+@triton.constexpr_function
+def part_n(block_m, block_n):
+    """Columns of the parts of a BLOCK_SIZE_M x BLOCK_SIZE_N tile, halved as part_m halves them."""
+    m, n = block_m, block_n
+    while m * n > PART_ELEMENTS:
+        m, n = (m // 2, n) if m >= n else (m, n // 2)
+    return n
+
+
+@triton.constexpr_function
+def part_k(m, n, block_k, dtype):
+    """The K step of an m x n part with ``dtype`` operands: block_k, halved while its two operand
+    slices exceed PART_STEP_BYTES (down to 16, tl.dot's least). It divides block_k, so EVEN_K's
+    promise (K % BLOCK_SIZE_K == 0) holds for it too."""
+    k, size = block_k, max(dtype.primitive_bitwidth // 8, 1)
+    while k > 16 and (m + n) * k * size > PART_STEP_BYTES:
+        k //= 2
+    return k
+
+
 @triton.constexpr_function
 def dot_precision(allow_tf32):
     return "tf32" if allow_tf32 else "ieee"

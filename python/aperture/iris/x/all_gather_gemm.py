@@ -29,7 +29,8 @@ Where it differs from Iris's kernel, and why:
 import triton
 import triton.language as tl
 
-from ._gemm import accumulator, add_bias, operand_ptrs, product, tile_rows_cols, to_output
+from ._gemm import (accumulator, add_bias, operand_ptrs, part_k, part_m, part_n, product, tile_rows_cols,
+                    to_output)
 
 
 @triton.jit
@@ -86,14 +87,18 @@ def all_gather_gemm(A_sharded, B, C, A_gathered, bias_ptr, M, N, K, stride_am, s
     gemm_all_reduce's. The ranks' shards must be written before any rank starts (a host barrier)."""
     # _tile takes B's strides as (along K, along N): Iris's (stride_bn, stride_bk), as they come.
     pid = tl.program_id(0)
-    total_tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
+    # A tile larger than one program holds is computed in parts (_gemm.PART_ELEMENTS says why).
+    PART_M: tl.constexpr = part_m(BLOCK_SIZE_M, BLOCK_SIZE_N)
+    PART_N: tl.constexpr = part_n(BLOCK_SIZE_M, BLOCK_SIZE_N)
+    PART_K: tl.constexpr = part_k(PART_M, PART_N, BLOCK_SIZE_K, A_sharded.dtype.element_ty)
+    total_tiles = tl.cdiv(M, PART_M) * tl.cdiv(N, PART_N)
     # One loop form for both Triton modes (the interpreter cannot range() over a run-time bound);
     # the K loop inside each tile is the one Triton pipelines.
     tile_id = pid
     while tile_id < total_tiles:
         _tile(A_sharded, B, C, A_gathered, bias_ptr, tile_id, M, N, K, stride_am, stride_ak, stride_bn,
               stride_bk, stride_cm, stride_cn, stride_ag_m, stride_ag_n, stride_bias, heap_bases, cur_rank,
-              world_size, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A,
+              world_size, PART_M, PART_N, PART_K, GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A,
               CACHE_MODIFIER_B, ALLOW_TF32)
         tile_id += NUM_SMS
 

@@ -33,7 +33,7 @@ import triton.language as tl
 import aperture.triton as apt
 
 from ._gemm import (_BF16_ATOMICS_INTERPRETED, _INTERPRETED, accumulator, add_bias,
-                              operand_ptrs, product, tile_rows_cols, to_output)
+                              operand_ptrs, part_k, part_m, part_n, product, tile_rows_cols, to_output)
 
 
 @triton.jit
@@ -88,14 +88,18 @@ def gemm_reduce_scatter(A, B, C_full, C, bias_ptr, M, N, K, stride_am, stride_ak
     columns' sum. Parameters as gemm_all_reduce's, with C_full's strides before C's."""
     # _tile takes B's strides as (along K, along N): Iris's (stride_bn, stride_bk), as they come.
     pid = tl.program_id(0)
-    total_tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
+    # A tile larger than one program holds is computed in parts (_gemm.PART_ELEMENTS says why).
+    PART_M: tl.constexpr = part_m(BLOCK_SIZE_M, BLOCK_SIZE_N)
+    PART_N: tl.constexpr = part_n(BLOCK_SIZE_M, BLOCK_SIZE_N)
+    PART_K: tl.constexpr = part_k(PART_M, PART_N, BLOCK_SIZE_K, A.dtype.element_ty)
+    total_tiles = tl.cdiv(M, PART_M) * tl.cdiv(N, PART_N)
     # One loop form for both Triton modes (the interpreter cannot range() over a run-time bound);
     # the K loop inside each tile is the one Triton pipelines.
     tile_id = pid
     while tile_id < total_tiles:
         _tile(A, B, C_full, C, bias_ptr, tile_id, M, N, K, stride_am, stride_ak, stride_bn, stride_bk,
               stride_cm_full, stride_cn_full, stride_cm, stride_cn, stride_bias, heap_bases, cur_rank, world_size,
-              BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A,
+              PART_M, PART_N, PART_K, GROUP_SIZE_M, BIAS, EVEN_K, CACHE_MODIFIER_A,
               CACHE_MODIFIER_B, ALLOW_TF32)
         tile_id += NUM_SMS
 
