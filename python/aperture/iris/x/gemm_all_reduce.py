@@ -15,6 +15,11 @@ Where it differs from Iris's kernel, and why:
   which needs no ordering between the ranks: **C must be zero when the kernel starts** (Iris's
   tests allocate it with ``shmem.zeros``; zero it again before reusing it), and every rank has
   the sum once every rank's kernel has finished (a host barrier).
+- A tile larger than a program of Triton's default 4 warps holds on NVIDIA (more than 128 x 128,
+  or a K step whose operands pass 32 KiB) is computed in parts of that size (_gemm.part_m,
+  part_n, part_k). Iris's tile sizes are chosen for AMD's GPUs: its largest test tile, 256 x 256
+  x 128, asked an H100 for 384 KiB of shared memory as one part. Parts change which program
+  computes which elements and how the K sum is grouped, not what is computed.
 - The shapes and strides (M, N, K, stride_*) may be run-time values or compile-time constants
   (Iris declares them ``tl.constexpr``, a compilation per shape); ``cur_rank`` and ``world_size``
   are compile-time constants as in Iris.
