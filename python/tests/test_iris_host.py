@@ -229,7 +229,7 @@ def test_vmem_chunked_gives_blocks_back_when_tensors_die(team):
     import gc
 
     ctx = iris.iris(HEAP, allocator_type="vmem_chunked", team=team)
-    heap, alloc, dev = ctx.heap, ctx.heap.allocator, ctx.get_device()
+    heap, alloc = ctx.heap, ctx.heap.allocator
     assert type(alloc).__name__ == "FreeListAllocator" and alloc.get_num_chunks() == 1
     base = heap.get_base_address()
     # Three blocks; the middle one dies and a smaller tensor takes its place, a larger one the end.
