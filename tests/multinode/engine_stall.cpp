@@ -14,6 +14,7 @@
 // cancel a collective's request; Open MPI aborts the job when asked to (what a close did before
 // 2026-12-05). Woken, rank 1 closes too, and its barrier meets rank 0's pending one.
 #include <aperture/aperture.h>
+#include <aperture/detail/env_timeout.h>  // timeout_seconds(): the library's own reading
 
 #include <signal.h>
 #include <unistd.h>
@@ -33,11 +34,6 @@ namespace {
 
 constexpr const char* kNeedsTwoNodes = "engine_stall needs 2 ranks on 2 nodes: aperture launch --mpi --nodes 2 -n 2";
 
-double timeout_from_env() {
-  const char* text = std::getenv("APERTURE_TIMEOUT");
-  return text != nullptr ? std::atof(text) : 60.0;
-}
-
 // Both ranks' process ids, so that rank 0 can wake rank 1 (collective).
 std::array<pid_t, 2> both_pids(aperture::Team& team) {
   std::int64_t pids[2] = {0, 0};
@@ -51,7 +47,7 @@ TEST(MultinodeEngine, CallsToAStoppedRankTimeOutNamingIt) {
     aperture::Team team = aperture::Team::from_env();
     ASSERT_TRUE(team.size() == 2 && team.node_count() == 2) << kNeedsTwoNodes;
     const int me = team.rank();
-    const double timeout = timeout_from_env();
+    const double timeout = aperture::detail::timeout_seconds();
     auto provider = aperture::make_provider("shm", team);
     aperture::Allocation a = provider->allocate(4096);
     // Registered only where aperture has MPI and started by `aperture launch --mpi`: a peer on the
@@ -106,7 +102,7 @@ TEST(MultinodeEngine, ClosingWhileARankIsStoppedEndsAtTheTimeout) {
   aperture::Team team = aperture::Team::from_env();
   ASSERT_TRUE(team.size() == 2 && team.node_count() == 2) << kNeedsTwoNodes;
   const int me = team.rank();
-  const double timeout = timeout_from_env();
+  const double timeout = aperture::detail::timeout_seconds();
   auto provider = aperture::make_provider("shm", team);  // its heap's engine closes with it
   {
     aperture::Allocation a = provider->allocate(4096);
