@@ -278,7 +278,7 @@ def test_vmem_chunked_barrier_names_blocks_freed_on_some_ranks_only(team):
     import gc
 
     if team.size < 2:
-        pytest.skip("needs 2 ranks: it frees a tensor on one rank only")
+        pytest.skip("needs two ranks: it frees a tensor on one rank only")
     ctx = iris.iris(HEAP, allocator_type="vmem_chunked", team=team)
     a = ctx.zeros(1000, dtype=torch.int32)
     ctx.barrier()  # the same history everywhere: passes

@@ -155,7 +155,7 @@ def test_every_rank_gets_the_collective_of_the_products(kernel, dtype, shape, wi
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_tiles_larger_than_a_part(kernel, dtype):
     # 256 x 128 x 64 tiles are computed as 128 x 128 parts (K steps of 32 in float32, 64 in
-    # float16: _gemm.part_m/part_n/part_k), as Iris's largest test tiles are on a GPU.
+    # float16: _gemm.part_side, part_k), as Iris's largest test tiles are on a GPU.
     check(*run(kernel, dtype, "parts", True, blocks=(256, 128, 64)))
 
 

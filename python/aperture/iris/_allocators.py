@@ -58,6 +58,7 @@ class BumpAllocator:
     that only grow. ``heap``: the SymmetricHeap to close with the allocator (held weakly)."""
 
     granularity = ALIGNMENT
+    frees = False  # whether a block comes back when its tensors die
 
     def __init__(self, pool, heap_size, heap=None):
         self._heap = weakref.ref(heap) if heap is not None else lambda: None
@@ -164,6 +165,8 @@ class FreeListAllocator(BumpAllocator):
     that holds one, else the end of the used part. A block comes back when the tensor's storage is
     freed; adjacent free ranges merge, and a free range at the end gives its bytes back to the
     end. The same history of allocations and frees gives the same offsets on every rank."""
+
+    frees = True
 
     def __init__(self, pool, heap_size, heap=None):
         super().__init__(pool, heap_size, heap)

@@ -218,7 +218,7 @@ class Iris:
                 stream.synchronize()
         if sub is not None:
             sub.barrier()
-        elif hasattr(self.heap.allocator, "layout"):
+        elif self.heap.allocator.frees:
             self._barrier_checking_heap_layout()
         else:
             self.team.barrier()

@@ -52,22 +52,14 @@ PART_STEP_BYTES = 32 << 10
 
 
 @triton.constexpr_function
-def part_m(block_m, block_n):
-    """Rows of the parts of a BLOCK_SIZE_M x BLOCK_SIZE_N tile (a power of two dividing block_m):
-    the larger side is halved, rows first, until a part holds PART_ELEMENTS."""
-    m, n = block_m, block_n
-    while m * n > PART_ELEMENTS:
-        m, n = (m // 2, n) if m >= n else (m, n // 2)
-    return m
-
-
-@triton.constexpr_function
-def part_n(block_m, block_n):
-    """Columns of the parts of a BLOCK_SIZE_M x BLOCK_SIZE_N tile, halved as part_m halves them."""
-    m, n = block_m, block_n
-    while m * n > PART_ELEMENTS:
-        m, n = (m // 2, n) if m >= n else (m, n // 2)
-    return n
+def part_side(block_m, block_n, axis):
+    """Rows (axis 0) or columns (axis 1) of the parts of a BLOCK_SIZE_M x BLOCK_SIZE_N tile, each
+    a power of two dividing its block side: the larger side is halved, rows first, until a part
+    holds PART_ELEMENTS."""
+    sides = [block_m, block_n]
+    while sides[0] * sides[1] > PART_ELEMENTS:
+        sides[0 if sides[0] >= sides[1] else 1] //= 2
+    return sides[axis]
 
 
 @triton.constexpr_function

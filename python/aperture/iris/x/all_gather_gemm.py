@@ -29,7 +29,7 @@ Where it differs from Iris's kernel, and why:
 import triton
 import triton.language as tl
 
-from ._gemm import (accumulator, add_bias, operand_ptrs, part_k, part_m, part_n, product, tile_rows_cols,
+from ._gemm import (accumulator, add_bias, operand_ptrs, part_k, part_side, product, tile_rows_cols,
                     to_output)
 
 
@@ -88,8 +88,8 @@ def all_gather_gemm(A_sharded, B, C, A_gathered, bias_ptr, M, N, K, stride_am, s
     # _tile takes B's strides as (along K, along N): Iris's (stride_bn, stride_bk), as they come.
     pid = tl.program_id(0)
     # A tile larger than one program holds is computed in parts (_gemm.PART_ELEMENTS says why).
-    PART_M: tl.constexpr = part_m(BLOCK_SIZE_M, BLOCK_SIZE_N)
-    PART_N: tl.constexpr = part_n(BLOCK_SIZE_M, BLOCK_SIZE_N)
+    PART_M: tl.constexpr = part_side(BLOCK_SIZE_M, BLOCK_SIZE_N, 0)
+    PART_N: tl.constexpr = part_side(BLOCK_SIZE_M, BLOCK_SIZE_N, 1)
     PART_K: tl.constexpr = part_k(PART_M, PART_N, BLOCK_SIZE_K, A_sharded.dtype.element_ty)
     total_tiles = tl.cdiv(M, PART_M) * tl.cdiv(N, PART_N)
     # One loop form for both Triton modes (the interpreter cannot range() over a run-time bound);

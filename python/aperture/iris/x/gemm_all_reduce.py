@@ -16,8 +16,8 @@ Where it differs from Iris's kernel, and why:
   tests allocate it with ``shmem.zeros``; zero it again before reusing it), and every rank has
   the sum once every rank's kernel has finished (a host barrier).
 - A tile larger than a program of Triton's default 4 warps holds on NVIDIA (more than 128 x 128,
-  or a K step whose operands pass 32 KiB) is computed in parts of that size (_gemm.part_m,
-  part_n, part_k). Iris's tile sizes are chosen for AMD's GPUs: its largest test tile, 256 x 256
+  or a K step whose operands pass 32 KiB) is computed in parts of that size (_gemm.part_side,
+  part_k). Iris's tile sizes are chosen for AMD's GPUs: its largest test tile, 256 x 256
   x 128, asked an H100 for 384 KiB of shared memory as one part. Parts change which program
   computes which elements and how the K sum is grouped, not what is computed.
 - The shapes and strides (M, N, K, stride_*) may be run-time values or compile-time constants
@@ -41,8 +41,8 @@ import triton.language as tl
 
 # The module, not its DeviceContext: aperture.iris._device_context imports this package.
 from .. import _device_context
-from ._gemm import (_BF16_ATOMICS_INTERPRETED, _INTERPRETED, accumulator, add_bias, operand_ptrs, part_k, part_m,
-                    part_n, product, tile_rows_cols, to_output)
+from ._gemm import (_BF16_ATOMICS_INTERPRETED, _INTERPRETED, accumulator, add_bias, operand_ptrs, part_k, part_side,
+                    product, tile_rows_cols, to_output)
 from .all_reduce import all_reduce_atomic
 from .core import Tile, make_tensor_view
 
@@ -92,8 +92,8 @@ def gemm_all_reduce(A, B, C, bias_ptr, M, N, K, stride_am, stride_ak, stride_bn,
     # _tile takes B's strides as (along K, along N): Iris's (stride_bn, stride_bk), as they come.
     pid = tl.program_id(0)
     # A tile larger than one program holds is computed in parts (_gemm.PART_ELEMENTS says why).
-    PART_M: tl.constexpr = part_m(BLOCK_SIZE_M, BLOCK_SIZE_N)
-    PART_N: tl.constexpr = part_n(BLOCK_SIZE_M, BLOCK_SIZE_N)
+    PART_M: tl.constexpr = part_side(BLOCK_SIZE_M, BLOCK_SIZE_N, 0)
+    PART_N: tl.constexpr = part_side(BLOCK_SIZE_M, BLOCK_SIZE_N, 1)
     PART_K: tl.constexpr = part_k(PART_M, PART_N, BLOCK_SIZE_K, A.dtype.element_ty)
     total_tiles = tl.cdiv(M, PART_M) * tl.cdiv(N, PART_N)
     # One loop form for both Triton modes (the interpreter cannot range() over a run-time bound);

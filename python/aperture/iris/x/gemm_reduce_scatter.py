@@ -33,7 +33,7 @@ import triton.language as tl
 import aperture.triton as apt
 
 from ._gemm import (_BF16_ATOMICS_INTERPRETED, _INTERPRETED, accumulator, add_bias,
-                              operand_ptrs, part_k, part_m, part_n, product, tile_rows_cols, to_output)
+                              operand_ptrs, part_k, part_side, product, tile_rows_cols, to_output)
 
 
 @triton.jit
@@ -89,8 +89,8 @@ def gemm_reduce_scatter(A, B, C_full, C, bias_ptr, M, N, K, stride_am, stride_ak
     # _tile takes B's strides as (along K, along N): Iris's (stride_bn, stride_bk), as they come.
     pid = tl.program_id(0)
     # A tile larger than one program holds is computed in parts (_gemm.PART_ELEMENTS says why).
-    PART_M: tl.constexpr = part_m(BLOCK_SIZE_M, BLOCK_SIZE_N)
-    PART_N: tl.constexpr = part_n(BLOCK_SIZE_M, BLOCK_SIZE_N)
+    PART_M: tl.constexpr = part_side(BLOCK_SIZE_M, BLOCK_SIZE_N, 0)
+    PART_N: tl.constexpr = part_side(BLOCK_SIZE_M, BLOCK_SIZE_N, 1)
     PART_K: tl.constexpr = part_k(PART_M, PART_N, BLOCK_SIZE_K, A.dtype.element_ty)
     total_tiles = tl.cdiv(M, PART_M) * tl.cdiv(N, PART_N)
     # One loop form for both Triton modes (the interpreter cannot range() over a run-time bound);
