@@ -250,8 +250,8 @@ def test_compiles_for_sm90(ptx, kernel):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_irises_largest_tiles_fit_the_shared_memory_of_an_a100(ptx, kernel):
     # Iris's tests launch 256 x 256 x 128 tiles with Triton's defaults: as one part that asked
-    # for 384 KiB (float16) and 512 KiB (float32) of shared memory, which no NVIDIA GPU has
-    # (an H100 refused it, 2026-12-05); in parts, at most an A100's 163 KiB.
+    # for 384 KiB of shared memory in float16, which no NVIDIA GPU has (an H100 refused it,
+    # 2026-12-05); in parts, at most an A100's 163 KiB.
     for dtype in ["fp16", "fp32"]:
         shared = ptx[f"{kernel}-{dtype}-256x256x128-shared"]
         assert shared <= 163 << 10, f"{kernel} {dtype}: {shared} bytes of shared memory"

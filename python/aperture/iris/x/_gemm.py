@@ -44,7 +44,7 @@ def eviction_hint(modifier):
 # K step (Triton's default 3 pipeline stages then fit the shared memory of an A100, H100 or H200).
 # Iris's tests ask for tiles up to 256 x 256 x 128, sized for AMD's GPUs. On an H100 such a tile
 # as one part asked for 384 KiB of shared memory in float16 (Triton: "out of resource"), and in
-# float32 spilled its accumulator and compiled for minutes (2026-12-05). A larger tile is computed
+# float32 had not finished after 100 s (2026-12-05). A larger tile is computed
 # in parts of at most these sizes: which program computes which elements, and how the K steps
 # group the sum, change; what is computed does not.
 PART_ELEMENTS = 128 * 128
