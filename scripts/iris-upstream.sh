@@ -305,8 +305,8 @@ PY
 }
 
 # The tests of FILE that need what aperture.iris's heap.allocator does not have, one "nodeid|reason"
-# each: members beyond Iris's allocator surface it provides (_allocators.py), a heap that grows,
-# or AMD's platform module.
+# each: members beyond Iris's allocator surface it provides (_allocators.py), or AMD's platform
+# module.
 internals_tests() {  # FILE_RELATIVE
   "$PYTHON" - "$src" "$1" <<'PY'
 import ast, re, sys
@@ -325,9 +325,6 @@ for node in ast.walk(ast.parse(text)):
     if missing:
         print(f"{rel}::{node.name}|Iris's allocator internals ({', '.join(missing)}): aperture.iris's heap.allocator "
               "has Iris's allocate, owns_tensor, get_stats, close and the like, not these (docs/IRIS.md)")
-    elif re.search(r"while \w+\.get_num_chunks\(\)", body):
-        print(f"{rel}::{node.name}|it waits for the heap to grow: aperture.iris's heap is one allocation of heap_size "
-              "made with the context and never grows (docs/IRIS.md); a request beyond it raises aperture.Error")
 PY
 }
 

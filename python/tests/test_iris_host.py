@@ -6,6 +6,7 @@ machine. Kernels use only iris.* device functions and the table get_heap_bases()
 """
 
 import contextlib
+import types
 
 import pytest
 import torch
@@ -263,9 +264,7 @@ def test_vmem_chunked_gives_blocks_back_when_tensors_die(team):
     assert ctx.zeros(64, dtype=torch.float32).data_ptr() != where_view
     del view
     assert ctx.zeros(64, dtype=torch.float32).data_ptr() == where_view
-    # Out of memory names what is free and why it did not serve.
-    with pytest.raises(aperture.Error, match=r"out of memory.*free in 1 ranges below, none large enough"):
-        ctx.empty(HEAP - heap.offset + 1, dtype=torch.int8)
+    assert alloc.get_num_chunks() == 1, "the heap grew though every block fit"
     alloc.close()  # Iris's allocator.close(): the heap closes with it
     assert alloc._closed and alloc.chunks == [] and heap.memory_pool is None
     with pytest.raises(aperture.Error, match="closed"):
@@ -294,6 +293,82 @@ def test_vmem_chunked_barrier_names_blocks_freed_on_some_ranks_only(team):
     assert e.value.code == aperture.ErrorCode.mismatch
     del b
     team.barrier()
+
+
+def test_vmem_chunked_grows_by_chunks_that_the_heap_table_reaches(team):
+    import gc
+
+    ctx = iris.iris(HEAP, allocator_type="vmem_chunked", team=team)
+    heap, alloc, rank, world = ctx.heap, ctx.heap.allocator, team.rank, team.size
+    base, dev = heap.get_base_address(), ctx.get_device()
+    full = ctx.full((HEAP // 4,), rank + 1, dtype=torch.int32)  # the whole first chunk
+    assert alloc.get_num_chunks() == 1 and heap.offset == HEAP
+    # The heap is full: the next tensors go to a new chunk of heap_size bytes (Iris's chunk size for
+    # a heap below 256 MiB), which the heap's one table reaches, at one offset on every rank.
+    data, inbox, loaded, got = (ctx.zeros(N, dtype=torch.float32) for _ in range(4))
+    counts = ctx.zeros(N, dtype=torch.int32)
+    assert alloc.get_num_chunks() == 2 and alloc.get_stats()["mapped_bytes"] == 2 * HEAP
+    grown = alloc.chunks[1]
+    assert grown.size == HEAP and grown.va <= data.data_ptr() < grown.va + grown.size
+    assert all(heap.is_symmetric(t) and alloc.owns_tensor(t) for t in (data, inbox, loaded, got, counts))
+    offsets = [int.from_bytes(x, "little", signed=True)
+               for x in team.allgather((grown.va - base).to_bytes(8, "little", signed=True))]
+    assert len(set(offsets)) == 1, f"the grown chunk lies at different offsets: {offsets}"
+    data.copy_(pattern(rank, N, torch.float32, device=dev))
+    ctx.barrier()
+    for peer in set(range(world)) - set(heap.address_map.indirect_peers):  # the ranks of this node
+        assert shmem_translate_matches(ctx, data, peer), f"rank {peer}: the table and the chunk's map disagree"
+        assert torch.equal(ctx.as_remote(data, peer).cpu(), pattern(peer, N, torch.float32))
+    # Kernels reach the grown chunk through get_heap_bases(), the table made with the heap (ranks of
+    # other nodes through its proxy).
+    with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
+        neighbour_kernel[(triton.cdiv(N, BLOCK),)](data, inbox, loaded, got, counts, ctx.get_heap_bases(), rank,
+                                                   world, N, BLOCK=BLOCK)
+    ctx.barrier()
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
+    assert torch.equal(inbox, pattern(prev, N, torch.float32, device=dev))
+    assert torch.equal(loaded, pattern(nxt, N, torch.float32, device=dev))
+    assert torch.equal(got, pattern(nxt, N, torch.float32, device=dev))
+    i = torch.arange(N, dtype=torch.int32, device=dev)
+    assert torch.equal(counts, world * i + sum(range(world)))
+    # ctx.ccl and point-to-point messages take tensors of a grown chunk.
+    total = ctx.zeros(N, dtype=torch.float32)
+    ctx.ccl.all_reduce(total, data)
+    assert torch.equal(total, sum(pattern(r, N, torch.float32, device=dev) for r in range(world)))
+    if world >= 2:
+        if rank == 0:
+            ctx.ccl.send(data, 1)
+        elif rank == 1:
+            ctx.ccl.recv(inbox, 0)
+            assert torch.equal(inbox, pattern(0, N, torch.float32, device=dev))
+    # A block larger than a chunk grows the heap by a chunk that holds it; a block that fits the room
+    # left in a grown chunk takes it (the lowest that fits) without growing the heap.
+    big = ctx.full((HEAP + 4096,), rank + 3, dtype=torch.int8)
+    assert alloc.get_num_chunks() == 3 and alloc.chunks[2].size >= HEAP + 4096 and heap.is_symmetric(big)
+    del total
+    gc.collect()
+    again = ctx.zeros(N, dtype=torch.float32)
+    assert alloc.get_num_chunks() == 3 and grown.va <= again.data_ptr() < grown.va + grown.size
+    ctx.barrier()  # every rank's chunks and blocks agree
+    for t, value in ((full, rank + 1), (big, rank + 3)):  # nothing handed out before a growth moved or changed
+        assert bool((t == value).all())
+    # A chunk larger than the provider holds: out of memory, naming the chunk and the provider's reason.
+    too_large = r"heap out of memory.*could not grow by \d+ bytes: .*APERTURE_(HEAP_SIZE|VMM_RESERVE)"
+    with pytest.raises(aperture.Error, match=too_large) as e:
+        ctx.empty(1 << 40, dtype=torch.int8)
+    assert e.value.code == aperture.ErrorCode.out_of_memory and alloc.get_num_chunks() == 3
+    ctx.barrier()
+    # On a provider whose allocations each have a table of their own (mpi-window, torch's symmetric
+    # memory) a chunk would lie at different offsets on different ranks: the heap says it cannot grow.
+    heap.provider = types.SimpleNamespace(name="mpi-window", is_linear=False)
+    with pytest.raises(aperture.Error, match=r"could not grow .*mpi-window's allocations do not share one table"):
+        ctx.empty(3 * HEAP, dtype=torch.int8)
+
+
+def shmem_translate_matches(ctx, tensor, peer):
+    """Iris's translate (the heap's table) and as_remote (the allocation's own map) agree on
+    ``tensor``'s copy at ``peer``."""
+    return ctx.translate(tensor.data_ptr(), ctx.cur_rank, peer) == ctx.as_remote(tensor, peer).data_ptr()
 
 
 def test_the_default_allocator_frees_nothing(team):

@@ -1,10 +1,11 @@
-"""The symmetric heap behind ``ctx.heap``: one aperture allocation of ``heap_size`` bytes.
+"""The symmetric heap behind ``ctx.heap``: one aperture allocation of ``heap_size`` bytes, and on
+Iris's "vmem_chunked" the chunks it grows by.
 
 Tensors lie in it at 256-byte-aligned offsets, the same on every rank, so the heap's one table
 (``get_heap_bases()``) serves every tensor, as Iris's does. ``heap.allocator`` places them
-(_allocators.py): Iris's "vmem_chunked" gets blocks back when tensors die, the others free
-nothing before the heap goes. Allocation is collective in that every rank must ask for the same
-tensors in the same order.
+(_allocators.py): Iris's "vmem_chunked" gets blocks back when tensors die and grows when full,
+the others free nothing before the heap goes and never grow. Allocation is collective in that
+every rank must ask for the same tensors in the same order.
 """
 
 import torch
@@ -46,7 +47,11 @@ class SymmetricHeap:
         else:
             self.memory_pool = provider.zeros((self.heap_size,), torch.int8)
         self.address_map = aperture.address_map(self.memory_pool)
-        self.allocator = (FreeListAllocator if frees else BumpAllocator)(self.memory_pool, self.heap_size, self)
+        if frees:
+            self.allocator = FreeListAllocator(self.memory_pool, self.heap_size, self, grow=self._grow)
+        else:
+            self.allocator = BumpAllocator(self.memory_pool, self.heap_size, self)
+        self._chunk_maps = {}  # a grown chunk's offset -> its allocation's map
         # aperture's int64 table itself, which is what Iris's newest heap hands kernels too (its
         # older one was uint64: the device functions take either).
         self.heap_bases = self.address_map.peer_bases
@@ -75,6 +80,37 @@ class SymmetricHeap:
         self._proxy_word = proxy.handle.data_ptr()
         self.heap_bases = with_proxy_word(self.address_map.peer_bases, self._proxy_word)
 
+    def _grow(self, nbytes):
+        """A new chunk of ``nbytes`` for the allocator (collective). Its offset from the heap's base
+        is the same on every rank only where the provider's allocations share one table. Ranks of
+        other nodes reach it as they reach the heap: the provider's engine (and the GPU proxy over
+        it) spans the provider's whole heap."""
+        if not self.provider.is_linear:
+            raise aperture.Error(f"aperture: iris: provider {self.provider.name}'s allocations do not share one table, "
+                                 "so a chunk would lie at different offsets on different ranks; pass a larger "
+                                 "heap_size, or use cuda-vmm or shm", code=aperture.ErrorCode.unavailable)
+        return self.provider.zeros((nbytes,), torch.int8)
+
+    def map_of(self, tensor):
+        """The SymmetricAddressMap of the heap's allocation ``tensor`` lies in: the heap's own, or
+        that of the chunk it grew by."""
+        chunk = self.allocator.chunk_of(tensor.data_ptr() - self.allocator.base_va, _extent(tensor))
+        if chunk is None or chunk.offset == 0:
+            return self.address_map
+        found = self._chunk_maps.get(chunk.offset)
+        if found is None:
+            found = self._chunk_maps[chunk.offset] = aperture.address_map(chunk.memory)
+        return found
+
+    def bytes_at(self, offset, nbytes):
+        """The heap's ``nbytes`` bytes at ``offset`` from its base, as an int8 tensor of this rank."""
+        chunk = self.allocator.chunk_of(offset, nbytes)
+        if chunk is None:
+            raise aperture.Error(f"aperture: iris: bytes [{offset}, {offset + nbytes}) are not in the heap",
+                                 code=aperture.ErrorCode.invalid_argument)
+        start = offset - chunk.offset
+        return chunk.memory[start:start + nbytes]
+
     def table_of(self, tensor):
         """The table kernels take for ``tensor``, an allocation of the heap (allocate_symmetric's):
         its map's own, or, where the heap carries a proxy, a copy with the same preceding word."""
@@ -94,7 +130,8 @@ class SymmetricHeap:
 
     def refresh_peer_access(self):
         """Nothing to do (Iris's maps segments its allocator added since): aperture maps the whole
-        heap of every peer when the heap is made. Not collective."""
+        heap of every peer when it is made, and each chunk it grows by when it grows. Not
+        collective."""
 
     def close_fd_conns(self):
         """Nothing to close (Iris's sockets that pass file descriptors): aperture's provider
@@ -114,6 +151,7 @@ class SymmetricHeap:
         self.memory_pool = None
         self.allocator.close()
         self._symmetric_copies = {}
+        self._chunk_maps = {}
 
     def get_base_address(self):
         """This rank's heap base, an address in this process (entry ``rank`` of the table)."""
@@ -127,11 +165,9 @@ class SymmetricHeap:
         """True when ``tensor`` lies in this heap (and so on every rank at the same offset)."""
         if tensor.numel() == 0:
             return True
-        if self.memory_pool is None:
+        if self.memory_pool is None or tensor.device != self.memory_pool.device:
             return False
-        base = self.memory_pool.data_ptr()
-        first = tensor.data_ptr()
-        return base <= first and first + _extent(tensor) <= base + self.heap_size
+        return self.allocator.chunk_of(tensor.data_ptr() - self.allocator.base_va, _extent(tensor)) is not None
 
     def as_symmetric(self, external_tensor):
         """``external_tensor``'s contents on the heap, as Iris's newest heap places them:

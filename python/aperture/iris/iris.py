@@ -317,10 +317,12 @@ class Iris:
         self._check_rank(from_rank, "translate", "from_rank")
         self._check_rank(to_rank, "translate", "to_rank")
         offset = int(ptr) - int(self.heap_bases_cpu[from_rank])
-        if not 0 <= offset < self.heap_size:
+        allocator = self.heap.allocator
+        if allocator.chunk_of(offset) is None:
+            chunks = ", ".join(f"{c.size} bytes at offset {c.va - allocator.base_va}" for c in allocator.chunks)
             raise IrisValueError(f"aperture: iris: translate: address {int(ptr):#x} is not in rank {from_rank}'s "
-                                 f"heap ({int(self.heap_bases_cpu[from_rank]):#x}, {self.heap_size} bytes)",
-                                 code=aperture.ErrorCode.invalid_argument)
+                                 f"heap (base {int(self.heap_bases_cpu[from_rank]):#x}; chunks: "
+                                 f"{chunks or 'none, it was closed'})", code=aperture.ErrorCode.invalid_argument)
         return int(self.heap_bases_cpu[to_rank]) + offset
 
     def put(self, src_tensor, dst_rank, dst_tensor=None, wait_flag=None, wait_value=None, signal_flag=None,
@@ -374,9 +376,10 @@ class Iris:
         return tensor, self.heap.table_of(tensor)
 
     def symmetric_address_map(self, tensor):
-        """aperture's SymmetricAddressMap of the heap, which ``tensor`` must lie in."""
+        """aperture's SymmetricAddressMap of the heap's allocation ``tensor`` lies in (the heap's
+        own, or the chunk's it grew by); aperture.Error (ValueError) when it is not on the heap."""
         if self.heap.is_symmetric(tensor):
-            return self.heap.address_map
+            return self.heap.map_of(tensor)
         raise IrisValueError("aperture: iris: the tensor is not on the symmetric heap; allocate it with "
                              "ctx.zeros/ctx.empty/ctx.allocate_symmetric (or as_symmetric a copy)",
                              code=aperture.ErrorCode.invalid_argument)

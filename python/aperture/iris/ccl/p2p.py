@@ -155,11 +155,12 @@ class Mailboxes:
             raise aperture.Error(f"aperture: iris.ccl.recv: rank {src} sent {nbytes} bytes but the receive tensor has "
                                  f"{want}; give both one size", code=aperture.ErrorCode.mismatch)
         heap = self.ctx.heap
+        mine = heap.bytes_at(offset, nbytes)  # where the message lies in this rank's copy of the heap
         if src in self.indirect:
             theirs = torch.empty(nbytes, dtype=torch.uint8)  # host memory: what the engine fills
-            heap.address_map.engine_get(theirs, heap.memory_pool[offset:offset + nbytes], src)
+            heap.map_of(mine).engine_get(theirs, mine, src)
         else:
-            theirs = peer_tensor(heap.address_map, heap.memory_pool[offset:offset + nbytes], src)
+            theirs = peer_tensor(heap.map_of(mine), mine, src)
         if out.is_contiguous():
             out.view(-1).view(torch.uint8).copy_(theirs)
         else:
@@ -231,7 +232,7 @@ def isend(ctx, tensor, dst, p2p_state=None, group=None, tag=0):
         # free at once, so the work is complete when returned (a buffered send).
         boxes.wait_ack(dst, boxes.sent[dst])
         data = p2p_state.staging(tensor, dst)
-        boxes.post(dst, data.data_ptr() - ctx.heap.memory_pool.data_ptr(), data.numel() * data.element_size())
+        boxes.post(dst, data.data_ptr() - ctx.heap.allocator.base_va, data.numel() * data.element_size())
         return P2PWork(lambda: None)
     else:
         if not ctx.heap.is_symmetric(tensor) or not tensor.is_contiguous():
@@ -239,7 +240,7 @@ def isend(ctx, tensor, dst, p2p_state=None, group=None, tag=0):
                                  "allocate it with ctx.zeros/empty/... or pass p2p_state=ctx.ccl.init_p2p(...)",
                                  code=aperture.ErrorCode.invalid_argument)
         data = tensor
-    offset = data.data_ptr() - ctx.heap.memory_pool.data_ptr()
+    offset = data.data_ptr() - ctx.heap.allocator.base_va
     seq = boxes.post(dst, offset, data.numel() * data.element_size())
     return P2PWork(lambda: boxes.wait_ack(dst, seq))
 
