@@ -127,7 +127,8 @@ def test_allocate_symmetric_has_its_own_table(ctx, team):
         SymmetricAddressMap(bases, team.rank)
     # The newest descriptor (iris.host.memory.address_map), checked as Iris checks it.
     from aperture.iris.host.memory import address_map as newest, tensors
-    assert tensors is iris.tensor_creation
+    import aperture.iris.host.memory.tensors as imported  # the newest __init__'s own import path
+    assert tensors is iris.tensor_creation and imported is tensors
     described = newest.SymmetricAddressMap.of(aperture.address_map(t))
     assert described == newest.SymmetricAddressMap(bases, team.rank, t.data_ptr(), t.nbytes)
     assert described.supports(newest.CAP_REMOTE_LOAD_STORE) and described.supports(newest.CAP_REMOTE_ATOMICS)
