@@ -371,6 +371,44 @@ def shmem_translate_matches(ctx, tensor, peer):
     return ctx.translate(tensor.data_ptr(), ctx.cur_rank, peer) == ctx.as_remote(tensor, peer).data_ptr()
 
 
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own two-rank job")
+def test_vmem_chunked_growth_on_some_ranks_only_is_named_on_every_rank(tmp_path):
+    # Its own job: the ranks' Team calls differ (one rank grows its heap, the others reach the
+    # barrier), which fails that Team for good on every rank, so no later test may share it.
+    worker = """
+        import gc
+        import torch
+        import torch.distributed as dist
+        import aperture
+
+        def worker(rank, world, url):
+            import iris
+            dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
+            ctx = iris.iris(2 << 20, allocator_type="vmem_chunked")
+            whole = ctx.zeros((2 << 20) // 4, dtype=torch.int32)  # the whole first chunk
+            ctx.barrier()
+            cycle = [whole]
+            cycle.append(cycle)  # on the last rank the heap stays full until a collection
+            del whole
+            if rank != world - 1:
+                del cycle
+                gc.collect()
+            # The last rank must grow its heap (collective); the others reuse the block, then wait
+            # in the barrier.
+            try:
+                ctx.zeros(10, dtype=torch.int32)
+                ctx.barrier()
+            except aperture.Error as e:
+                want = "not every rank grew it" if rank == world - 1 else "another collective call"
+                assert e.code == aperture.ErrorCode.mismatch and want in str(e) and "gc.collect()" in str(e), str(e)
+            else:
+                raise AssertionError(f"rank {rank}: a heap grown on one rank only went unnoticed")
+            dist.destroy_process_group()
+    """
+    env = child_environment(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
+    run_spawned_job(tmp_path / "diverging.py", worker, 2, env, timeout=120)
+
+
 def test_the_default_allocator_frees_nothing(team):
     # What the loop above would do on Iris's default allocator: aperture's heap is fixed, so it runs out.
     ctx = iris.iris(HEAP, team=team)

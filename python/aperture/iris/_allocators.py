@@ -36,6 +36,11 @@ import aperture
 # Enough for 16-byte vector accesses and any dtype; what aperture's own allocations promise.
 ALIGNMENT = 256
 
+# What to do when the ranks' blocks differ (a heap that frees), for the errors that find it.
+SAME_HISTORY = ("With allocator_type='vmem_chunked' every rank must allocate and drop the same tensors in the same "
+                "order; a tensor caught in a reference cycle is freed when the garbage collector runs: call "
+                "gc.collect() on every rank (or break the cycle) before allocating")
+
 
 class HeapChunk(NamedTuple):
     """A range of the heap mapped for every peer (Iris's ``allocator.chunks``): its address in this
@@ -296,6 +301,10 @@ class FreeListAllocator(BumpAllocator):
         try:
             memory = self._grow(step)
         except aperture.Error as e:
+            if e.code == aperture.ErrorCode.mismatch:  # another rank made another call: it did not run out here
+                _refuse(f"heap.allocate: growing the heap by {step} bytes is collective, and not every rank grew it at "
+                        f"this allocation, so the ranks' blocks already differ. {SAME_HISTORY}. ({e})",
+                        code=aperture.ErrorCode.mismatch)
             self._cannot_grow(num_elements, dtype, nbytes, why, f", and it could not grow by {step} bytes: {e}")
         offset = memory.data_ptr() - self.base_va
         if offset % ALIGNMENT:

@@ -20,6 +20,7 @@ import aperture
 
 from . import _amd, _ranks, tensor_creation
 from ._errors import IrisValueError
+from ._allocators import SAME_HISTORY
 from ._heap import SymmetricHeap, peer_tensor
 from .logging import log_with_rank
 
@@ -227,17 +228,23 @@ class Iris:
         """The team's barrier as an allgather of each rank's heap layout (a heap that frees): a
         tensor freed on some ranks and not on others moves every later offset there, silently, so
         each barrier compares, and every rank raises the same error when they differ."""
-        layouts = [self.heap.allocator.LAYOUT.unpack(raw) for raw in self.team.allgather(self.heap.allocator.layout())]
+        try:
+            gathered = self.team.allgather(self.heap.allocator.layout())
+        except aperture.Error as e:
+            if e.code != aperture.ErrorCode.mismatch:
+                raise
+            raise aperture.Error(
+                f"aperture: iris: barrier: another rank made another collective call instead, most likely growing its "
+                f"heap where this one did not need to, so the ranks' heap blocks differ. {SAME_HISTORY}. ({e})",
+                code=aperture.ErrorCode.mismatch) from None
+        layouts = [self.heap.allocator.LAYOUT.unpack(raw) for raw in gathered]
         open_ = [(rank, layout) for rank, layout in enumerate(layouts) if layout[0]]
         if len({layout for _, layout in open_}) > 1:
             seen = "; ".join(f"rank {rank}: {bump} bytes to the end of its last block, {blocks} blocks in use"
                              for rank, (_, bump, blocks, _) in open_)
             raise aperture.Error(
                 f"aperture: iris: the heap's blocks differ between ranks ({seen}), so a tensor no longer lies at "
-                "the same offset on every rank. With allocator_type='vmem_chunked' every rank must allocate and "
-                "drop the same tensors in the same order; a tensor caught in a reference cycle is freed when the "
-                "garbage collector runs: call gc.collect() on every rank (or break the cycle) before allocating",
-                code=aperture.ErrorCode.mismatch)
+                f"the same offset on every rank. {SAME_HISTORY}", code=aperture.ErrorCode.mismatch)
 
     def device_barrier(self, group=None):
         """A barrier on the GPU's stream (no host wait), capturable in a CUDA graph: aperture's
