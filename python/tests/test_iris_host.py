@@ -425,7 +425,8 @@ def test_the_default_allocator_frees_nothing(team):
     team.barrier()
 
 
-def test_a_dropped_context_goes_without_a_garbage_collection(team):
+@pytest.mark.parametrize("allocator_type", ["torch", "vmem_chunked"])
+def test_a_dropped_context_goes_without_a_garbage_collection(team, allocator_type):
     # Iris's tests make a context (and a heap) per test; a reference cycle would hold each heap's
     # memory until a collection, so a file of 8 GiB heaps would run the GPU out of memory.
     import gc
@@ -434,12 +435,12 @@ def test_a_dropped_context_goes_without_a_garbage_collection(team):
     enabled = gc.isenabled()
     gc.disable()
     try:
-        ctx = iris.iris(HEAP, team=team)
+        ctx = iris.iris(HEAP, allocator_type=allocator_type, team=team)
         ctx.ccl.barrier()
         ctx.zeros(4)
-        gone = weakref.ref(ctx)
+        gone = [weakref.ref(x) for x in (ctx, ctx.heap, ctx.heap.allocator)]
         del ctx
-        assert gone() is None
+        assert [ref() for ref in gone] == [None] * 3, "the context, its heap or its allocator outlived it"
     finally:
         if enabled:
             gc.enable()

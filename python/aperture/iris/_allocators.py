@@ -197,7 +197,7 @@ class _Block:
 class FreeListAllocator(BumpAllocator):
     """Blocks (sizes rounded up to ALIGNMENT bytes) are handed out first-fit: the lowest free range
     that holds one. A block comes back when the tensor's storage is freed, and adjacent free ranges
-    of one chunk merge. When no free range holds a block, the heap grows: ``grow(nbytes)``
+    of one chunk merge. When no free range holds a block, the heap grows: ``heap.new_chunk(nbytes)``
     (collective) returns a zeroed int8 tensor of ``nbytes`` from the heap's provider, whose bytes
     become a new chunk, as Iris's heap maps another chunk when it runs out. The same history of
     allocations and frees gives the same offsets, and the same chunks, on every rank."""
@@ -207,9 +207,8 @@ class FreeListAllocator(BumpAllocator):
     # a heap smaller than this grows by its own size.
     MAX_CHUNK = 256 << 20
 
-    def __init__(self, pool, heap_size, heap=None, grow=None):
+    def __init__(self, pool, heap_size, heap=None):
         super().__init__(pool, heap_size, heap)
-        self._grow = grow
         self.chunk_size = min(self.MAX_CHUNK, round_up(self.heap_size, ALIGNMENT))
         self._chunk_starts = {0}  # free ranges never merge across these: each chunk is one allocation
         self.free_starts = [0]  # sorted offsets of the free ranges
@@ -296,10 +295,11 @@ class FreeListAllocator(BumpAllocator):
         free = sum(end - start for start, end in self.free_ends.items())
         mapped = sum(c.size for c in self._chunks)
         why = f"no free range of its {len(self._chunks)} chunk(s) ({mapped} bytes, {free} free) holds it"
-        if self._grow is None:
-            self._cannot_grow(num_elements, dtype, nbytes, why, "; it does not grow")
+        heap = self._heap()  # held weakly: a strong reference would keep a dropped context's heap
+        if heap is None:
+            self._cannot_grow(num_elements, dtype, nbytes, why, "; its heap is gone (the context was dropped), so it cannot grow")
         try:
-            memory = self._grow(step)
+            memory = heap.new_chunk(step)
         except aperture.Error as e:
             if e.code == aperture.ErrorCode.mismatch:  # another rank made another call: it did not run out here
                 _refuse(f"heap.allocate: growing the heap by {step} bytes is collective, and not every rank grew it at "

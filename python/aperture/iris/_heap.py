@@ -48,7 +48,7 @@ class SymmetricHeap:
             self.memory_pool = provider.zeros((self.heap_size,), torch.int8)
         self.address_map = aperture.address_map(self.memory_pool)
         if frees:
-            self.allocator = FreeListAllocator(self.memory_pool, self.heap_size, self, grow=self._grow)
+            self.allocator = FreeListAllocator(self.memory_pool, self.heap_size, self)
         else:
             self.allocator = BumpAllocator(self.memory_pool, self.heap_size, self)
         self._chunk_maps = {}  # a grown chunk's offset -> its allocation's map
@@ -80,8 +80,8 @@ class SymmetricHeap:
         self._proxy_word = proxy.handle.data_ptr()
         self.heap_bases = with_proxy_word(self.address_map.peer_bases, self._proxy_word)
 
-    def _grow(self, nbytes):
-        """A new chunk of ``nbytes`` for the allocator (collective). Its offset from the heap's base
+    def new_chunk(self, nbytes):
+        """A new chunk of ``nbytes`` for a heap that grows (collective; FreeListAllocator's). Its offset from the heap's base
         is the same on every rank only where the provider's allocations share one table. Ranks of
         other nodes reach it as they reach the heap: the provider's engine (and the GPU proxy over
         it) spans the provider's whole heap."""
