@@ -297,7 +297,8 @@ class FreeListAllocator(BumpAllocator):
         why = f"no free range of its {len(self._chunks)} chunk(s) ({mapped} bytes, {free} free) holds it"
         heap = self._heap()  # held weakly: a strong reference would keep a dropped context's heap
         if heap is None:
-            self._cannot_grow(num_elements, dtype, nbytes, why, "; its heap is gone (the context was dropped), so it cannot grow")
+            self._cannot_grow(num_elements, dtype, nbytes, why,
+                              "; its heap is gone (the context was dropped), so it cannot grow")
         try:
             memory = heap.new_chunk(step)
         except aperture.Error as e:
