@@ -16,8 +16,8 @@ same point of every rank's program.
 
 Offsets are counted from the heap's base (``get_base_address()``). A chunk the heap grows by is an
 allocation of the same linear provider (one table serves all its allocations: aperture's own
-heaps, nvshmem, openshmem), so it lies at one offset on every rank too, and the heap's one table (``get_heap_bases()``) reaches it: the
-table never changes and nothing handed out before moves.
+heaps, nvshmem, openshmem), so it lies at one offset on every rank too, and the heap's one table
+(``get_heap_bases()``) reaches it: the table never changes and nothing handed out before moves.
 """
 
 import bisect

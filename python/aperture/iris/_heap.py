@@ -81,10 +81,10 @@ class SymmetricHeap:
         self.heap_bases = with_proxy_word(self.address_map.peer_bases, self._proxy_word)
 
     def new_chunk(self, nbytes):
-        """A new chunk of ``nbytes`` for a heap that grows (collective; FreeListAllocator's). Its offset from the heap's base
-        is the same on every rank only where the provider's allocations share one table. Ranks of
-        other nodes reach it as they reach the heap: the provider's engine (and the GPU proxy over
-        it) spans the provider's whole heap."""
+        """A new chunk of ``nbytes`` for a heap that grows (FreeListAllocator's; collective). Its
+        offset from the heap's base is the same on every rank only where the provider's
+        allocations share one table. Ranks of other nodes reach it as they reach the heap: the
+        provider's engine (and the GPU proxy over it) spans the provider's whole heap."""
         if not self.provider.is_linear:
             raise aperture.Error(f"aperture: iris: provider {self.provider.name}'s allocations do not share one table, "
                                  "so a chunk would lie at different offsets on different ranks; pass a larger "
