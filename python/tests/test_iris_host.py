@@ -300,14 +300,15 @@ def test_vmem_chunked_grows_by_chunks_that_the_heap_table_reaches(team):
 
     ctx = iris.iris(HEAP, allocator_type="vmem_chunked", team=team)
     heap, alloc, rank, world = ctx.heap, ctx.heap.allocator, team.rank, team.size
+    n = 64  # elements per tensor: across simulated nodes each of the kernel's accesses goes through the proxy
     base, dev = heap.get_base_address(), ctx.get_device()
     full = ctx.empty((HEAP // 4,), dtype=torch.int32)  # the whole first chunk
     full.copy_(_rank_pattern(HEAP // 4, rank, 1))
     assert alloc.get_num_chunks() == 1 and heap.offset == HEAP
     # The heap is full: the next tensors go to a new chunk of heap_size bytes (Iris's chunk size for
     # a heap below 256 MiB), which the heap's one table reaches, at one offset on every rank.
-    data, inbox, loaded, got = (ctx.zeros(N, dtype=torch.float32) for _ in range(4))
-    counts = ctx.zeros(N, dtype=torch.int32)
+    data, inbox, loaded, got = (ctx.zeros(n, dtype=torch.float32) for _ in range(4))
+    counts = ctx.zeros(n, dtype=torch.int32)
     assert alloc.get_num_chunks() == 2 and alloc.get_stats()["mapped_bytes"] == 2 * HEAP
     grown = alloc.chunks[1]
     assert grown.size == HEAP and grown.va <= data.data_ptr() < grown.va + grown.size
@@ -315,36 +316,36 @@ def test_vmem_chunked_grows_by_chunks_that_the_heap_table_reaches(team):
     offsets = [int.from_bytes(x, "little", signed=True)
                for x in team.allgather((grown.va - base).to_bytes(8, "little", signed=True))]
     assert len(set(offsets)) == 1, f"the grown chunk lies at different offsets: {offsets}"
-    data.copy_(pattern(rank, N, torch.float32, device=dev))
+    data.copy_(pattern(rank, n, torch.float32, device=dev))
     ctx.barrier()
     own, own_table = ctx.allocate_symmetric(16, dtype=torch.int32)  # in the grown chunk, with its own table
     bases = ctx.get_heap_bases().tolist()
     for peer in set(range(world)) - set(heap.address_map.indirect_peers):  # the ranks of this node
         assert shmem_translate_matches(ctx, data, peer), f"rank {peer}: the table and the chunk's map disagree"
-        assert torch.equal(ctx.as_remote(data, peer).cpu(), pattern(peer, N, torch.float32))
+        assert torch.equal(ctx.as_remote(data, peer).cpu(), pattern(peer, n, torch.float32))
         assert int(own_table[peer].item()) == bases[peer] + (own.data_ptr() - base), f"rank {peer}'s entry"
     # Kernels reach the grown chunk through get_heap_bases(), the table made with the heap (ranks of
     # other nodes through its proxy).
     with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
-        neighbour_kernel[(triton.cdiv(N, BLOCK),)](data, inbox, loaded, got, counts, ctx.get_heap_bases(), rank,
-                                                   world, N, BLOCK=BLOCK)
+        neighbour_kernel[(triton.cdiv(n, BLOCK),)](data, inbox, loaded, got, counts, ctx.get_heap_bases(), rank,
+                                                   world, n, BLOCK=BLOCK)
     ctx.barrier()
     nxt, prev = (rank + 1) % world, (rank - 1) % world
-    assert torch.equal(inbox, pattern(prev, N, torch.float32, device=dev))
-    assert torch.equal(loaded, pattern(nxt, N, torch.float32, device=dev))
-    assert torch.equal(got, pattern(nxt, N, torch.float32, device=dev))
-    i = torch.arange(N, dtype=torch.int32, device=dev)
+    assert torch.equal(inbox, pattern(prev, n, torch.float32, device=dev))
+    assert torch.equal(loaded, pattern(nxt, n, torch.float32, device=dev))
+    assert torch.equal(got, pattern(nxt, n, torch.float32, device=dev))
+    i = torch.arange(n, dtype=torch.int32, device=dev)
     assert torch.equal(counts, world * i + sum(range(world)))
     # ctx.ccl and point-to-point messages take tensors of a grown chunk.
-    total = ctx.zeros(N, dtype=torch.float32)
+    total = ctx.zeros(n, dtype=torch.float32)
     ctx.ccl.all_reduce(total, data)
-    assert torch.equal(total, sum(pattern(r, N, torch.float32, device=dev) for r in range(world)))
+    assert torch.equal(total, sum(pattern(r, n, torch.float32, device=dev) for r in range(world)))
     if world >= 2:
         if rank == 0:
             ctx.ccl.send(data, 1)
         elif rank == 1:
             ctx.ccl.recv(inbox, 0)
-            assert torch.equal(inbox, pattern(0, N, torch.float32, device=dev))
+            assert torch.equal(inbox, pattern(0, n, torch.float32, device=dev))
     # A block larger than a chunk grows the heap by a chunk that holds it; a block that fits the room
     # left in a grown chunk takes it (the lowest that fits) without growing the heap.
     big = ctx.empty((HEAP + 4096,), dtype=torch.int8)
@@ -353,7 +354,7 @@ def test_vmem_chunked_grows_by_chunks_that_the_heap_table_reaches(team):
     assert alloc.get_num_chunks() == 3 and alloc.chunks[2].size >= HEAP + 4096 and heap.is_symmetric(big)
     del total
     gc.collect()
-    again = ctx.zeros(N, dtype=torch.float32)
+    again = ctx.zeros(n, dtype=torch.float32)
     assert alloc.get_num_chunks() == 3 and grown.va <= again.data_ptr() < grown.va + grown.size
     ctx.barrier()  # every rank's chunks and blocks agree
     # Nothing handed out before a growth moved or changed, on any element.
