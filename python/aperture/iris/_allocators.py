@@ -232,14 +232,14 @@ class FreeListAllocator(BumpAllocator):
     def bump(self):
         """One past the highest byte in use (0 when none is): above it, the rest of its chunk is free
         in one piece."""
-        ends = [self._tail_start(c) for c in self._chunks]
-        return max((end for end, c in zip(ends, self._chunks) if end != c.offset), default=0)
+        return max((tail for c in self._chunks if (tail := self._tail_start(c)) != c.offset), default=0)
 
     def _tail_start(self, chunk):
-        """Where the free range that ends the chunk starts (the chunk's end when none does)."""
+        """Where the free range that ends the chunk starts (the chunk's end when none does). A range
+        that ends there lies inside the chunk: ranges are never merged across a chunk's start."""
         end = chunk.offset + chunk.size
         i = bisect.bisect_left(self.free_starts, end) - 1
-        if i >= 0 and self.free_ends[self.free_starts[i]] == end and self.free_starts[i] >= chunk.offset:
+        if i >= 0 and self.free_ends[self.free_starts[i]] == end:
             return self.free_starts[i]
         return end
 
