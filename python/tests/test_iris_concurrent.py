@@ -98,13 +98,22 @@ def call(ctx, op, dtype, mode, salt, **settings):
     return C, out
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def programs(mode):
+    # Fused: 5 programs, 2 starting on the GEMM; concurrent: 3 and 2 programs on two streams.
+    return dict(num_wgs=5, gemm_wgs=2) if mode == "fused" else dict(gemm_wgs=3, comm_wgs=2)
+
+
 @pytest.mark.parametrize("mode", ["fused", "concurrent"])
 @pytest.mark.parametrize("op", OPS)
-def test_each_op_computes_the_gemm_and_the_collective(ctx, op, mode, dtype):
-    # Fused: 5 programs, 2 starting on the GEMM; concurrent: 3 and 2 programs on two streams.
-    programs = dict(num_wgs=5, gemm_wgs=2) if mode == "fused" else dict(gemm_wgs=3, comm_wgs=2)
-    call(ctx, op, dtype, mode, salt=OPS.index(op), **SMALL, **programs)
+def test_each_op_computes_the_gemm_and_the_collective(ctx, op, mode):
+    call(ctx, op, torch.float16, mode, salt=OPS.index(op), **SMALL, **programs(mode))
+
+
+@pytest.mark.parametrize("dtype", [t for t in DTYPES if t != torch.float16], ids=str)
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "broadcast"])
+def test_the_other_types(ctx, op, dtype):
+    # The sums (accumulated in float32, rounded once) and a move, in each other type.
+    call(ctx, op, dtype, "fused", salt=OPS.index(op) + 1, **SMALL, **programs("fused"))
 
 
 @pytest.mark.parametrize("split", [(4, 0), (4, 4), (1, 1)], ids=["all-on-the-collective", "all-on-the-gemm", "one"])
@@ -140,17 +149,18 @@ def test_given_outputs_are_filled_and_returned(ctx):
 def test_tune_times_the_split_grid_once_and_then_reads_the_database(ctx, tmp_path, monkeypatch):
     db = tmp_path / "autotune.json"
     monkeypatch.setenv("IRIS_CONCURRENT_CACHE", str(db))
-    monkeypatch.setenv("IRIS_CONCURRENT_TUNE_NREP", "2")
-    monkeypatch.setenv("IRIS_CONCURRENT_TUNE_NWARMUP", "1")
+    monkeypatch.setenv("IRIS_CONCURRENT_TUNE_TOPK", "2")
+    monkeypatch.setenv("IRIS_CONCURRENT_TUNE_NREP", "1")
+    monkeypatch.setenv("IRIS_CONCURRENT_TUNE_NWARMUP", "0")
     autotune.clear()
     settings = dict(SMALL, num_wgs=8)
     call(ctx, "reduce_scatter", torch.float32, "fused", salt=4, tune=True, **settings)
     entries = json.loads(db.read_text())
     (key, entry), = entries.items()
     assert "coll=reduce_scatter" in key and "nwg=8" in key and f"world={ctx.get_num_ranks()}" in key
-    # The grid at 1/2 ... 8/8 of the programs, plus the op's default (3/4, already in it).
-    assert sorted(c["gemm_wgs"] for c in entry["candidates_ms"]) == [4, 5, 6, 7, 8]
-    assert entry["config"]["gemm_wgs"] in (4, 5, 6, 7, 8) and entry["config"]["gemm_block"] == [16, 16, 16]
+    # The grid's first TOPK (1/2 and 5/8 of the 8 programs), plus the op's default (3/4).
+    assert sorted(c["gemm_wgs"] for c in entry["candidates_ms"]) == [4, 5, 6]
+    assert entry["config"]["gemm_wgs"] in (4, 5, 6) and entry["config"]["gemm_block"] == [16, 16, 16]
     chosen = autotune.tune_for(ctx, lambda cfg: pytest.fail("a database hit times nothing"),
                                *operands(ctx, torch.float32, 4), ctx.zeros((MC, NC)), "reduce_scatter",
                                dict(SMALL, mode="fused", num_wgs=8, gemm_wgs=None))

@@ -37,7 +37,7 @@ def __getattr__(name):
         return DeviceContext
     # Subpackages a program may reach as attributes without importing them (Iris's package imports
     # iris.mem, for one): loaded when first asked for, so `import iris` stays light.
-    if name in ("mem", "x", "host", "device", "context", "compile", "distributed", "triggered"):
+    if name in ("mem", "x", "host", "device", "context", "compile", "distributed", "triggered", "concurrent"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

@@ -20,6 +20,9 @@ AMD_ONLY = {
     "xcc": ("XCC (accelerator complex die) topology, iris.hip.get_num_xcc", "nothing: NVIDIA GPUs have one die; "
             "Config.num_xcds is 1 here"),
     "hip": ("the HIP runtime bindings (iris.hip)", "torch.cuda (device count, properties, streams)"),
+    "origami": ("the origami cost models of AMD's GPUs (iris.concurrent.predictor)",
+                "iris.concurrent.gemm's ops with tune=True, which time a grid of splits on the GPU "
+                "(iris.concurrent.autotune)"),
     "tdm": ("the Tensor Data Mover (gfx1250's copy unit; ccl Config variant 'tdm')",
             "the default variant (aperture's Communicator picks its own algorithm)"),
 }
