@@ -13,7 +13,7 @@ import textwrap
 
 if __name__ == "__main__":
     os.environ.pop("TRITON_INTERPRET", None)
-    INTERPRETED = False
+    INTERPRETED = IN_A_JOB = False
 else:
     # triton_world before triton: it decides whether Triton interprets this process's kernels.
     from triton_world import INTERPRETED, compiled_in_child, only_in_one_rank_jobs
