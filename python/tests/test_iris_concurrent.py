@@ -178,7 +178,7 @@ def test_predictor_is_amd_only():
 
 
 def test_bad_input_is_refused_on_every_rank_before_anything_moves(ctx):
-    me, world = ctx.get_rank(), ctx.get_num_ranks()
+    world = ctx.get_num_ranks()
     A, B = operands(ctx, torch.float32, 1)
     src = ctx.zeros((MC, NC), dtype=torch.float32)
     with pytest.raises(ValueError, match="unknown mode 'eager'"):
@@ -196,10 +196,15 @@ def test_bad_input_is_refused_on_every_rank_before_anything_moves(ctx):
         gemm.broadcast(ctx, A, B, src, comm_dst=ctx.zeros((MC, NC + 1), dtype=torch.float32))
     with pytest.raises(IrisValueError, match="the sum takes"):
         gemm.all_reduce(ctx, A, B, ctx.zeros((MC, NC), dtype=torch.int16))
+    # Refused with outputs given: they keep what they held.
+    C = ctx.full((M, N), 7.0, dtype=torch.float32)
+    out = ctx.full((world * MC, NC), 7.0, dtype=torch.float32)
     with pytest.raises(aperture.Error, match="root"):
-        gemm.broadcast(ctx, A, B, src, root=world)
+        gemm.broadcast(ctx, A, B, src, C=C, comm_dst=out[:MC], root=world)
     with pytest.raises(IrisValueError, match="gemm_wgs=9"):
-        gemm.all_gather(ctx, A, B, src, num_wgs=8, gemm_wgs=9, **SMALL)
+        gemm.all_gather(ctx, A, B, src, C=C, comm_dst=out, num_wgs=8, gemm_wgs=9, **SMALL)
+    sync()
+    assert torch.all(C == 7.0) and torch.all(out == 7.0)
     if world > 1:
         uneven = ctx.zeros((world + 1, NC), dtype=torch.float32)
         with pytest.raises(IrisValueError, match=f"{world + 1} rows, not a multiple of the {world} ranks"):
