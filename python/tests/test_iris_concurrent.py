@@ -125,9 +125,9 @@ def test_every_split_of_the_fused_programs_drains_both_queues(ctx, split):
 
 @pytest.mark.parametrize("mode", ["fused", "concurrent"])
 def test_iris_default_tiles_are_computed_in_parts(ctx, mode):
-    # Iris's defaults: GEMM tiles of 256 x 256 x 64, collective tiles of 256 x 64, the programs
-    # from the device's count; one tile of each, the GEMM's larger than a part.
-    call(ctx, "all_gather", torch.float16, mode, salt=3)
+    # Iris's defaults: GEMM tiles of 256 x 256 x 64 (larger than a part), collective tiles of
+    # 256 x 64, the programs from the device's count.
+    call(ctx, "all_reduce", torch.float16, mode, salt=3)
 
 
 def test_given_outputs_are_filled_and_returned(ctx):
