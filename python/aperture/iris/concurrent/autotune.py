@@ -31,7 +31,7 @@ _DEFAULT_TOPK = 8
 _SPLITS = (0.5, 0.625, 0.75, 0.875, 1.0)
 
 _db_lock = threading.Lock()
-_db = None  # this process's copy of the database
+_db_cache = None  # this process's copy of the database
 
 
 def cache_path():
@@ -50,17 +50,17 @@ def cache_path():
 
 def load_db():
     """The database as a dict, read once per process (an unreadable file reads as empty)."""
-    global _db
-    if _db is None:
+    global _db_cache
+    if _db_cache is None:
         try:
             with open(cache_path()) as f:
-                _db = json.load(f)
+                _db_cache = json.load(f)
         except (OSError, ValueError):
-            _db = {}
-    return _db
+            _db_cache = {}
+    return _db_cache
 
 
-def _save(db):
+def _save_db(db):
     path = cache_path()
     try:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -74,15 +74,15 @@ def _save(db):
 
 def clear():
     """Forgets this process's copy and deletes the file."""
-    global _db
-    _db = None
+    global _db_cache
+    _db_cache = None
     try:
         os.remove(cache_path())
     except OSError:
         pass
 
 
-def key_of(shape, mode, num_wgs, arch, extra=None):
+def _make_key(shape, mode, num_wgs, arch, extra=None):
     """The database key of one tuning point (Iris's layout of it)."""
     parts = [f"arch={arch}", f"world={shape['world']}", f"nwg={num_wgs}", f"mode={mode}",
              f"coll={shape['collective']}", f"g={shape['gemm_m']}x{shape['gemm_n']}x{shape['gemm_k']}",
@@ -119,18 +119,18 @@ def tune_config(*, run, shape, mode, num_wgs, barrier_fn=lambda: None, default_g
     iris.do_bench (median), the winner stored. Returns the config with ``measured_ms`` and
     ``cached``. A candidate that fails raises (Iris skips it): on one rank only, skipping would
     leave the ranks timing different calls."""
-    from ..util import do_bench
-
     k = _int_env("IRIS_CONCURRENT_TUNE_TOPK", _DEFAULT_TOPK) if k is None else k
     force = bool(_int_env("IRIS_CONCURRENT_TUNE_FORCE", 0)) if force is None else force
     n_warmup = _int_env("IRIS_CONCURRENT_TUNE_NWARMUP", 5) if n_warmup is None else n_warmup
     n_repeat = _int_env("IRIS_CONCURRENT_TUNE_NREP", 20) if n_repeat is None else n_repeat
-    key = key_of(shape, mode, num_wgs, arch, extra_key)
+    key = _make_key(shape, mode, num_wgs, arch, extra_key)
     with _db_lock:
         hit = load_db().get(key) if cache and not force else None
     if hit is not None:
         return {"gemm_wgs": int(hit["config"]["gemm_wgs"]), "gemm_block": tuple(hit["config"]["gemm_block"]),
                 "measured_ms": hit.get("measured_ms"), "cached": True}
+    from ..util import do_bench  # only here: a lookup needs neither torch's device nor the package
+
     configs = topk_configs(shape, num_wgs, k, candidates, mt_candidates, default_gemm_block)
     default = {"gemm_wgs": int((num_wgs * 3) // 4 if default_gemm_wgs is None else default_gemm_wgs),
                "gemm_block": tuple(default_gemm_block)}
@@ -148,7 +148,7 @@ def tune_config(*, run, shape, mode, num_wgs, barrier_fn=lambda: None, default_g
                        "candidates_ms": [{"gemm_wgs": configs[i]["gemm_wgs"],
                                           "gemm_block": list(configs[i]["gemm_block"]), "ms": ms}
                                          for ms, i in timed]}
-            _save(db)
+            _save_db(db)
     return {**best, "measured_ms": best_ms, "cached": False}
 
 
@@ -170,7 +170,7 @@ def tune_for(shmem, run, A, B, comm_src, collective, settings):
     arch = _arch(A.device)
     force = bool(_int_env("IRIS_CONCURRENT_TUNE_FORCE", 0))
     with _db_lock:
-        known = not force and key_of(shape, mode, programs, arch) in load_db()
+        known = not force and _make_key(shape, mode, programs, arch) in load_db()
     everywhere = all(flag == b"1" for flag in shmem.team.allgather(b"1" if known else b"0"))
     default_gemm_wgs = (programs * 3) // 4 if mode == "fused" else max(1, cu_count - max(1, cu_count // 8))
     return tune_config(run=run, shape=shape, mode=mode, num_wgs=programs, barrier_fn=shmem.barrier,
