@@ -33,7 +33,8 @@ def _refuse(op, message):
 
 
 # Per-device state the ops reuse, so that a call allocates nothing once warm: the two queue
-# counters (zeroed on the stream before each launch) and the concurrent mode's two streams.
+# counters (zeroed on the current stream before each launch, so calls are ordered by that stream,
+# as in Iris: calls on two streams at once would share them) and the concurrent mode's streams.
 _counters = {}
 _streams = {}
 
@@ -151,12 +152,10 @@ def _run(op, kind, shmem, A, B, comm_src, C, comm_dst, rows_per_rank, comm_tiles
             _kernels.collective_queue[(on_comm,)](*common, counters[1:], comm_tiles, heap_bases, rank, world, kind,
                                                   cm, cn, comm_group_m, num_warps=num_warps)
         if streams is not None:
+            # Joined back: later work on the current stream, a reuse of these tensors' memory
+            # included, is ordered after both kernels.
             for stream in streams:
                 current.wait_stream(stream)
-                # The tensors were made on the current stream and used on these: keep their memory
-                # from being reused before the side streams are done with it.
-                for t in (A, B, C, comm_src, comm_dst):
-                    t.record_stream(stream)
     return C, comm_dst
 
 
