@@ -322,7 +322,7 @@ def test_vmem_chunked_grows_by_chunks_that_the_heap_table_reaches(team):
     bases = ctx.get_heap_bases().tolist()
     for peer in set(range(world)) - set(heap.address_map.indirect_peers):  # the ranks of this node
         assert shmem_translate_matches(ctx, data, peer), f"rank {peer}: the table and the chunk's map disagree"
-        assert torch.equal(ctx.as_remote(data, peer).cpu(), pattern(peer, n, torch.float32))
+        assert torch.equal(ctx.as_remote(data, peer).cpu(), pattern(peer, n, torch.float32).cpu())
         assert int(own_table[peer].item()) == bases[peer] + (own.data_ptr() - base), f"rank {peer}'s entry"
     # Kernels reach the grown chunk through get_heap_bases(), the table made with the heap (ranks of
     # other nodes through its proxy).
