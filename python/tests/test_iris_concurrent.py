@@ -237,6 +237,20 @@ def test_irises_example_runs_unmodified_through_python_m_aperture_iris(tmp_path)
     assert run.returncode == 0 and "example ok" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
+@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+def test_the_benchmark_times_every_form_of_every_op(tmp_path):
+    bench = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "python", "concurrent_gemm.py")
+    out = tmp_path / "concurrent_gemm.csv"
+    run = subprocess.run([sys.executable, bench, "--gemm", "64x48x32", "--comm", "32x16", "--dtype", "float32",
+                          "--warmup", "1", "--iters", "2", "--csv", str(out)], capture_output=True, text=True,
+                         env=child_environment(APERTURE_PROVIDER="shm" if INTERPRETED else "cuda-ipc"), timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    rows = out.read_text().splitlines()
+    assert rows[0].startswith("op,type,ranks,gemm,comm,fused_ms") and [r.split(",")[0] for r in rows[1:]] == OPS
+    for row in rows[1:]:
+        assert all(float(v) > 0 for v in row.split(",")[5:]), row
+
+
 def compile_all():
     """PTX and shared memory of the three kernels for sm_90 (run in a child process: this one may
     interpret Triton), every collective, with Iris's default tiles and launch options (GEMM
