@@ -90,6 +90,16 @@ def _make_key(shape, mode, num_wgs, arch, extra=None):
     return "|".join(parts + ([str(extra)] if extra else []))
 
 
+def default_split(mode, num_wgs, comm_wgs, cu_count):
+    """The programs an untuned launch gives each queue, (gemm_wgs, comm_wgs): fused, 3/4 of
+    num_wgs start on the GEMM (comm_wgs unused); concurrent, the collective's kernel gets comm_wgs
+    (1/8 of the SMs unless given) and the GEMM's the other SMs."""
+    if mode == "fused":
+        return (num_wgs * 3) // 4, None
+    comm = max(1, cu_count // 8) if comm_wgs is None else comm_wgs
+    return max(1, cu_count - comm), comm
+
+
 def _int_env(name, default):
     try:
         return int(os.environ[name])
@@ -172,7 +182,7 @@ def tune_for(shmem, run, A, B, comm_src, collective, settings):
     with _db_lock:
         known = not force and _make_key(shape, mode, programs, arch) in load_db()
     everywhere = all(flag == b"1" for flag in shmem.team.allgather(b"1" if known else b"0"))
-    default_gemm_wgs = (programs * 3) // 4 if mode == "fused" else max(1, cu_count - max(1, cu_count // 8))
+    default_gemm_wgs, _ = default_split(mode, programs, settings.get("comm_wgs"), cu_count)
     return tune_config(run=run, shape=shape, mode=mode, num_wgs=programs, barrier_fn=shmem.barrier,
                        default_gemm_block=settings["gemm_block"], default_gemm_wgs=default_gemm_wgs, arch=arch,
                        force=force or not everywhere)

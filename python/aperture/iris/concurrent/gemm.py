@@ -123,7 +123,7 @@ def _run(op, kind, shmem, A, B, comm_src, C, comm_dst, rows_per_rank, comm_tiles
     even_k = K % gk == 0
     if mode == "fused":
         programs = cu_count if num_wgs is None else num_wgs
-        on_gemm = (programs * 3) // 4 if gemm_wgs is None else gemm_wgs
+        on_gemm = autotune.default_split(mode, programs, None, cu_count)[0] if gemm_wgs is None else gemm_wgs
         if not isinstance(programs, int) or programs < 1 or not isinstance(on_gemm, int) or not 0 <= on_gemm <= programs:
             _refuse(op, f"num_wgs={programs!r} and gemm_wgs={on_gemm!r}: need num_wgs >= 1 and 0 <= gemm_wgs <= num_wgs")
         counters.zero_()
@@ -131,8 +131,8 @@ def _run(op, kind, shmem, A, B, comm_src, C, comm_dst, rows_per_rank, comm_tiles
             *gemm_args, *common, counters, comm_tiles, heap_bases, rank, world, kind, on_gemm, gm, gn, gk,
             gemm_group_m, cm, cn, comm_group_m, even_k, num_stages=num_stages, num_warps=num_warps)
     else:  # "concurrent"
-        on_comm = max(1, cu_count // 8) if comm_wgs is None else comm_wgs
-        on_gemm = max(1, cu_count - on_comm) if gemm_wgs is None else gemm_wgs
+        default_gemm, on_comm = autotune.default_split(mode, None, comm_wgs, cu_count)
+        on_gemm = default_gemm if gemm_wgs is None else gemm_wgs
         for name, value in (("gemm_wgs", on_gemm), ("comm_wgs", on_comm)):
             if not isinstance(value, int) or value < 1:
                 _refuse(op, f"{name}={value!r}: mode='concurrent' needs at least one program for each kernel")
