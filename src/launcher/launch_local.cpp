@@ -23,6 +23,7 @@
 #include "launch_modes.h"
 #include "line_forwarder.h"
 #include "nccl_host_id.h"
+#include "node_gpus.h"
 #include "node_place.h"
 #include "reaper.h"
 #include "signals.h"
@@ -138,6 +139,8 @@ class LocalJob {
       return;
     }
 
+    const std::vector<std::string> gpus =
+        options_.nodes > 1 ? machine_gpus(std::getenv("CUDA_VISIBLE_DEVICES")) : std::vector<std::string>{};
     for (int r = 0; r < options_.ranks; ++r) {
       const NodePlace place = node_place(r, options_.ranks, options_.nodes);
       SpawnRequest request;
@@ -152,6 +155,8 @@ class LocalJob {
       if (options_.nodes > 1) {
         env.emplace_back("APERTURE_NODE", std::to_string(place.node));
         if (auto host_id = nccl_host_id(place.node, std::getenv("NCCL_HOSTID"))) env.push_back(std::move(*host_id));
+        if (auto visible = node_visible_devices(r, options_.ranks, place, gpus))
+          env.emplace_back("CUDA_VISIBLE_DEVICES", std::move(*visible));
         if (!node_exec_.empty()) {
           // The rank runs on its node: the node's command, then the program's.
           std::vector<std::string> on_node = node_command(node_exec_, place.node);

@@ -26,6 +26,7 @@
 
 #include "mpirun_flags.h"
 #include "nccl_host_id.h"
+#include "node_gpus.h"
 #include "node_place.h"
 
 namespace aperture::launcher {
@@ -51,9 +52,10 @@ int mpi_rank_main(int argc, char** argv) {
                                              std::pair{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}})
     if (const char* value = std::getenv(mpi_name)) ::setenv(torch_name, value, 1);
   // Nodes split out of this machine by APERTURE_NODES (`aperture launch --mpi --nodes K` without a
-  // hostfile): NCCL_HOSTID per node (nccl_host_id.h), and the node's local rank and size in place
-  // of mpirun's, which count the whole machine (node_place.h), as `aperture launch --nodes` sets
-  // them without --mpi: a provider that refuses two ranks per GPU then asks about this node.
+  // hostfile): NCCL_HOSTID per node (nccl_host_id.h), each node's own GPUs where there is one per
+  // rank (node_gpus.h), and the node's local rank and size in place of mpirun's, which count the
+  // whole machine (node_place.h), as `aperture launch --nodes` sets them without --mpi: a provider
+  // that refuses two ranks per GPU then asks about this node.
   const char* nodes = std::getenv("APERTURE_NODES");
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
@@ -64,6 +66,9 @@ int mpi_rank_main(int argc, char** argv) {
       const NodePlace place = node_place(static_cast<int>(me), static_cast<int>(world), static_cast<int>(count));
       if (auto host_id = nccl_host_id(place.node, std::getenv("NCCL_HOSTID")))
         ::setenv(host_id->first.c_str(), host_id->second.c_str(), 1);
+      if (auto visible = node_visible_devices(static_cast<int>(me), static_cast<int>(world), place,
+                                              machine_gpus(std::getenv("CUDA_VISIBLE_DEVICES"))))
+        ::setenv("CUDA_VISIBLE_DEVICES", visible->c_str(), 1);
       const std::string local_rank = std::to_string(place.local_rank), local_size = std::to_string(place.local_size);
       for (const char* name : {"APERTURE_LOCAL_RANK", "LOCAL_RANK"}) ::setenv(name, local_rank.c_str(), 1);
       for (const char* name : {"APERTURE_LOCAL_SIZE", "LOCAL_WORLD_SIZE"}) ::setenv(name, local_size.c_str(), 1);

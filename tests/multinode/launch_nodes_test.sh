@@ -54,6 +54,34 @@ if command -v mpirun >/dev/null; then
 fi
 echo "ok: NCCL_HOSTID, local rank and local size per node"
 
+# The GPUs each split node sees (CUDA_VISIBLE_DEVICES; no GPU needed: the launcher only splits the
+# list): with one GPU per rank, each node the GPUs of its ranks' block, with and without --mpi;
+# with fewer GPUs than ranks every node sees them all; on one node nothing changes.
+show_gpus='echo "gpus ${APERTURE_RANK:-$OMPI_COMM_WORLD_RANK} ${CUDA_VISIBLE_DEVICES-unset}"'
+check_gpus() {  # MODE OUTPUT EXPECTED...: rank r's line must read EXPECTED[r]
+  local mode="$1" out="$2" r=0 want
+  shift 2
+  for want in "$@"; do
+    grep -q "^\[rank $r\] gpus $r $want$" <<<"$out" || fail "$mode: rank $r should see GPUs '$want' in: $out"
+    r=$((r + 1))
+  done
+}
+out="$(env -u APERTURE_NODE_EXEC -u APERTURE_HUB_HOST CUDA_VISIBLE_DEVICES=g0,g1,g2,g3,g4 "$launcher" launch --nodes 2 \
+  -n 5 --timeout 60 -- sh -c "$show_gpus" 2>&1)" || fail "launch --nodes 2 -n 5 (GPUs): $out"
+check_gpus "launch --nodes 2 -n 5, 5 GPUs" "$out" g0,g1,g2 g0,g1,g2 g0,g1,g2 g3,g4 g3,g4
+out="$(env -u APERTURE_NODE_EXEC -u APERTURE_HUB_HOST CUDA_VISIBLE_DEVICES=g0,g1 "$launcher" launch --nodes 2 -n 4 \
+  --timeout 60 -- sh -c "$show_gpus" 2>&1)" || fail "launch --nodes 2 -n 4 (2 GPUs): $out"
+check_gpus "launch --nodes 2 -n 4, 2 GPUs" "$out" g0,g1 g0,g1 g0,g1 g0,g1
+out="$(env -u APERTURE_NODE_EXEC -u APERTURE_HUB_HOST CUDA_VISIBLE_DEVICES=g0,g1 "$launcher" launch -n 2 --timeout 60 -- \
+  sh -c "$show_gpus" 2>&1)" || fail "launch -n 2 (GPUs): $out"
+check_gpus "launch -n 2, one node" "$out" g0,g1 g0,g1
+if command -v mpirun >/dev/null; then
+  out="$(env -u APERTURE_NODES CUDA_VISIBLE_DEVICES=g0,g1,g2 "$launcher" launch --mpi --nodes 2 -n 3 --timeout 60 -- \
+    sh -c "$show_gpus" 2>&1)" || fail "launch --mpi --nodes 2 -n 3 (GPUs): $out"
+  check_gpus "launch --mpi --nodes 2 -n 3, 3 GPUs" "$out" g0,g1 g0,g1 g2
+fi
+echo "ok: each split node sees its own GPUs where there is one per rank"
+
 # Bad shapes are refused with the reason.
 err="$("$launcher" launch --nodes 3 -n 2 -- true 2>&1)" && fail "--nodes 3 -n 2 was accepted"
 grep -q "more nodes than" <<<"$err" || fail "--nodes 3 -n 2: $err"
