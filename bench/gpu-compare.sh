@@ -12,6 +12,7 @@
 #      one with CUDA;
 #   2. collectives: `aperture bench` at every GPU's rank (at most 8), aperture against NCCL on
 #      plain buffers and on symmetric windows, the better of the two the baseline (gpu-bench.csv);
+#      all_reduce across 2 simulated nodes of one GPU each against NCCL's (nodes2-bench.csv);
 #   3. copy-engine bulk put/get (bulk-bench.csv: 2 ranks on two GPUs; bulk-bench-shared-gpu.csv: 2 ranks
 #      sharing GPU 0, aperture against a plain cudaMemcpyAsync of the same bytes, target >= 0.99x);
 #   4. Python all_reduce, eager and replayed from a CUDA graph, against torch NCCL and torch
@@ -23,7 +24,7 @@
 #      iris.ccl's host time over the same Communicator call, one GPU, 1 and 2 ranks
 #      (iris-ccl-overhead-np{1,2}.csv/.txt, full form on any machine; smoke-* beside other work);
 #   8. a Triton put to another node through the GPU proxy against a C++ kernel's (2 ranks as two
-#      simulated nodes; triton-proxy.txt);
+#      simulated nodes; triton-proxy.csv/.txt);
 #   9. gpu-compare.md (command, machine, commit, each step's status; a folder's README.md, which
 #      the runs of a day share, is written only when there is none), then `python3
 #      scripts/perf-table.py` when that script is in the tree.
@@ -91,6 +92,17 @@ common=(env NO_BUILD=1 BUILD_DIR="$build" RESULTS="$results")
 # 2. collectives (one rank per GPU: NCCL refuses two ranks on one GPU).
 step collectives 200 "${common[@]}" COLL_TESTS=0 RESULT_PREFIX="$prefix" BENCH_RANKS="$ranks" \
   bash "$root/bench/gpu-collectives.sh"
+# 2b. all_reduce across 2 simulated nodes of one rank each (issue 28: at most 1.1x NCCL's own
+#     all_reduce): `aperture launch --mpi --nodes 2 -n 2` around the bench, each node its own GPU
+#     on a machine of two (the launcher splits them: docs/MULTINODE.md), aperture's hierarchical
+#     all_reduce (the exchange between the nodes on NCCL, which sees two hosts: NCCL_HOSTID)
+#     against NCCL's all_reduce over the same two ranks. On one GPU both ranks share it and the
+#     bench skips NCCL's baseline (it says why): a smoke run.
+step collectives-nodes2 150 env APERTURE_GPU_HEAP_SIZE=2G "$aperture" launch --mpi --nodes 2 -n 2 --timeout 140 -- \
+  "$aperture" bench --provider cuda-ipc --ops all_reduce \
+  --sizes "$( (( smoke )) && echo 4K,1M || echo 4K,64K,1M,16M,256M)" --trials $(( smoke ? 2 : 5 )) --trial-ms 10 \
+  --csv "$results/${prefix}nodes2-bench.csv"
+(( dry_run )) || cp "$logs/collectives-nodes2.log" "$results/${prefix}nodes2-bench.txt" 2>/dev/null
 # 3. copy-engine bulk put/get, in full on any machine (seconds); beside other work (COMPARE_BESIDE=1,
 #    as scripts/gpu-check.sh runs it on one GPU) a smoke run too: a figure taken there is not one.
 bulk_form=(SMOKE=0)
@@ -139,14 +151,15 @@ for n in 1 2; do
   (( dry_run )) || cp "$logs/iris-ccl-overhead-np$n.log" "$results/${overhead_prefix}iris-ccl-overhead-np$n.txt" 2>/dev/null
 done
 # 8. A Triton put to another node through the GPU proxy against the same put from a C++ kernel:
-#    2 ranks as two simulated nodes (one GPU: both on GPU 0; the proxy's cost, not a cluster's).
+#    2 ranks as two simulated nodes, each node its own GPU on a machine of two (one GPU: both share
+#    it; the proxy's cost, not a cluster's).
 #    The smoke form puts far fewer times: beside other work on the GPU (gpu-check's `rest`) each
 #    put waits for time slices of a shared GPU, and 2000 of them per round outlasted the step.
 proxy_puts=()
 (( smoke )) && proxy_puts=(--small-puts 100 --large-puts 4)
-step triton-proxy 150 env CUDA_VISIBLE_DEVICES=0 APERTURE_HEAP_SIZE=256M APERTURE_TIMEOUT=120 "$launcher" launch --mpi \
+step triton-proxy 150 env APERTURE_HEAP_SIZE=256M APERTURE_TIMEOUT=120 "$launcher" launch --mpi \
   --nodes 2 -n 2 --timeout 140 -- "$python" "$root/bench/python/triton_proxy.py" --provider cuda-ipc \
-  --rounds $(( smoke ? 3 : 7 )) "${proxy_puts[@]}"
+  --rounds $(( smoke ? 3 : 7 )) "${proxy_puts[@]}" --csv "$results/${prefix}triton-proxy.csv"
 (( dry_run )) || cp "$logs/triton-proxy.log" "$results/${prefix}triton-proxy.txt" 2>/dev/null
 (( dry_run )) && { echo "gpu-compare.md (README.md where none), then python3 scripts/perf-table.py"; exit 0; }
 

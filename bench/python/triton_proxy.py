@@ -3,9 +3,11 @@ against the same put from a C++ kernel (aperture::PeerView through the same prox
 Issue 28's targets: 8 bytes at most 1.2x the C++ put's time; 1 MiB at least 0.9x its bandwidth.
 
     aperture launch --mpi --nodes 2 -n 2 -- python bench/python/triton_proxy.py [--provider cuda-ipc]
-        [--rounds 7] [--small-puts 2000] [--large-puts 16]
+        [--rounds 7] [--small-puts 2000] [--large-puts 16] [--csv FILE]
 
-Two ranks on two nodes (simulated ones share a GPU: CUDA_VISIBLE_DEVICES=0 for both). Rank 0
+Two ranks on two nodes. Simulated nodes on a machine of two GPUs get one each (the launcher gives
+each node its own: docs/MULTINODE.md); on one GPU both ranks share it, time-slice it, and every
+proxied put waits for the other's slice, so the times there say that it runs, not what it costs. Rank 0
 times puts into rank 1's copy, whose table entry is 0: each put is requests through rank 0's
 proxy queue (one aperture.GpuProxy, shared by both kernels), carried out by the proxy thread
 through the map's engine (the message engine for GPU memory); rank 1's engine applies them.
@@ -18,6 +20,8 @@ Per size, rounds alternate the two kernels; the median round counts. Afterwards 
 every byte each kernel put (different values per kernel and element). Prints one row per size
 and a summary line:
     triton-proxy: 8 B put triton/c++ time X (target <= 1.2: met); 1 MiB triton/c++ bandwidth Y (target >= 0.9: met)
+``--csv`` writes the rows in `aperture bench --csv`'s form (aperture_us: the Triton put; baseline_us:
+the C++ one), which bench/targets.toml's rows node.triton.put and node.triton.put.bandwidth read.
 """
 
 import argparse
@@ -36,6 +40,8 @@ import triton.language as tl
 import aperture
 import aperture.triton as apt
 
+CSV_HEADER = ("memory,op,type,ranks,bytes,iters,aperture_us,aperture_GBps,baseline,baseline_us,baseline_GBps,"
+              "time_ratio,aperture_busGBps,baseline_busGBps,baseline2,baseline2_us,baseline2_busGBps,time_ratio2")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -77,6 +83,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--small-puts", type=int, default=2000, help="8-byte puts per timed kernel")
     parser.add_argument("--large-puts", type=int, default=16, help="1 MiB puts per timed kernel")
+    parser.add_argument("--csv", default="", help="write the rows here (rank 0)")
     args = parser.parse_args()
     team = aperture.Team.from_env()
     me, world = team.rank, team.size
@@ -155,6 +162,14 @@ def main():
         print(f"triton-proxy: 8 B put triton/c++ time {small:.3f} (target <= 1.2: "
               f"{'met' if small <= 1.2 else 'NOT met'}); 1 MiB triton/c++ bandwidth {bandwidth:.3f} (target >= 0.9: "
               f"{'met' if bandwidth >= 0.9 else 'NOT met'})")
+        if args.csv:
+            with open(args.csv, "w") as out:
+                out.write(CSV_HEADER + "\n")
+                for nbytes, puts in sizes:
+                    triton_us, cpp_us = results[nbytes]["triton"] * 1e6, results[nbytes]["c++"] * 1e6
+                    out.write(f"{args.provider},triton_node_put,int64,2,{nbytes},{puts},{triton_us:.4f},"
+                              f"{nbytes / triton_us / 1e3:.4f},C++ PeerView put through the proxy,{cpp_us:.4f},"
+                              f"{nbytes / cpp_us / 1e3:.4f},{triton_us / cpp_us:.4f},0,0,-,0,0,0\n")
     team.barrier()
     if failed:
         print(f"triton-proxy: rank {me}: WRONG data or failures: {', '.join(failed)}")
