@@ -33,11 +33,13 @@ std::vector<std::string> machine_gpus(const char* user_value) {
 std::optional<std::string> node_visible_devices(int rank, int ranks, const NodePlace& place,
                                                 const std::vector<std::string>& gpus) {
   if (ranks < 1 || gpus.size() < static_cast<std::size_t>(ranks)) return std::nullopt;
-  const int first = rank - place.local_rank;  // the node's first rank: its block starts there
+  // The node's block of ranks starts at its first rank, and so does its block of GPUs.
+  const auto first = static_cast<std::size_t>(rank - place.local_rank);
+  const auto count = static_cast<std::size_t>(place.local_size);
   std::string visible;
-  for (int i = 0; i < place.local_size; ++i) {
-    if (i > 0) visible += ',';
-    visible += gpus[static_cast<std::size_t>(first + i)];
+  for (std::size_t i = first; i < first + count; ++i) {
+    if (i > first) visible += ',';
+    visible += gpus[i];
   }
   return visible;
 }
