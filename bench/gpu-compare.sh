@@ -97,8 +97,9 @@ step collectives 200 "${common[@]}" COLL_TESTS=0 RESULT_PREFIX="$prefix" BENCH_R
 #     on a machine of two (the launcher splits them: docs/MULTINODE.md), aperture's hierarchical
 #     all_reduce (the exchange between the nodes on NCCL, which sees two hosts: NCCL_HOSTID)
 #     against NCCL's all_reduce over the same two ranks. On one GPU both ranks share it and the
-#     bench skips NCCL's baseline (it says why): a smoke run.
-step collectives-nodes2 150 env APERTURE_GPU_HEAP_SIZE=2G "$aperture" launch --mpi --nodes 2 -n 2 --timeout 140 -- \
+#     bench skips NCCL's baseline (it says why): a smoke run. NCCL joins the "nodes" over
+#     loopback sockets, as the GPU tests' nodes2 runs do (tests/gpu/CMakeLists.txt).
+step collectives-nodes2 150 env APERTURE_GPU_HEAP_SIZE=2G NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo "$aperture" launch --mpi --nodes 2 -n 2 --timeout 140 -- \
   "$aperture" bench --provider cuda-ipc --ops all_reduce \
   --sizes "$( (( smoke )) && echo 4K,1M || echo 4K,64K,1M,16M,256M)" --trials $(( smoke ? 2 : 5 )) --trial-ms 10 \
   --csv "$results/${prefix}nodes2-bench.csv"
