@@ -426,6 +426,16 @@ void Hierarchy::check() const {
 }
 
 void Hierarchy::sync(void* stream) {
+  // A stream being captured into a CUDA graph runs nothing yet: waiting for it would fail (and,
+  // in the global capture mode, end the capture). Only the NCCL path keeps every collective but
+  // the barrier on the stream alone.
+  if (device_stream_capturing(stream))
+    throw Error(ErrorCode::unavailable,
+                "Communicator (rank " + std::to_string(team_.rank()) +
+                    ", across nodes): this call waits on the host between its phases (MPI between the nodes, "
+                    "or the barrier), which a stream being captured into a CUDA graph cannot do: call it outside "
+                    "the capture, or capture it on the NCCL path (GPU memory with "
+                    "APERTURE_COLLECTIVES_BETWEEN_NODES=nccl or auto, every collective but the barrier)");
   // No bound of its own: the kernels bound their waits (APERTURE_TIMEOUT), the watch NCCL's.
   aperture::detail::Backoff backoff(std::uint64_t{1} << 62);
   try {

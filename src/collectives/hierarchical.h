@@ -153,6 +153,8 @@ void* pinned_alloc(std::size_t bytes);
 void pinned_free(void* p);
 // True once everything enqueued on `stream` has finished; throws where the stream failed.
 bool device_stream_idle(void* stream);
+// True while `stream` is being captured into a CUDA graph (nothing may wait for it then).
+bool device_stream_capturing(void* stream);
 void device_table(std::int64_t** table, const std::int64_t* host, std::size_t entries);  // allocates and copies
 // The node's kernels' cancel word (kernel_cancel.h): pinned, mapped host memory, zero; its address
 // for the kernels in *device.

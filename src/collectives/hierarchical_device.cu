@@ -35,6 +35,11 @@ bool device_stream_idle(void* stream) {
   check(e, "cudaStreamQuery");
   return true;
 }
+bool device_stream_capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
 std::uint64_t* cancel_word_alloc(const std::uint64_t** device) {
   void* word = nullptr;
   check(cudaHostAlloc(&word, sizeof(std::uint64_t), cudaHostAllocMapped | cudaHostAllocPortable),

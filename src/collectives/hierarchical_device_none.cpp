@@ -19,6 +19,7 @@ void device_free(void*) {}
 void* pinned_alloc(std::size_t) { no_cuda("pinned_alloc"); }
 void pinned_free(void*) {}
 bool device_stream_idle(void*) { no_cuda("device_stream_idle"); }
+bool device_stream_capturing(void*) { return false; }
 void device_table(std::int64_t**, const std::int64_t*, std::size_t) { no_cuda("device_table"); }
 std::uint64_t* cancel_word_alloc(const std::uint64_t**) { no_cuda("cancel_word_alloc"); }
 void cancel_word_free(std::uint64_t*) {}

@@ -305,6 +305,13 @@ struct NcclBetweenNodes::State {
       fail_naming_lost(aperture::detail::nccl_error_code(r), std::string(kWho) + ": " + described + " failed: " + text);
       throw_failure();
     }
+    // Captured into a CUDA graph, the call runs only when the graph is launched, as often as it
+    // is: no event of this stream's could tell the watch when that is done (querying one recorded
+    // in a capture is an error). NCCL's asynchronous errors are still watched.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture) == cudaSuccess &&
+        capture != cudaStreamCaptureStatusNone)
+      return;
     cudaEvent_t done = nullptr;
     if (!spare_events.empty()) {
       done = spare_events.back();
