@@ -288,6 +288,75 @@ int main(int argc, char** argv) {
         });
       }
     }
+#if defined(APERTURE_TEST_GPU)
+    // CUDA graphs (docs/MULTINODE.md): on the NCCL path an all_reduce captured once and replayed
+    // with new inputs gives each replay's sums; on the MPI path the all_reduce, and the barrier on
+    // either path, throw `unavailable` on a stream being captured, on every rank alike.
+    {
+      const auto cuda = [](cudaError_t e, const char* what) {
+        if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+      };
+      const std::uint64_t count = 1000;
+      const std::size_t bytes = count * aperture::size_of(DataType::float32);
+      cudaStream_t stream = nullptr;
+      cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      void *d_in = nullptr, *d_out = nullptr;
+      cuda(cudaMalloc(&d_in, bytes), "cudaMalloc");
+      cuda(cudaMalloc(&d_out, bytes), "cudaMalloc");
+      comm.all_reduce(d_in, d_out, count, DataType::float32, ReduceOp::sum, aperture::AllReduceAlgorithm::automatic,
+                      stream);  // the first call makes NCCL's communicators and the staging
+      cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      const auto refused = [&](const char* what, const std::function<void()>& call) {
+        cudaGraph_t partial = nullptr;
+        cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        bool unavailable = false;
+        try {
+          call();
+        } catch (const aperture::Error& e) {
+          unavailable = e.code() == aperture::ErrorCode::unavailable;
+          if (!unavailable) std::printf("FAIL rank %d: %s under capture threw %s\n", me, what, e.what());
+        }
+        cudaStreamEndCapture(stream, &partial);  // what was queued before the refusal, discarded
+        if (partial != nullptr) cudaGraphDestroy(partial);
+        (void)cudaGetLastError();
+        ++c.checks;
+        if (!unavailable) {
+          ++c.failures;
+          std::printf("FAIL rank %d: %s on a capturing stream was not refused as unavailable\n", me, what);
+        }
+      };
+      refused("barrier", [&] { comm.barrier(stream); });
+      if (comm.between_nodes() == "nccl") {
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        comm.all_reduce(d_in, d_out, count, DataType::float32, ReduceOp::sum, aperture::AllReduceAlgorithm::automatic,
+                        stream);
+        cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+        cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+        for (int replay = 0; replay < 3; ++replay) {
+          const std::uint64_t k = ++salt;
+          Buffer in = c.input(DataType::float32, ReduceOp::sum, k, count), out(DataType::float32, count);
+          cuda(cudaMemcpy(d_in, in.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+          cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+          cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+          cuda(cudaMemcpy(out.data(), d_out, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+          c.check(out, count, "all_reduce float32 sum, graph replay " + std::to_string(replay),
+                  [&](std::uint64_t i) { return c.expected(DataType::float32, ReduceOp::sum, k, i); });
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+      } else {
+        refused("all_reduce (MPI between nodes)", [&] {
+          comm.all_reduce(d_in, d_out, count, DataType::float32, ReduceOp::sum, aperture::AllReduceAlgorithm::automatic,
+                          stream);
+        });
+      }
+      cudaFree(d_in);
+      cudaFree(d_out);
+      cudaStreamDestroy(stream);
+    }
+#endif
     comm.barrier();
     if (gpu) comm.check();
     std::vector<std::uint64_t> all(static_cast<std::size_t>(world));
