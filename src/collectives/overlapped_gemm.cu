@@ -242,8 +242,9 @@ struct OverlappedGemm::State {
                   " cannot address every peer's memory directly; ag_gemm and gemm_rs need all ranks on one NVLink/PCIe domain");
   }
 
-  // The unfused form (a team over several nodes). Its collectives wait for the stream on the host
-  // and call MPI between nodes, which a CUDA graph cannot hold: refused before anything is queued.
+  // The unfused form (a team over several nodes) waits on the host (its scratch grows after a
+  // stream synchronization; the MPI path between nodes waits for the stream), which a CUDA graph
+  // cannot hold: refused before anything is queued.
   void refuse_capture(const char* call, cudaStream_t stream) const {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     APERTURE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "OverlappedGemm");
@@ -251,8 +252,9 @@ struct OverlappedGemm::State {
       throw Error(ErrorCode::unavailable,
                   std::string("OverlappedGemm::") + call + ": the stream is being captured into a CUDA graph, but the team "
                   "spans " + std::to_string(team.node_count()) + " nodes, where " + call + " runs unfused on the "
-                  "Communicator's collective between nodes, which waits for the stream on the host and exchanges through "
-                  "MPI: neither can be captured. Call it outside the capture (on one node it can be captured)");
+                  "Communicator's collectives between nodes, waiting on the host (scratch that grows after a stream "
+                  "synchronization; the MPI path's staging): it is not captured. Call it outside the capture (on one node "
+                  "it can be captured)");
   }
   // `buffer` holds at least `bytes` afterwards (this rank's memory alone: no peer writes into it).
   // Growing waits for the calls that still use it.
