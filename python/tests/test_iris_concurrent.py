@@ -315,9 +315,9 @@ if __name__ != "__main__":
     _compile_checks = {name: globals()[name] for name in (
         "test_every_kernel_compiles_for_sm90_with_irises_default_tiles",
         "test_the_collective_reaches_peers_through_the_table_and_the_gemm_does_not")}
-    names = list(_compile_checks)
+    _names = list(_compile_checks)
     only_in_one_rank_jobs(_compile_checks)  # empties it where they would repeat themselves
-    for _name in names:
+    for _name in _names:
         if _name not in _compile_checks:
             del globals()[_name]
 
