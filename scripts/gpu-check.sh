@@ -35,7 +35,8 @@
 #   gemm         gpu-gemm: OverlappedGemm on every GPU provider at 1 and 2 ranks
 #   sanitize     gpu-sanitize: compute-sanitizer (memcheck, racecheck, initcheck, synccheck)
 #   python       (pytest) pip install of the package; python/tests at 1 rank with every GPU
-#                provider named; at 2 ranks sharing GPU 0 (cuda-ipc, cuda-vmm); the Iris tests
+#                provider named (the tests that start jobs of their own beside the rest); at 2
+#                ranks sharing GPU 0 (cuda-ipc, cuda-vmm); the Iris tests
 #                under mpirun; the Iris examples
 #   iris-upstream (scripts/iris-upstream.sh) Iris's own tests and examples, unmodified, through
 #                `python -m aperture.iris`: at 1 rank and at 2 ranks (sharing GPU 0 with one GPU),
@@ -158,14 +159,45 @@ ctest_part() {
 # with fewer GPUs than ranks; "needs two ranks" at one rank: counted, N/A) and those the caller
 # names in pytest_allowed (a regex of skip reasons this step's shape explains); fails when nothing
 # ran. pytest_mode: pytest-ranks.sh's own options (--mpi, --nodes K), given before pytest's.
+# Each test's seconds go to python.NAME.times as it ends (conftest.py, APERTURE_TEST_TIMES); the
+# slowest are written to the log, and named in the verdict of a run cut off by its bound.
 pytest_verdict=""
 pytest_mode=() pytest_allowed=""
 pytest_step() {
+  pytest_run "$@"
+  pytest_judge "$1" "$2"
+}
+pytest_run() {  # pytest_run NAME RANKS [PYTEST ARGS...]: sets $rc and $took
   local name=$1 ranks=$2
   shift 2
-  run "python.$name" 400 env PYTHON="$python" PYTEST_RANKS_TIMEOUT=390 bash "$root/scripts/pytest-ranks.sh" "$ranks" \
-    "${pytest_mode[@]}" -rfs "$@"
-  local log="$log_dir/python.$name.log" line skips allowed=0 other step_took=$took
+  rm -f "$log_dir/python.$name.times"
+  run "python.$name" 400 env PYTHON="$python" PYTEST_RANKS_TIMEOUT=390 APERTURE_TEST_TIMES="$log_dir/python.$name.times" \
+    bash "$root/scripts/pytest-ranks.sh" "$ranks" "${pytest_mode[@]}" -rfs "$@"
+}
+# pytest_step_beside NAME RANKS [PYTEST ARGS...]: pytest_step's run in the background, beside the
+# steps that follow; pytest_join_beside waits for it and judges it (with the mode and the allowed
+# skips it started with).
+beside_job="" beside_step=()
+pytest_step_beside() {
+  local status="$log_dir/python.$1.status"
+  rm -f "$status"
+  ( pytest_run "$@"; echo "$rc $took" >"$status" ) &
+  beside_job=$! beside_step=("$1" "$2" "$pytest_allowed")
+}
+pytest_join_beside() {
+  wait "$beside_job"
+  rc=1 took=0
+  read -r rc took <"$log_dir/python.${beside_step[0]}.status"
+  pytest_allowed=${beside_step[2]} pytest_judge "${beside_step[0]}" "${beside_step[1]}"
+}
+pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $took and log
+  local name=$1 ranks=$2
+  local log="$log_dir/python.$name.log" times="$log_dir/python.$name.times" line skips allowed=0 other step_took=$took
+  local slowest=""
+  if [[ -s $times ]]; then
+    sort -rn "$times" | head -10 | sed 's/^/gpu-check: slowest: /' >>"$log"
+    slowest=$(sort -rn "$times" | head -3 | awk '{printf "%s%s %.0fs", (NR > 1 ? ", " : ""), $2, $1}')
+  fi
   line=$(grep -E '^(\[rank 0\] )?[0-9]+ (passed|failed)|^(\[rank 0\] )?=+ .*[0-9]+ (passed|failed)' "$log" | tail -1)
   skips=$(grep -E '^(\[rank [0-9]+\] )?SKIPPED \[' "$log")
   # What this run's shape cannot do, said by the test: ranks sharing a GPU (fewer GPUs than
@@ -181,6 +213,7 @@ pytest_step() {
     allowed=$(( $(grep -c . <<<"$skips") - other ))
   fi
   if (( rc != 0 )); then
+    (( rc == 124 || rc == 137 )) && line+=" (cut off at ${step_took}s; slowest: ${slowest:-none ended})"
     pytest_verdict+="$name: FAIL (exit $rc) ${line}; "
     return 1
   elif (( other > 0 )); then
@@ -267,7 +300,8 @@ part_collectives() {  # with one GPU, the runs of 3-8 ranks (gpu-many-ranks) are
 part_python() {
   if (( dry_run )); then
     echo "pip install --no-build-isolation --no-deps --no-index $root"
-    echo "scripts/pytest-ranks.sh 1 -rs python/tests; CUDA_VISIBLE_DEVICES=0 scripts/pytest-ranks.sh 2 -rs python/tests"
+    echo "scripts/pytest-ranks.sh 1 -rs -m multiprocess python/tests & scripts/pytest-ranks.sh 1 -rs -m 'not multiprocess' python/tests"
+    echo "CUDA_VISIBLE_DEVICES=0 scripts/pytest-ranks.sh 2 -rs python/tests"
     echo "mpirun -n 1|2 pytest test_iris_host.py test_iris_device.py; examples/iris/*.py under aperture launch -n 2"
     return
   fi
@@ -284,7 +318,11 @@ part_python() {
   # test_triton_proxy.py's cases skip on one node (no peer needs the proxy) and its trap case
   # compiled: the step after these runs them as two nodes.
   pytest_allowed='the ranks share one node: no peer needs the proxy|a compiled kernel traps'
-  APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step np1 1 "${tests[@]}" || ok=0
+  # At 1 rank, the tests that start jobs of their own (marked multiprocess) run beside the rest:
+  # they wait mostly on their children's start, and in turn they would outlast the step's bound.
+  APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1-own-jobs 1 -m multiprocess "${tests[@]}"
+  APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step np1 1 -m "not multiprocess" "${tests[@]}" || ok=0
+  pytest_join_beside || ok=0
   CUDA_VISIBLE_DEVICES=0 APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" pytest_step np2-one-gpu 2 "${tests[@]}" || ok=0
   # Triton kernels reaching another node through the GPU proxy: 2 ranks sharing GPU 0 as two
   # nodes. Two skips are this shape's: the refusal without an engine (this job has one) and the

@@ -29,6 +29,10 @@ Markers (registered below; `pytest -m gpu` selects the GPU suite):
     one_gpu_per_rank  torch symmetric memory: not defined (deselected) where ranks share a GPU
 Whole files get theirs from FILE_MARKERS here; single tests carry theirs in their file.
 
+Times. APERTURE_TEST_TIMES=FILE: rank 0 appends each test's seconds (setup, call and teardown) and
+node id to FILE as the test ends, so that a run cut off by its bound still says where its time
+went (pytest's --durations says so only at the end). scripts/gpu-check.sh reads them.
+
 Required tests. APERTURE_TEST_REQUIRE (or --require), a list of markers ("gpu", "gpu iris",
 "all" for every test), says which tests the caller expects to run: a selected test carrying one
 of them that skips FAILS instead, and the session fails when no test of a required marker
@@ -70,6 +74,8 @@ MARKERS = {
     "one_gpu_per_rank": "needs a GPU of its own per rank (torch symmetric memory); deselected where ranks share one",
 }
 
+# This process's rank in its job (the launcher's variable, or mpirun's).
+_RANK = os.environ.get("APERTURE_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
 _STATUS = {name: (compiled, available, reason) for name, compiled, available, reason in aperture.provider_statuses()}
 
 
@@ -216,6 +222,19 @@ def pytest_runtest_makereport(item, call):
                                f"this test to run here")
 
 
+_TIMES = os.environ.get("APERTURE_TEST_TIMES") if _RANK == "0" else None
+_seconds = {}  # node id: the seconds of its phases so far
+
+
+def pytest_runtest_logreport(report):
+    if _TIMES is None:
+        return
+    _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
+    if report.when == "teardown":
+        with open(_TIMES, "a") as f:
+            f.write(f"{_seconds.pop(report.nodeid):9.2f} {report.nodeid}\n")
+
+
 def pytest_sessionfinish(session, exitstatus):
     passed = getattr(session.config, "_aperture_passed", {})
     missing = [m for m, n in passed.items() if n == 0]
@@ -231,6 +250,6 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_report_header(config):
     required = _required(config)
-    return (f"aperture: rank {os.environ.get('APERTURE_RANK', os.environ.get('OMPI_COMM_WORLD_RANK', '0'))}, "
+    return (f"aperture: rank {_RANK}, "
             f"host providers {HOST_PROVIDERS}, GPU providers {GPU_PROVIDERS}, with_cuda {_core.with_cuda}, "
             f"Triton {'interpreted' if INTERPRETED else 'compiled'}" + (f", required: {' '.join(required)}" if required else ""))

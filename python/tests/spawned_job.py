@@ -7,9 +7,21 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 # Whether this test process is one rank of a larger job, whichever launcher made it; a test that
 # starts a job of its own runs only from a one-rank job (its children must not join this one).
 IN_A_JOB = any(int(os.environ.get(name, "1")) > 1 for name in ("APERTURE_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"))
+
+
+def one_rank_job_only(what):
+    """Marks a test that starts processes of its own (``what`` says which): skipped in a larger
+    job, and marked ``multiprocess``, which a run can select or leave out (scripts/gpu-check.sh
+    runs these beside the rest at one rank: each waits mostly on its children)."""
+    def mark(test):
+        test = pytest.mark.skipif(IN_A_JOB, reason=f"only in a one-rank job: {what}")(test)
+        return pytest.mark.multiprocess(test)
+    return mark
 # Every launcher's variables, dropped from such a child's environment: aperture launch's, torchrun's
 # and mpirun's (an MPI child that inherits them tries to join the parent's job and aborts).
 LAUNCHER_VARIABLES = ("APERTURE_RANK", "APERTURE_WORLD", "APERTURE_LOCAL", "APERTURE_HUB", "APERTURE_JOB",

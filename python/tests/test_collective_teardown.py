@@ -9,12 +9,11 @@ import gc
 import subprocess
 import sys
 
-import pytest
 import torch
 
 import aperture
 from aperture.collectives import _dropped
-from spawned_job import IN_A_JOB, child_environment
+from spawned_job import child_environment, one_rank_job_only
 
 
 def values(rank, n, step):
@@ -136,7 +135,7 @@ def run_two_ranks(tmp_path, source):
     return run.stdout
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts a job of its own")
+@one_rank_job_only("starts a job of its own")
 def test_what_every_rank_has_dropped_by_the_end_is_torn_down_there(tmp_path):
     stdout = run_two_ranks(tmp_path, AT_THE_END)
     for rank, pending in ((0, 2), (1, 0)):
@@ -167,7 +166,7 @@ done = time.monotonic()
 """
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts a job of its own")
+@one_rank_job_only("starts a job of its own")
 def test_a_job_that_closed_everything_ends_without_a_round(tmp_path):
     stdout = run_two_ranks(tmp_path, ALL_CLOSED)
     ended = {line.split(":")[0].split()[-1]: float(line.split("ended ")[1].split()[0])

@@ -16,7 +16,7 @@ import torch
 # triton_world before aperture.iris (which imports triton): it decides whether Triton interprets
 # this process's kernels, for every test file of the run.
 import triton_world  # noqa: F401
-from spawned_job import IN_A_JOB, child_environment
+from spawned_job import IN_A_JOB, child_environment, one_rank_job_only
 
 import aperture
 import aperture.iris as iris
@@ -372,8 +372,7 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.mark.multiprocess
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts jobs of its own")
+@one_rank_job_only("starts jobs of its own")
 def test_runs_at_one_and_two_ranks_in_jobs_of_its_own(tmp_path):
     prog = tmp_path / "bench_gather.py"
     prog.write_text(PROGRAM)
@@ -489,8 +488,7 @@ def test_runs_on_a_gpu_heap_with_cuda_event_timing(tmp_path):
         _check_gpu_run(run, out, seen, world)
 
 
-@pytest.mark.multiprocess
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: starts a job of its own")
+@one_rank_job_only("starts a job of its own")
 def test_a_rank_without_exec_fails_the_run_without_a_hang(tmp_path):
     prog = tmp_path / "bench_lazy.py"
     prog.write_text(textwrap.dedent('''

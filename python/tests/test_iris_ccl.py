@@ -16,7 +16,7 @@ import torch
 import triton_world  # noqa: F401
 import triton
 import triton.language as tl
-from spawned_job import IN_A_JOB, child_environment, run_spawned_job
+from spawned_job import child_environment, one_rank_job_only, run_spawned_job
 
 import aperture
 import aperture.iris as iris
@@ -819,7 +819,7 @@ print("paths resolve")
 """
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+@one_rank_job_only("runs its own one-rank child")
 def test_newest_irises_import_paths_resolve_through_the_shim(tmp_path):
     prog = tmp_path / "paths.py"
     prog.write_text(NEWEST_PATHS)
@@ -828,7 +828,7 @@ def test_newest_irises_import_paths_resolve_through_the_shim(tmp_path):
     assert run.returncode == 0 and "paths resolve" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+@one_rank_job_only("runs its own one-rank child")
 def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent("""
@@ -875,7 +875,7 @@ def test_unmodified_program_runs_through_python_m_aperture_iris(tmp_path):
     assert run.returncode == 2 and "real Iris is importable" in run.stderr
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own two-rank job")
+@one_rank_job_only("runs its own two-rank job")
 def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
     # Iris's test runner's shape: workers from torch.multiprocessing, torch.distributed over a tcp://
     # URL, no launcher variables, `import iris` through the mechanism's PYTHONPATH shim.
@@ -899,7 +899,7 @@ def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
     run_spawned_job(tmp_path / "spawned.py", worker, 2, child_environment(APERTURE_PROVIDER="shm"), timeout=300)
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own four-rank job")
+@one_rank_job_only("runs its own four-rank job")
 def test_collectives_on_subgroups(tmp_path):
     # Iris's test_process_groups' shape at 4 ranks: consecutive groups [0, 1], [2, 3] and strided ones
     # [0, 2], [1, 3] (dist.new_group, called by every rank); every subgroup collective with values that
@@ -1007,7 +1007,7 @@ def test_collectives_on_subgroups(tmp_path):
     run_spawned_job(tmp_path / "groups.py", worker, 4, child_environment(APERTURE_PROVIDER="shm"), timeout=600)
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank children")
+@one_rank_job_only("runs its own one-rank children")
 def test_context_cost_example_times_contexts_and_the_spawned_test_pattern():
     # examples/iris/context_cost.py is what the GPU run uses to say what a context costs (docs/IRIS.md).
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -1024,7 +1024,7 @@ def test_context_cost_example_times_contexts_and_the_spawned_test_pattern():
     assert "aperture.iris adds " in run.stdout, run.stdout
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+@one_rank_job_only("runs its own one-rank child")
 def test_ccl_overhead_example_writes_what_perf_table_reads(tmp_path):
     # examples/iris/ccl_overhead.py is the evidence of bench/targets.toml's iris.ccl.host_overhead:
     # a progress line per op, and a CSV that scripts/perf-table.py reads, ratio = iris.ccl / Communicator.

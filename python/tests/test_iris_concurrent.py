@@ -14,11 +14,11 @@ import textwrap
 
 if __name__ == "__main__":
     os.environ.pop("TRITON_INTERPRET", None)
-    INTERPRETED = IN_A_JOB = False
+    INTERPRETED = False
 else:
     # triton_world before triton: it decides whether Triton interprets this process's kernels.
     from triton_world import INTERPRETED, compiled_in_child, only_in_one_rank_jobs
-    from spawned_job import IN_A_JOB, child_environment
+from spawned_job import child_environment, one_rank_job_only  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -215,7 +215,7 @@ def test_bad_input_is_refused_on_every_rank_before_anything_moves(ctx):
     ctx.barrier()
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+@one_rank_job_only("runs its own one-rank child")
 def test_irises_example_runs_unmodified_through_python_m_aperture_iris(tmp_path):
     # The example of Iris's iris/concurrent/gemm.py, the package reached as an attribute of iris.
     prog = tmp_path / "example.py"
@@ -239,7 +239,7 @@ def test_irises_example_runs_unmodified_through_python_m_aperture_iris(tmp_path)
     assert run.returncode == 0 and "example ok" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+@one_rank_job_only("runs its own one-rank child")
 def test_the_benchmark_times_every_form_of_every_op(tmp_path):
     bench = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "python", "concurrent_gemm.py")
     out = tmp_path / "concurrent_gemm.csv"

@@ -20,7 +20,7 @@ from datetime import timedelta
 import pytest
 import torch
 
-from spawned_job import IN_A_JOB, child_environment, run_spawned_job
+from spawned_job import child_environment, one_rank_job_only, run_spawned_job
 from triton_world import only_in_one_rank_jobs
 
 WORKER = r'''
@@ -398,7 +398,7 @@ def _job(tmp_path, mode, ranks, heap, device="cpu", provider="shm"):
 
 
 # 4 KiB and 8 KiB heaps: every tensor above a few hundred elements moves in several pieces.
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own job")
+@one_rank_job_only("runs its own job")
 @pytest.mark.parametrize("mode,ranks,heap", [("existing", 2, 8192), ("iris", 2, 4096), ("existing", 3, 4096),
                                              ("iris", 3, 8192)])
 def test_every_collective_in_both_modes(tmp_path, mode, ranks, heap):
@@ -420,7 +420,7 @@ GPU_CASES = [pytest.param(provider, mode, ranks, id=f"{provider}-{mode}-{ranks}"
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CUDA tensors on a GPU heap)")
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own job")
+@one_rank_job_only("runs its own job")
 @pytest.mark.parametrize("provider,mode,ranks", GPU_CASES)
 def test_every_collective_on_a_gpu_heap(tmp_path, provider, mode, ranks):
     _job(tmp_path, mode, ranks, 4096, device="cuda:0", provider=provider)

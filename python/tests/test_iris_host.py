@@ -12,7 +12,7 @@ import pytest
 import torch
 # triton_world before triton: it decides whether Triton interprets this process's kernels.
 from triton_world import pattern
-from spawned_job import IN_A_JOB, child_environment, run_spawned_job
+from spawned_job import child_environment, one_rank_job_only, run_spawned_job
 import triton
 import triton.language as tl
 
@@ -378,7 +378,7 @@ def shmem_translate_matches(ctx, tensor, peer):
     return ctx.translate(tensor.data_ptr(), ctx.cur_rank, peer) == ctx.as_remote(tensor, peer).data_ptr()
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own two-rank job")
+@one_rank_job_only("runs its own two-rank job")
 def test_vmem_chunked_growth_on_some_ranks_only_is_named_on_every_rank(tmp_path):
     # Its own job: the ranks' Team calls differ (one rank grows its heap, the others reach the
     # barrier), which fails that Team for good on every rank, so no later test may share it.
@@ -588,7 +588,7 @@ def test_distributed_helpers_refuse_without_torch_distributed():
     assert sorted(helpers.__all__) == sorted(n for n in calls)
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own two-rank job")
+@one_rank_job_only("runs its own two-rank job")
 def test_distributed_helpers_between_two_spawned_ranks(tmp_path):
     # Iris's test runner's shape: workers from torch.multiprocessing, gloo over a tcp:// URL, the
     # helpers imported by Iris's path through `python -m aperture.iris`. Values differ per rank and

@@ -22,7 +22,7 @@ import torch
 # triton_world before aperture.iris (which imports triton): it decides whether Triton interprets
 # this process's kernels.
 import triton_world  # noqa: F401
-from spawned_job import IN_A_JOB, child_environment
+from spawned_job import child_environment, one_rank_job_only
 
 import aperture
 import aperture.iris as iris
@@ -366,7 +366,7 @@ def test_dispatch_and_combine_refusals(ctx):
 
 # ---- Iris's import paths, through python -m aperture.iris ---------------------------------------------
 
-@pytest.mark.skipif(IN_A_JOB, reason="starts a one-rank job of its own (run from a one-rank job)")
+@one_rank_job_only("starts a one-rank job of its own")
 def test_iris_import_paths_through_the_shim(tmp_path):
     prog = tmp_path / "moe_prog.py"
     prog.write_text(textwrap.dedent("""

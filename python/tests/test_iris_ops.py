@@ -15,7 +15,8 @@ import triton_world  # noqa: F401
 
 import aperture
 import aperture.iris as iris
-from test_iris_ccl import IN_A_JOB, run_through_shim
+from spawned_job import one_rank_job_only
+from test_iris_ccl import run_through_shim
 
 pytestmark = [pytest.mark.iris]
 # The tests of a context run on the heap's device: a GPU's where there is one (marker gpu, so a
@@ -449,7 +450,7 @@ def test_ops_names_match_iris(ctx):
         assert hasattr(iris.ops, name), name
 
 
-@pytest.mark.skipif(IN_A_JOB, reason="only in a one-rank job: runs its own one-rank child")
+@one_rank_job_only("runs its own one-rank child")
 def test_an_iris_program_imports_iris_ops_unmodified(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent("""

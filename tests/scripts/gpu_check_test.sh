@@ -34,6 +34,35 @@ fi
 [ "${CTEST_SKIPS:-0}" = 1 ] && echo "1/3 Test #1: gpu.stand-in .... Skipped 0.1 sec (Skipped)"
 echo "100% tests passed out of 3"
 EOF
+# The python part's tools: PYTHON (pip installs nothing; answers what gpu-check and
+# pytest-ranks.sh ask), mpirun (passes), and the launcher, which acts out a pytest run: each test's
+# time goes to APERTURE_TEST_TIMES as conftest.py writes it; STANDIN_OWN_FAILS=1 fails the run of
+# the tests that start jobs of their own (-m multiprocess), STANDIN_HANG=1 makes the other one-rank
+# run outlast its bound.
+cat >"$work/bin/python" <<EOF
+#!/bin/sh
+[ "\$1" = -m ] && [ "\$2" = pip ] && exit 0
+case "\$2" in *aperture.program*) echo "$work/bin/aperture" ;; *sysconfig*) exit 1 ;; esac
+exit 0
+EOF
+cat >"$work/bin/mpirun" <<'EOF'
+#!/bin/sh
+echo "1 passed in 1.00s"
+EOF
+cat >"$work/bin/aperture" <<'EOF'
+#!/bin/sh
+case "$*" in *" pytest "*) ;; *) exit 0 ;; esac
+case "$*" in
+  *"-m multiprocess"*)
+    echo "    3.00 python/tests/test_a.py::test_starts_a_job" >>"$APERTURE_TEST_TIMES"
+    [ "${STANDIN_OWN_FAILS:-0}" = 1 ] && { echo "[rank 0] 1 failed, 2 passed in 3.00s"; exit 1; }
+    echo "[rank 0] 3 passed in 3.00s" ;;
+  *)
+    echo "   42.00 python/tests/test_b.py::test_slow" >>"$APERTURE_TEST_TIMES"
+    case "$*" in *"not multiprocess"*) [ "${STANDIN_HANG:-0}" = 1 ] && exec sleep 60 ;; esac
+    echo "[rank 0] 5 passed in 1.00s" ;;
+esac
+EOF
 chmod +x "$work/bin/"*
 
 # check NAME EXPECTED_EXIT PATTERN... -- ENV... -- PARTS...: runs gpu-check and checks its exit
@@ -64,6 +93,14 @@ check test-fails 1 '^gemm +FAIL .*exit 8' 'FAILED' -- CTEST_FAILS=1 -- gemm
 check no-gpu 1 '^proxy +N/A' 'nothing was checked' -- GPUS=0 -- proxy
 check budget-spent 1 '^build +NOT RUN .*budget' '^proxy +NOT RUN' -- GPU_CHECK_BUDGET_S=3 -- proxy
 check budget-spent-no-build 1 '^proxy +NOT RUN .*budget' -- GPU_CHECK_BUDGET_S=3 NO_BUILD=1 -- proxy
+# The python part at one rank: the tests that start jobs of their own run beside the rest, and
+# each run gets its verdict; a failure of the run beside fails the part; a run cut off by its
+# bound names its slowest tests.
+py=(PYTHON="$work/bin/python" NO_BUILD=1)
+check python-both-runs 0 '^python +PASS .*np1: 5 passed.*np1-own-jobs: 3 passed.*np2-one-gpu: 5 passed' -- "${py[@]}" -- python
+check python-beside-fails 1 '^python +FAIL .*np1-own-jobs: FAIL \(exit 1\)' -- "${py[@]}" STANDIN_OWN_FAILS=1 -- python
+check python-cut-off 1 '^python +FAIL .*np1: FAIL \(exit 124\).*slowest: python/tests/test_b.py::test_slow 42s' \
+  -- "${py[@]}" STANDIN_HANG=1 GPU_CHECK_BUDGET_S=10 -- python
 
 if (( failures )); then echo "gpu_check_test: $failures failure(s)"; exit 1; fi
-echo "gpu_check_test: PASS (8 cases)"
+echo "gpu_check_test: PASS (11 cases)"
