@@ -35,9 +35,9 @@
 #   gemm         gpu-gemm: OverlappedGemm on every GPU provider at 1 and 2 ranks
 #   sanitize     gpu-sanitize: compute-sanitizer (memcheck, racecheck, initcheck, synccheck)
 #   python       (pytest) pip install of the package; python/tests at 1 rank with every GPU
-#                provider named (the tests that start jobs of their own beside the rest); at 2
-#                ranks sharing GPU 0 (cuda-ipc, cuda-vmm); the Iris tests
-#                under mpirun; the Iris examples
+#                provider named (three runs side by side: the tests that start jobs of their
+#                own, and the other tests' files in two halves); at 2 ranks sharing GPU 0
+#                (cuda-ipc, cuda-vmm); the Iris tests under mpirun; the Iris examples
 #   iris-upstream (scripts/iris-upstream.sh) Iris's own tests and examples, unmodified, through
 #                `python -m aperture.iris`: at 1 rank and at 2 ranks (sharing GPU 0 with one GPU),
 #                from the Iris tree at IRIS_SRC or .deps/iris (docs/IRIS.md: the lead carries it), in `all`;
@@ -175,20 +175,26 @@ pytest_run() {  # pytest_run NAME RANKS [PYTEST ARGS...]: sets $rc and $took
     bash "$root/scripts/pytest-ranks.sh" "$ranks" "${pytest_mode[@]}" -rfs "$@"
 }
 # pytest_step_beside NAME RANKS [PYTEST ARGS...]: pytest_step's run in the background, beside the
-# steps that follow; pytest_join_beside waits for it and judges it (with the mode and the allowed
-# skips it started with).
-beside_job="" beside_step=()
+# steps that follow; pytest_join_beside waits for every such run and judges each (with the allowed
+# skips it started with), in the order they started.
+beside_jobs=() beside_steps=()
 pytest_step_beside() {
   local status="$log_dir/python.$1.status"
   rm -f "$status"
   ( pytest_run "$@"; echo "$rc $took" >"$status" ) &
-  beside_job=$! beside_step=("$1" "$2" "$pytest_allowed")
+  beside_jobs+=($!) beside_steps+=("$1 $2 $pytest_allowed")
 }
 pytest_join_beside() {
-  wait "$beside_job"
-  rc=1 took=0
-  read -r rc took <"$log_dir/python.${beside_step[0]}.status"
-  pytest_allowed=${beside_step[2]} pytest_judge "${beside_step[0]}" "${beside_step[1]}"
+  local i name ranks allowed all=0
+  for i in "${!beside_jobs[@]}"; do
+    wait "${beside_jobs[$i]}"
+    read -r name ranks allowed <<<"${beside_steps[$i]}"
+    rc=1 took=0
+    read -r rc took <"$log_dir/python.$name.status"
+    pytest_allowed=$allowed pytest_judge "$name" "$ranks" || all=1
+  done
+  beside_jobs=() beside_steps=()
+  return "$all"
 }
 pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $took and log
   local name=$1 ranks=$2
@@ -196,7 +202,7 @@ pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $t
   local slowest=""
   if [[ -s $times ]]; then
     sort -rn "$times" | head -10 | sed 's/^/gpu-check: slowest: /' >>"$log"
-    slowest=$(sort -rn "$times" | head -3 | awk '{printf "%s%s %.0fs", (NR > 1 ? ", " : ""), $2, $1}')
+    slowest=$(sort -rn "$times" | head -3 | awk '{printf "%s%s %.0fs", (NR > 1 ? ", " : ""), $3, $1}')
   fi
   line=$(grep -E '^(\[rank 0\] )?[0-9]+ (passed|failed)|^(\[rank 0\] )?=+ .*[0-9]+ (passed|failed)' "$log" | tail -1)
   skips=$(grep -E '^(\[rank [0-9]+\] )?SKIPPED \[' "$log")
@@ -213,7 +219,8 @@ pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $t
     allowed=$(( $(grep -c . <<<"$skips") - other ))
   fi
   if (( rc != 0 )); then
-    (( rc == 124 || rc == 137 )) && line+=" (cut off at ${step_took}s; slowest: ${slowest:-none ended})"
+    if (( rc == 124 && step_took == 0 )); then line="not begun: the time budget (GPU_CHECK_BUDGET_S) was spent"
+    elif (( rc == 124 || rc == 137 )); then line+="${line:+ }cut off at ${step_took}s; slowest: ${slowest:-none ended}"; fi
     pytest_verdict+="$name: FAIL (exit $rc) ${line}; "
     return 1
   elif (( other > 0 )); then
@@ -300,7 +307,9 @@ part_collectives() {  # with one GPU, the runs of 3-8 ranks (gpu-many-ranks) are
 part_python() {
   if (( dry_run )); then
     echo "pip install --no-build-isolation --no-deps --no-index $root"
-    echo "scripts/pytest-ranks.sh 1 -rs -m multiprocess python/tests & scripts/pytest-ranks.sh 1 -rs -m 'not multiprocess' python/tests"
+    echo "scripts/pytest-ranks.sh 1 -rs -m multiprocess python/tests &"
+    echo "scripts/pytest-ranks.sh 1 -rs -m 'not multiprocess' python/tests/test_[a-i]*.py (up to test_iris_x) &"
+    echo "scripts/pytest-ranks.sh 1 -rs -m 'not multiprocess' python/tests/test_iris_x*.py ... test_triton*.py &; wait"
     echo "CUDA_VISIBLE_DEVICES=0 scripts/pytest-ranks.sh 2 -rs python/tests"
     echo "mpirun -n 1|2 pytest test_iris_host.py test_iris_device.py; examples/iris/*.py under aperture launch -n 2"
     return
@@ -318,10 +327,25 @@ part_python() {
   # test_triton_proxy.py's cases skip on one node (no peer needs the proxy) and its trap case
   # compiled: the step after these runs them as two nodes.
   pytest_allowed='the ranks share one node: no peer needs the proxy|a compiled kernel traps'
-  # At 1 rank, the tests that start jobs of their own (marked multiprocess) run beside the rest:
-  # they wait mostly on their children's start, and in turn they would outlast the step's bound.
+  # At 1 rank, three pytest runs side by side: in one run the tests outlasted the step's 400 s
+  # (an H100, 2026-12-06), and beside one another the tests that start jobs of their own (marked
+  # multiprocess; they wait mostly on their children's start) took 179 s while the rest had not
+  # ended after 215 s. So the rest runs in two halves too: the files named before test_iris_x
+  # (about 80 s of tests there) and those from it on.
+  local first=() second=()
+  if [[ -z ${PYTHON_TESTS:-} ]]; then
+    local file
+    for file in "$root"/python/tests/test_*.py; do
+      if [[ ${file##*/} < test_iris_x ]]; then first+=("$file"); else second+=("$file"); fi
+    done
+  fi
   APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1-own-jobs 1 -m multiprocess "${tests[@]}"
-  APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step np1 1 -m "not multiprocess" "${tests[@]}" || ok=0
+  if (( ${#first[@]} && ${#second[@]} )); then
+    APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1-before-iris-x 1 -m "not multiprocess" "${first[@]}"
+    APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1-from-iris-x 1 -m "not multiprocess" "${second[@]}"
+  else
+    APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1 1 -m "not multiprocess" "${tests[@]}"
+  fi
   pytest_join_beside || ok=0
   CUDA_VISIBLE_DEVICES=0 APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" pytest_step np2-one-gpu 2 "${tests[@]}" || ok=0
   # Triton kernels reaching another node through the GPU proxy: 2 ranks sharing GPU 0 as two

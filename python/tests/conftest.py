@@ -29,8 +29,8 @@ Markers (registered below; `pytest -m gpu` selects the GPU suite):
     one_gpu_per_rank  torch symmetric memory: not defined (deselected) where ranks share a GPU
 Whole files get theirs from FILE_MARKERS here; single tests carry theirs in their file.
 
-Times. APERTURE_TEST_TIMES=FILE: rank 0 appends each test's seconds (setup, call and teardown) and
-node id to FILE as the test ends, so that a run cut off by its bound still says where its time
+Times. APERTURE_TEST_TIMES=FILE: rank 0 appends each test's seconds (setup, call and teardown),
+outcome and node id to FILE as the test ends, so that a run cut off by its bound still says where its time
 went (pytest's --durations says so only at the end). scripts/gpu-check.sh reads them.
 
 Required tests. APERTURE_TEST_REQUIRE (or --require), a list of markers ("gpu", "gpu iris",
@@ -223,16 +223,20 @@ def pytest_runtest_makereport(item, call):
 
 
 _TIMES = os.environ.get("APERTURE_TEST_TIMES") if _RANK == "0" else None
-_seconds = {}  # node id: the seconds of its phases so far
+_so_far = {}  # node id: (seconds, outcome) of its phases so far; the worst outcome wins
+_WORST = {"passed": 0, "skipped": 1, "failed": 2}
 
 
 def pytest_runtest_logreport(report):
     if _TIMES is None:
         return
-    _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
+    seconds, outcome = _so_far.get(report.nodeid, (0.0, "passed"))
+    outcome = max(outcome, report.outcome, key=_WORST.get)
+    _so_far[report.nodeid] = (seconds + report.duration, outcome)
     if report.when == "teardown":
+        seconds, outcome = _so_far.pop(report.nodeid)
         with open(_TIMES, "a") as f:
-            f.write(f"{_seconds.pop(report.nodeid):9.2f} {report.nodeid}\n")
+            f.write(f"{seconds:9.2f} {outcome:<7} {report.nodeid}\n")
 
 
 def pytest_sessionfinish(session, exitstatus):

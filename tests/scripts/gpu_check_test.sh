@@ -54,11 +54,11 @@ cat >"$work/bin/aperture" <<'EOF'
 case "$*" in *" pytest "*) ;; *) exit 0 ;; esac
 case "$*" in
   *"-m multiprocess"*)
-    echo "    3.00 python/tests/test_a.py::test_starts_a_job" >>"$APERTURE_TEST_TIMES"
+    echo "    3.00 passed  python/tests/test_a.py::test_starts_a_job" >>"$APERTURE_TEST_TIMES"
     [ "${STANDIN_OWN_FAILS:-0}" = 1 ] && { echo "[rank 0] 1 failed, 2 passed in 3.00s"; exit 1; }
     echo "[rank 0] 3 passed in 3.00s" ;;
   *)
-    echo "   42.00 python/tests/test_b.py::test_slow" >>"$APERTURE_TEST_TIMES"
+    echo "   42.00 passed  python/tests/test_b.py::test_slow" >>"$APERTURE_TEST_TIMES"
     case "$*" in *"not multiprocess"*) [ "${STANDIN_HANG:-0}" = 1 ] && exec sleep 60 ;; esac
     echo "[rank 0] 5 passed in 1.00s" ;;
 esac
@@ -93,13 +93,14 @@ check test-fails 1 '^gemm +FAIL .*exit 8' 'FAILED' -- CTEST_FAILS=1 -- gemm
 check no-gpu 1 '^proxy +N/A' 'nothing was checked' -- GPUS=0 -- proxy
 check budget-spent 1 '^build +NOT RUN .*budget' '^proxy +NOT RUN' -- GPU_CHECK_BUDGET_S=3 -- proxy
 check budget-spent-no-build 1 '^proxy +NOT RUN .*budget' -- GPU_CHECK_BUDGET_S=3 NO_BUILD=1 -- proxy
-# The python part at one rank: the tests that start jobs of their own run beside the rest, and
-# each run gets its verdict; a failure of the run beside fails the part; a run cut off by its
-# bound names its slowest tests.
+# The python part at one rank: the tests that start jobs of their own and the others' two halves
+# run side by side, and each run gets its verdict; a failure of any fails the part; a run cut off
+# by its bound names its slowest tests.
 py=(PYTHON="$work/bin/python" NO_BUILD=1)
-check python-both-runs 0 '^python +PASS .*np1: 5 passed.*np1-own-jobs: 3 passed.*np2-one-gpu: 5 passed' -- "${py[@]}" -- python
+check python-three-runs 0 '^python +PASS .*np1-own-jobs: 3 passed.*np1-before-iris-x: 5 passed.*np1-from-iris-x: 5 passed.*np2-one-gpu: 5 passed' \
+  -- "${py[@]}" -- python
 check python-beside-fails 1 '^python +FAIL .*np1-own-jobs: FAIL \(exit 1\)' -- "${py[@]}" STANDIN_OWN_FAILS=1 -- python
-check python-cut-off 1 '^python +FAIL .*np1: FAIL \(exit 124\).*slowest: python/tests/test_b.py::test_slow 42s' \
+check python-cut-off 1 '^python +FAIL .*np1-before-iris-x: FAIL \(exit 124\).*slowest: python/tests/test_b.py::test_slow 42s' \
   -- "${py[@]}" STANDIN_HANG=1 GPU_CHECK_BUDGET_S=10 -- python
 
 if (( failures )); then echo "gpu_check_test: $failures failure(s)"; exit 1; fi
