@@ -9,6 +9,7 @@ import gc
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import aperture
@@ -27,6 +28,15 @@ def all_reduce_checked(comm, team, n, step):
     expected = sum(values(r, n, step) for r in range(team.size))
     assert torch.equal(t, expected), f"rank {team.rank}, step {step}: first differences at " \
         f"{(t != expected).nonzero()[:5].view(-1).tolist()}"
+
+
+@pytest.fixture(autouse=True)
+def nothing_pending(team):
+    """Each test starts with nothing dropped and not yet torn down: what earlier files' cycles left
+    (a rank's collector may have found them first) is collected and released, on every rank."""
+    gc.collect()
+    _dropped.agree_and_release(team)
+    assert _dropped.pending(team) == []
 
 
 def in_a_cycle(team, provider):
