@@ -39,9 +39,8 @@ import triton.language as tl
 
 import aperture
 import aperture.triton as apt
+from aperture._bench_csv import write_rows
 
-CSV_HEADER = ("memory,op,type,ranks,bytes,iters,aperture_us,aperture_GBps,baseline,baseline_us,baseline_GBps,"
-              "time_ratio,aperture_busGBps,baseline_busGBps,baseline2,baseline2_us,baseline2_busGBps,time_ratio2")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -163,13 +162,11 @@ def main():
               f"{'met' if small <= 1.2 else 'NOT met'}); 1 MiB triton/c++ bandwidth {bandwidth:.3f} (target >= 0.9: "
               f"{'met' if bandwidth >= 0.9 else 'NOT met'})")
         if args.csv:
-            with open(args.csv, "w") as out:
-                out.write(CSV_HEADER + "\n")
-                for nbytes, puts in sizes:
-                    triton_us, cpp_us = results[nbytes]["triton"] * 1e6, results[nbytes]["c++"] * 1e6
-                    out.write(f"{args.provider},triton_node_put,int64,2,{nbytes},{puts},{triton_us:.4f},"
-                              f"{nbytes / triton_us / 1e3:.4f},C++ PeerView put through the proxy,{cpp_us:.4f},"
-                              f"{nbytes / cpp_us / 1e3:.4f},{triton_us / cpp_us:.4f},0,0,-,0,0,0\n")
+            write_rows(args.csv, [dict(memory=args.provider, op="triton_node_put", type="int64", ranks=2, bytes=nbytes,
+                                       iters=puts, aperture_us=results[nbytes]["triton"] * 1e6,
+                                       baseline="C++ PeerView put through the proxy",
+                                       baseline_us=results[nbytes]["c++"] * 1e6)
+                                  for nbytes, puts in sizes])
     team.barrier()
     if failed:
         print(f"triton-proxy: rank {me}: WRONG data or failures: {', '.join(failed)}")

@@ -41,9 +41,8 @@ import time
 import torch
 
 import aperture.iris as iris
+from aperture._bench_csv import write_rows
 
-CSV_HEADER = ("memory,op,type,ranks,bytes,iters,aperture_us,aperture_GBps,baseline,baseline_us,baseline_GBps,"
-              "time_ratio,aperture_busGBps,baseline_busGBps,baseline2,baseline2_us,baseline2_busGBps,time_ratio2")
 
 
 def call_seconds(fn, calls, batch, sync):
@@ -149,11 +148,9 @@ def main():
         worst = max(row[4] for row in rows)
         print(f"ccl_overhead: done; largest added host time {100 * (worst - 1):+.2f}% (target <= +5%)", flush=True)
         if args.csv:
-            with open(args.csv, "w") as out:
-                out.write(CSV_HEADER + "\n")
-                for name, nbytes, c, nat, *_ in rows:
-                    out.write(f"{memory},iris_ccl_{name},float32,{n},{nbytes},{args.iters},{c:.4f},0,"
-                              f"Communicator.{name},{nat:.4f},0,{c / nat:.4f},0,0,-,0,0,0\n")
+            write_rows(args.csv, [dict(memory=memory, op=f"iris_ccl_{name}", type="float32", ranks=n, bytes=nbytes,
+                                       iters=args.iters, aperture_us=c, baseline=f"Communicator.{name}", baseline_us=nat)
+                                  for name, nbytes, c, nat, *_ in rows], bandwidth=False)
     ctx.barrier()
 
 
