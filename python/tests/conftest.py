@@ -30,8 +30,8 @@ Markers (registered below; `pytest -m gpu` selects the GPU suite):
 Whole files get theirs from FILE_MARKERS here; single tests carry theirs in their file.
 
 Times. APERTURE_TEST_TIMES=FILE: rank 0 appends each test's seconds (setup, call and teardown),
-outcome and node id to FILE as the test ends, so that a run cut off by its bound still says where its time
-went (pytest's --durations says so only at the end). scripts/gpu-check.sh reads them.
+outcome and node id to FILE as the test ends, so that a run cut off by its bound still says where
+its time went (pytest's --durations says so only at the end). scripts/gpu-check.sh reads them.
 
 Required tests. APERTURE_TEST_REQUIRE (or --require), a list of markers ("gpu", "gpu iris",
 "all" for every test), says which tests the caller expects to run: a selected test carrying one

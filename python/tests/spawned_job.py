@@ -22,6 +22,8 @@ def one_rank_job_only(what):
         test = pytest.mark.skipif(IN_A_JOB, reason=f"only in a one-rank job: {what}")(test)
         return pytest.mark.multiprocess(test)
     return mark
+
+
 # Every launcher's variables, dropped from such a child's environment: aperture launch's, torchrun's
 # and mpirun's (an MPI child that inherits them tries to join the parent's job and aborts).
 LAUNCHER_VARIABLES = ("APERTURE_RANK", "APERTURE_WORLD", "APERTURE_LOCAL", "APERTURE_HUB", "APERTURE_JOB",
