@@ -44,7 +44,6 @@ import aperture.iris as iris
 from aperture._bench_csv import write_rows
 
 
-
 def call_seconds(fn, calls, batch, sync):
     """Each of `calls` calls of fn, timed on its own, in batches with the stream drained between
     them (untimed), so a GPU's launch queue never fills and the time stays the host's."""

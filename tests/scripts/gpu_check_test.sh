@@ -3,7 +3,8 @@
 # cmake and ctest replaced by stand-ins (on PATH) that act out a GPU machine, so the judging is
 # checked where no GPU is. What it guards: every part asked for gets a verdict (a part once
 # dropped silently and the run said PASSED), a failed build leaves the other parts NOT RUN, a
-# skipped test fails its part, and a machine with no GPU checks nothing and exits 1.
+# skipped test fails its part, a machine with no GPU checks nothing and exits 1, and the python
+# part's one-rank runs side by side each get a verdict (python, the launcher and mpirun stand in).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 work=$(mktemp -d /tmp/gpu-check-test.XXXXXX)
