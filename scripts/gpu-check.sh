@@ -201,8 +201,10 @@ pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $t
   local log="$log_dir/python.$name.log" times="$log_dir/python.$name.times" line skips allowed=0 other step_took=$took
   local slowest=""
   if [[ -s $times ]]; then
-    sort -rn "$times" | head -10 | sed 's/^/gpu-check: slowest: /' >>"$log"
-    slowest=$(sort -rn "$times" | head -3 | awk '{printf "%s%s %.0fs", (NR > 1 ? ", " : ""), $3, $1}')
+    local ranked
+    ranked=$(sort -rn "$times" | head -10)
+    sed 's/^/gpu-check: slowest: /' <<<"$ranked" >>"$log"
+    slowest=$(head -3 <<<"$ranked" | awk '{printf "%s%s %.0fs", (NR > 1 ? ", " : ""), $3, $1}')
   fi
   line=$(grep -E '^(\[rank 0\] )?[0-9]+ (passed|failed)|^(\[rank 0\] )?=+ .*[0-9]+ (passed|failed)' "$log" | tail -1)
   skips=$(grep -E '^(\[rank [0-9]+\] )?SKIPPED \[' "$log")
@@ -339,12 +341,13 @@ part_python() {
       if [[ ${file##*/} < test_iris_x ]]; then first+=("$file"); else second+=("$file"); fi
     done
   fi
-  APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1-own-jobs 1 -m multiprocess "${tests[@]}"
+  local every="cuda-ipc cuda-vmm nvshmem nccl"  # every GPU provider, at one rank
+  APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-own-jobs 1 -m multiprocess "${tests[@]}"
   if (( ${#first[@]} && ${#second[@]} )); then
-    APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1-before-iris-x 1 -m "not multiprocess" "${first[@]}"
-    APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1-from-iris-x 1 -m "not multiprocess" "${second[@]}"
+    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-before-iris-x 1 -m "not multiprocess" "${first[@]}"
+    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-from-iris-x 1 -m "not multiprocess" "${second[@]}"
   else
-    APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm nvshmem nccl" pytest_step_beside np1 1 -m "not multiprocess" "${tests[@]}"
+    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1 1 -m "not multiprocess" "${tests[@]}"
   fi
   pytest_join_beside || ok=0
   CUDA_VISIBLE_DEVICES=0 APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" pytest_step np2-one-gpu 2 "${tests[@]}" || ok=0
