@@ -43,7 +43,12 @@ dry_run=0
 bench_name=gpu-compare
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 deadline=$((SECONDS + ${COMPARE_BUDGET_S:-560}))
-model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{ print tolower($NF) }')
+# The model's word of the GPU's name: "NVIDIA H100 80GB HBM3" is h100 (its last word named the
+# folder hbm3-x1 on 2026-12-06), "NVIDIA H200" h200, "NVIDIA A100-SXM4-80GB" a100; else the last word.
+model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{
+  model = $NF
+  for (i = 1; i <= NF; i++) if ($i ~ /^[A-Za-z][A-Za-z]?[0-9][0-9][0-9]?[A-Za-z]?(-|$)/) { model = $i; break }
+  sub(/-.*/, "", model); print tolower(model) }')
 machine="${model:-nogpu}-x$gpus"
 folder="$(date -u +%F)-$machine"
 results="${RESULTS_DIR:-$root/bench/results/$folder}"

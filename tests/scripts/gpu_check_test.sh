@@ -4,7 +4,8 @@
 # checked where no GPU is. What it guards: every part asked for gets a verdict (a part once
 # dropped silently and the run said PASSED), a failed build leaves the other parts NOT RUN, a
 # skipped test fails its part, a machine with no GPU checks nothing and exits 1, and the python
-# part's one-rank runs side by side each get a verdict (python, the launcher and mpirun stand in).
+# part's one-rank runs side by side each get a verdict, every test file in one of them (python,
+# the launcher and mpirun stand in).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 work=$(mktemp -d /tmp/gpu-check-test.XXXXXX)
@@ -37,9 +38,10 @@ echo "100% tests passed out of 3"
 EOF
 # The python part's tools: PYTHON (pip installs nothing; answers what gpu-check and
 # pytest-ranks.sh ask), mpirun (passes), and the launcher, which acts out a pytest run: each test's
-# time goes to APERTURE_TEST_TIMES as conftest.py writes it; STANDIN_OWN_FAILS=1 fails the run of
-# the tests that start jobs of their own (-m multiprocess), STANDIN_HANG=1 makes the other one-rank
-# run outlast its bound.
+# time goes to APERTURE_TEST_TIMES as conftest.py writes it, and the files it was given to
+# STANDIN_FILES (one line a run: the mark, then the files); STANDIN_OWN_FAILS=1 fails the runs of
+# the tests that start jobs of their own (-m multiprocess), STANDIN_HANG=1 makes the other
+# one-rank runs outlast their bound.
 cat >"$work/bin/python" <<EOF
 #!/bin/sh
 [ "\$1" = -m ] && [ "\$2" = pip ] && exit 0
@@ -53,6 +55,11 @@ EOF
 cat >"$work/bin/aperture" <<'EOF'
 #!/bin/sh
 case "$*" in *" pytest "*) ;; *) exit 0 ;; esac
+if [ -n "${STANDIN_FILES:-}" ]; then
+  mark=others; case "$*" in *"not multiprocess"*) ;; *"-m multiprocess"*) mark=multiprocess ;; esac
+  files=""; for a in "$@"; do case "$a" in *.py) files="$files ${a##*/}" ;; esac; done
+  echo "$mark$files" >>"$STANDIN_FILES"
+fi
 case "$*" in
   *"-m multiprocess"*)
     echo "    3.00 passed  python/tests/test_a.py::test_starts_a_job" >>"$APERTURE_TEST_TIMES"
@@ -94,15 +101,31 @@ check test-fails 1 '^gemm +FAIL .*exit 8' 'FAILED' -- CTEST_FAILS=1 -- gemm
 check no-gpu 1 '^proxy +N/A' 'nothing was checked' -- GPUS=0 -- proxy
 check budget-spent 1 '^build +NOT RUN .*budget' '^proxy +NOT RUN' -- GPU_CHECK_BUDGET_S=3 -- proxy
 check budget-spent-no-build 1 '^proxy +NOT RUN .*budget' -- GPU_CHECK_BUDGET_S=3 NO_BUILD=1 -- proxy
-# The python part at one rank: the tests that start jobs of their own and the others' two halves
-# run side by side, and each run gets its verdict; a failure of any fails the part; a run cut off
-# by its bound names its slowest tests.
+# The python part at one rank: the tests that start jobs of their own in two runs and the others
+# in two, side by side, and each run gets its verdict; a failure of any fails the part; a run cut
+# off by its bound names its slowest tests; every test file is in one run of each mark.
 py=(PYTHON="$work/bin/python" NO_BUILD=1)
-check python-three-runs 0 '^python +PASS .*np1-own-jobs: 3 passed.*np1-before-iris-x: 5 passed.*np1-from-iris-x: 5 passed.*np2-one-gpu: 5 passed' \
-  -- "${py[@]}" -- python
-check python-beside-fails 1 '^python +FAIL .*np1-own-jobs: FAIL \(exit 1\)' -- "${py[@]}" STANDIN_OWN_FAILS=1 -- python
-check python-cut-off 1 '^python +FAIL .*np1-before-iris-x: FAIL \(exit 124\).*slowest: python/tests/test_b.py::test_slow 42s' \
+check python-four-runs 0 '^python +PASS .*np1-own-jobs-distributed: 3 passed.*np1-own-jobs-others: 3 passed.*np1-iris-x-kernels: 5 passed.*np1-others: 5 passed.*np2-one-gpu: 5 passed' \
+  -- "${py[@]}" STANDIN_FILES="$work/files" -- python
+for mark in multiprocess others; do
+  given=$(grep "^$mark " "$work/files" | head -2 | cut -d' ' -f2- | tr ' ' '\n' | sort)
+  want=$(cd "$root/python/tests" && ls test_*.py | sort)
+  [[ $given == "$want" ]] || fail "python-four-runs: the one-rank runs of '$mark' were given $(wc -w <<<"$given") files once each, not the $(wc -w <<<"$want") test files: $(comm -3 <(echo "$given") <(echo "$want") | tr -d '\t' | paste -sd' ')"
+done
+check python-beside-fails 1 '^python +FAIL .*np1-own-jobs-distributed: FAIL \(exit 1\).*np1-own-jobs-others: FAIL \(exit 1\)' \
+  -- "${py[@]}" STANDIN_OWN_FAILS=1 -- python
+check python-cut-off 1 '^python +FAIL .*np1-iris-x-kernels: FAIL \(exit 124\).*slowest: python/tests/test_b.py::test_slow 42s' \
   -- "${py[@]}" STANDIN_HANG=1 GPU_CHECK_BUDGET_S=10 -- python
+# A file the script runs apart renamed: the part fails saying so, not runs without it.
+mkdir -p "$work/tree/scripts" "$work/tree/python/tests"
+cp "$root/scripts/gpu-check.sh" "$root/scripts/pytest-ranks.sh" "$root/scripts/python-env.sh" "$work/tree/scripts/"
+for file in "$root"/python/tests/test_*.py; do
+  [[ ${file##*/} == test_iris_x_gemm.py ]] || : >"$work/tree/python/tests/${file##*/}"
+done
+real_root=$root root=$work/tree
+check python-file-renamed 1 '^python +FAIL .*python/tests/test_iris_x_gemm.py, which this script runs apart, is not there' \
+  -- "${py[@]}" -- python
+root=$real_root
 
 if (( failures )); then echo "gpu_check_test: $failures failure(s)"; exit 1; fi
-echo "gpu_check_test: PASS (11 cases)"
+echo "gpu_check_test: PASS (12 cases)"
