@@ -133,6 +133,7 @@ in_time() {  # in_time PART: false (and NOT RUN recorded) when the budget is spe
   record "$1" "NOT RUN" 0 "the time budget (GPU_CHECK_BUDGET_S) was spent before it began"
   return 1
 }
+not_begun() { (( rc == 124 && took == 0 )) && echo " (not begun: the time budget was spent)"; }  # after run()
 tail_of() { echo "---- last lines of $log_dir/$1.log ----"; tail -n "${2:-30}" "$log_dir/$1.log"; echo "----"; }
 
 # ctest_part PART LABEL_REGEX [EXCLUDE_REGEX]: one label's tests; a skip on this machine fails.
@@ -218,10 +219,15 @@ pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $t
   (( ranks == 1 )) && shape+=('needs two ranks')
   (( ranks > 1 )) && shape+=('only in a one-rank job')
   [[ -n $pytest_allowed ]] && shape+=("$pytest_allowed")
+  # other: skip lines (any rank's) the shape does not explain; allowed: rank 0's tests it does
+  # (pytest -rs writes one line a reason and place, "SKIPPED [N] file:line: reason").
   other=$(grep -c . <<<"$skips")
   if (( ${#shape[@]} > 0 )); then
-    other=$(grep -viE "$(IFS='|'; echo "${shape[*]}")" <<<"$skips" | grep -c .)
-    allowed=$(( $(grep -c . <<<"$skips") - other ))
+    local explained
+    explained="$(IFS='|'; echo "${shape[*]}")"
+    other=$(grep -viE "$explained" <<<"$skips" | grep -c .)
+    allowed=$(grep -iE "$explained" <<<"$skips" | sed -nE 's/^(\[rank 0\] )?SKIPPED \[([0-9]+)\].*/\2/p' |
+              awk '{ n += $1 } END { print n + 0 }')
   fi
   if (( rc != 0 )); then
     if (( rc == 124 && step_took == 0 )); then line="not begun: the time budget (GPU_CHECK_BUDGET_S) was spent"
@@ -229,7 +235,7 @@ pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $t
     pytest_verdict+="$name: FAIL (exit $rc) ${line}; "
     return 1
   elif (( other > 0 )); then
-    pytest_verdict+="$name: FAIL ($other skip(s) on a machine with $gpus GPU(s)) ${line}; "
+    pytest_verdict+="$name: FAIL ($other skip reason(s) its shape does not explain, on a machine with $gpus GPU(s)) ${line}; "
     grep -E 'SKIPPED \[' "$log" | sort | uniq -c | head -20
     return 1
   elif ! grep -qE '[1-9][0-9]* passed' <<<"$line"; then
@@ -237,7 +243,7 @@ pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $t
     return 1
   fi
   local na=""
-  (( allowed > 0 )) && na=" ($allowed skip(s) N/A: the run's shape, $ranks rank(s) on $gpus GPU(s))"
+  (( allowed > 0 )) && na=" ($allowed skipped N/A: the run's shape, $ranks rank(s) on $gpus GPU(s))"
   pytest_verdict+="$name: ${line#\[rank 0\] }$na (${step_took}s); "
 }
 
@@ -336,7 +342,8 @@ part_python() {
   # At 1 rank, four pytest runs side by side, each about a quarter of the tests' time. On an H100
   # (2026-12-06) the tests that start jobs of their own (marked multiprocess) took 286 s, 135 s
   # of them in test_iris_distributed.py, and the others 355 s, 174 s of them compiling Iris's x
-  # kernels in the three files named below; three runs split less evenly took 298 s.
+  # kernels in the three files named below; three runs split less evenly took 298 s, these four
+  # 155-230 s (run 54: beside each other each run is slower than its tests' sum alone).
   local every="cuda-ipc cuda-vmm nvshmem nccl"  # every GPU provider, at one rank
   if [[ -n ${PYTHON_TESTS:-} ]]; then
     APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-own-jobs 1 -m multiprocess "${tests[@]}"
@@ -381,7 +388,7 @@ part_python() {
     for n in 1 2; do
       run "python.iris-mpirun-np$n" 200 "${iris_mpirun[@]}" "$n" "$python" -m pytest -q -rs -p no:cacheprovider --color=no \
         "$root/python/tests/test_iris_host.py" "$root/python/tests/test_iris_device.py"
-      (( rc == 0 )) && pytest_verdict+="iris mpirun np$n: passed; " || { pytest_verdict+="iris mpirun np$n: FAIL; "; ok=0; }
+      (( rc == 0 )) && pytest_verdict+="iris mpirun np$n: passed; " || { pytest_verdict+="iris mpirun np$n: FAIL$(not_begun); "; ok=0; }
     done
   else
     pytest_verdict+="iris mpirun: FAIL (the package was built without MPI on a machine that has it); "
@@ -394,7 +401,7 @@ part_python() {
     [[ $example == message_passing ]] || example_args=(--sizes 1M,64M)
     run "python.iris-$example" 120 env CUDA_VISIBLE_DEVICES=0 "$launcher" launch -n 2 --timeout 110 -- "$python" \
       "$root/examples/iris/$example.py" "${example_args[@]}"
-    (( rc == 0 )) || { pytest_verdict+="iris example $example: FAIL; "; ok=0; }
+    (( rc == 0 )) || { pytest_verdict+="iris example $example: FAIL$(not_begun); "; ok=0; }
   done
   if (( ok )); then record python PASS $((SECONDS - start)) "$pytest_verdict"
   else record python FAIL $((SECONDS - start)) "$pytest_verdict (logs python.*.log)"; fi
