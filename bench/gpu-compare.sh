@@ -33,9 +33,9 @@
 # named smoke-*, which no target of bench/targets.toml reads. The bulk step runs in full on one
 # GPU: its shared-GPU figure is the one-GPU target of item 10 (except with COMPARE_BESIDE=1: run
 # beside other work, as scripts/gpu-check.sh's `rest` does, it is a smoke run too).
-# Results: bench/results/<UTC date>-h200-x<GPUs>/ in the tree, and a copy of the files this run
-# wrote under $OUT/bench-results (with the regenerated docs/PERFORMANCE.md) when $OUT is set, for
-# the caller to commit.
+# Results: bench/results/<UTC date>-<model>-x<GPUs>/ (h200-x2, h100-x1) in the tree, and a copy
+# of the files this run wrote under $OUT/bench-results (with the regenerated docs/PERFORMANCE.md)
+# when $OUT is set, for the caller to commit.
 # Exit 0 when every step passed; the last line says "gpu-compare: PASSED|FAILED ...".
 set -uo pipefail
 dry_run=0
