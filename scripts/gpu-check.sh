@@ -133,7 +133,8 @@ in_time() {  # in_time PART: false (and NOT RUN recorded) when the budget is spe
   record "$1" "NOT RUN" 0 "the time budget (GPU_CHECK_BUDGET_S) was spent before it began"
   return 1
 }
-not_begun() { (( rc == 124 && took == 0 )) && echo " (not begun: the time budget was spent)"; }  # after run()
+never_began() { (( rc == 124 && took == 0 )); }  # after run(): the budget was spent before it could begin
+not_begun() { never_began && echo " (not begun: the time budget was spent)"; }
 tail_of() { echo "---- last lines of $log_dir/$1.log ----"; tail -n "${2:-30}" "$log_dir/$1.log"; echo "----"; }
 
 # ctest_part PART LABEL_REGEX [EXCLUDE_REGEX]: one label's tests; a skip on this machine fails.
@@ -230,7 +231,7 @@ pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $t
               awk '{ n += $1 } END { print n + 0 }')
   fi
   if (( rc != 0 )); then
-    if (( rc == 124 && step_took == 0 )); then line="not begun: the time budget (GPU_CHECK_BUDGET_S) was spent"
+    if never_began; then line="not begun: the time budget (GPU_CHECK_BUDGET_S) was spent"
     elif (( rc == 124 || rc == 137 )); then line+="${line:+ }cut off at ${step_took}s; slowest: ${slowest:-none ended}"; fi
     pytest_verdict+="$name: FAIL (exit $rc) ${line}; "
     return 1

@@ -121,7 +121,7 @@ for mark in multiprocess others; do
 done
 check python-beside-fails 1 '^python +FAIL .*np1-own-jobs-distributed: FAIL \(exit 1\).*np1-own-jobs-others: FAIL \(exit 1\)' \
   -- "${py[@]}" STANDIN_OWN_FAILS=1 -- python
-check python-cut-off 1 '^python +FAIL .*np1-iris-x-kernels: FAIL \(exit 124\).*slowest: python/tests/test_b.py::test_slow 42s.*iris mpirun np1: FAIL \(not begun' \
+check python-cut-off 1 '^python +FAIL .*np1-iris-x-kernels: FAIL \(exit 124\).*slowest: python/tests/test_b.py::test_slow 42s.*np2-one-gpu: FAIL \(exit 124\) not begun.*iris mpirun np1: FAIL \(not begun' \
   -- "${py[@]}" STANDIN_HANG=1 GPU_CHECK_BUDGET_S=10 -- python
 # Skips: those the run's shape explains are counted in tests (rank 0's), any other fails the run.
 check python-shape-skips 0 '^python +PASS .*np1-others: 5 passed, 3 skipped in 1.00s \(3 skipped N/A: the run.s shape, 1 rank' \
