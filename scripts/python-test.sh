@@ -15,10 +15,12 @@
 #    absent (see install_requirements for how torch comes without its 3 GB of CUDA libraries).
 # 2. `pip install --no-build-isolation .`: the C++ core and the extension, built in build/python
 #    (kept between runs; ccache where installed).
-# 3. pytest (scripts/pytest-ranks.sh) at 1, 2 and 4 ranks on shm, and under --mpi at 2 and 4 ranks
-#    on mpi-window and openshmem, where they are available; test_triton_proxy.py under --mpi at 4
-#    ranks over 2 nodes (the ranks of the other node reached through the GPU proxy); the
-#    collectives (test_communicator.py, Iris's ccl) at 4 ranks over 2 nodes and over 3 (2+1+1).
+# 3. pytest without a launcher and, beside it, at 1 rank under the launcher (the two share the
+#    machine's cores); then (scripts/pytest-ranks.sh) at 2 and 4 ranks on shm, and under --mpi at
+#    2 and 4 ranks on mpi-window and openshmem, where they are available; test_triton_proxy.py
+#    under --mpi at 4 ranks over 2 nodes (the ranks of the other node reached through the GPU
+#    proxy); the collectives (test_communicator.py, Iris's ccl) at 4 ranks over 2 nodes and over
+#    3 (2+1+1).
 # Prints the seconds each step took and the total; exits non-zero when any step failed.
 set -uo pipefail
 
@@ -38,6 +40,37 @@ step() {  # step NAME COMMAND...
     echo "python-test: $name FAILED in $((SECONDS - start)) s"
     failed+=("$name")
   fi
+}
+
+# A step started in the background, its output held back until await_beside prints it: the two
+# one-rank runs share this machine's cores (the run without a launcher keeps about one busy, its
+# Triton interpreter and the jobs some tests start; np1 under the launcher the other), so the
+# pair takes about the longer one's time, not both.
+beside_name="" beside_log="" beside_pid=""
+step_beside() {  # step_beside NAME COMMAND...
+  beside_name=$1 beside_log=$(mktemp)
+  shift
+  echo
+  echo "python-test: $beside_name (beside the next step, its output held until it ends): $*"
+  ( start=$SECONDS; "$@" >"$beside_log.out" 2>&1; rc=$?; echo "$rc $((SECONDS - start))" >"$beside_log"; exit "$rc" ) &
+  beside_pid=$!
+}
+await_beside() {
+  [[ -n $beside_pid ]] || return 0
+  wait "$beside_pid"
+  local rc took
+  read -r rc took <"$beside_log" || { rc=1 took="?"; }
+  echo
+  echo "python-test: $beside_name: its output"
+  cat "$beside_log.out"
+  rm -f "$beside_log" "$beside_log.out"
+  if [[ $rc == 0 ]]; then
+    echo "python-test: $beside_name passed in $took s"
+  else
+    echo "python-test: $beside_name FAILED in $took s (exit status $rc)"
+    failed+=("$beside_name")
+  fi
+  beside_pid=""
 }
 
 # torch's PyPI wheel loads CUDA libraries at `import torch`, GPU or not; with its dependencies it
@@ -97,8 +130,14 @@ if [[ "${APERTURE_PYTHON_INSTALL:-1}" != 0 ]]; then
 fi
 step install install_package
 if [[ ${#failed[@]} == 0 ]]; then
+  read -ra ranks <<<"${APERTURE_PYTHON_RANKS:-1 2 4}"
+  if [[ ${ranks[0]} == 1 ]]; then
+    step_beside "pytest np1 (shm)" env APERTURE_TEST_PROVIDERS=shm bash scripts/pytest-ranks.sh 1 python/tests "$@"
+    ranks=("${ranks[@]:1}")
+  fi
   step "pytest (1 rank, no launcher)" env APERTURE_TEST_PROVIDERS=shm "$PYTHON" -m pytest -q -p no:cacheprovider python/tests "$@"
-  for n in ${APERTURE_PYTHON_RANKS:-1 2 4}; do
+  await_beside
+  for n in "${ranks[@]}"; do
     step "pytest np$n (shm)" env APERTURE_TEST_PROVIDERS=shm bash scripts/pytest-ranks.sh "$n" python/tests "$@"
   done
   mpi=$(mpi_providers)
