@@ -350,7 +350,8 @@ def test_newest_ccl_keywords(ctx, team):
 
 def test_newest_ccl_forms(ctx, team):
     # Forms Iris's newest ccl tests use: the two-tensor broadcast (method and module), all_gather's
-    # preamble and its heap-only output, Config(all_reduce_variant="one_shot_legacy"), and the
+    # preamble and its heap-only output, Config(all_reduce_variant="one_shot_legacy") and the
+    # low-latency variants of one version ("ll", "ll128", "rccl_ll"), and the
     # refusal of a workspace whose Config made fewer tiles than the call's (spinlock locks, ring
     # flags; reduce_scatter's ring workspace through Iris's own _prepare_ring_workspace).
     from iris_modules import all_gather_module, broadcast_module, reduce_scatter_module
@@ -399,8 +400,10 @@ def test_newest_ccl_forms(ctx, team):
     assert isinstance(refused.value, aperture.Error)
 
     total = sum(per_rank(r, (4, 6), torch.float64, "cpu", salt=7) for r in range(n))
-    ctx.ccl.all_reduce(out, inp, config=Config(all_reduce_variant="one_shot_legacy"))
-    assert torch.equal(out.cpu().double(), total)
+    for variant in ("one_shot_legacy", "ll", "ll128", "rccl_ll"):
+        out.zero_()
+        ctx.ccl.all_reduce(out, inp, config=Config(all_reduce_variant=variant))
+        assert torch.equal(out.cpu().double(), total), variant
     for variant, kind in (("spinlock", "Lock"), ("ring", "Flags")):
         big = Config(all_reduce_variant=variant, block_size_m=4, block_size_n=8)  # 1 tile of the (4, 6) output
         ws = ctx.ccl.all_reduce_preamble(out, inp, config=big)

@@ -19,8 +19,10 @@ from .. import _amd
 
 ALL_GATHER_VARIANTS = ("persistent", "partitioned", "pull", "ring")
 ALL_TO_ALL_VARIANTS = ("default",)
+# "ll", "ll128", "rccl_ll": the low-latency protocols (data and flag written together) of one Iris
+# version (index file 63523613900); like the others, a name for Iris's kernel, not aperture's.
 ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "one_shot_legacy", "spinlock", "push", "two_shot_push",
-                       "auto")
+                       "ll", "ll128", "rccl_ll", "auto")
 REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push", "ring_chunked")
 REDUCE_VARIANTS = ("two_shot", "one_shot", "ring")
 BARRIER_MODES = ("device", "host")
