@@ -9,11 +9,13 @@ aperture Communicator (ops/_gemm_collective.py says what each computes), except 
 reduce-scatter on bf16 GPU operands of suitable shape, which is aperture.OverlappedGemm's
 gemm_rs; docs/IRIS.md lists how this differs from Iris's Triton kernels.
 
-Modules Iris keeps at their own paths only (its ``iris/ops/__init__.py`` re-exports none of
+Four modules Iris keeps at their own paths only (its ``iris/ops/__init__.py`` re-exports none of
 their names), so here too ``iris.ops.<module>`` is the module: ``all_reduce_fast`` (one-shot and
-two-shot pull all-reduce, and a GEMM before it) and ``reduce_scatter_auto`` (a row
-reduce-scatter choosing one-shot or the ring by size, and a GEMM before it). Their reductions
-add in fp32 and round once, as Iris's pull kernels do (ops/_pull_collectives.py).
+two-shot pull all-reduce, and a GEMM before it), ``reduce_scatter_auto`` (a row reduce-scatter
+choosing one-shot or the ring by size, and a GEMM before it), ``all_gather_matmul_m`` (rows of A
+gathered along M, then the GEMM) and ``matmul_all_reduce_hbm_buffer`` (GEMM + two-shot
+all-reduce through heap staging buffers). Their reductions add in fp32 and round once, as Iris's
+pull kernels do (ops/_pull_collectives.py).
 """
 
 import weakref
@@ -37,7 +39,7 @@ from .workspace import FusedWorkspace
 
 # Loaded here so that `python -m aperture.iris` aliases them too (one module object under both
 # names); as in Iris, iris.ops.<name> is then the module, its functions not re-exported.
-from . import all_reduce_fast, reduce_scatter_auto  # noqa: F401
+from . import all_gather_matmul_m, all_reduce_fast, matmul_all_reduce_hbm_buffer, reduce_scatter_auto  # noqa: F401
 
 
 class OpsNamespace:
