@@ -8,6 +8,14 @@ and ``FusedWorkspace``. Each runs as a torch GEMM followed by a collective on th
 aperture Communicator (ops/_gemm_collective.py says what each computes), except the row
 reduce-scatter on bf16 GPU operands of suitable shape, which is aperture.OverlappedGemm's
 gemm_rs; docs/IRIS.md lists how this differs from Iris's Triton kernels.
+
+Four modules Iris keeps at their own paths only (its ``iris/ops/__init__.py`` re-exports none of
+their names), so here too ``iris.ops.<module>`` is the module: ``all_reduce_fast`` (one-shot and
+two-shot pull all-reduce, and a GEMM before it), ``reduce_scatter_auto`` (a row reduce-scatter
+choosing one-shot or the ring by size, and a GEMM before it), ``all_gather_matmul_m`` (rows of A
+gathered along M, then the GEMM) and ``matmul_all_reduce_hbm_buffer`` (GEMM + two-shot
+all-reduce through heap staging buffers). Their reductions add in fp32 and round once, as Iris's
+pull kernels do (ops/_pull_collectives.py).
 """
 
 import weakref
@@ -15,7 +23,7 @@ import weakref
 # Each operation through its module at Iris's path (iris.ops.matmul_reduce_scatter ...), so the
 # module is loaded, and aliased by `python -m aperture.iris`, before a program imports it: the
 # import system would otherwise set iris.ops.<name>, the function, to the module on that import.
-from ._gemm_collective import OpsError
+from ._gemm_collective import OpsAssertionError, OpsError
 from .all_gather_matmul import all_gather_matmul, all_gather_matmul_preamble
 from .all_gather_matmul_hbm_buffer import all_gather_matmul_hbm_buffer, all_gather_matmul_hbm_buffer_preamble
 from .matmul import matmul, matmul_preamble
@@ -28,6 +36,10 @@ from .matmul_reduce_scatter_hbm_buffer import (
 )
 from .config import FusedConfig
 from .workspace import FusedWorkspace
+
+# Loaded here so that `python -m aperture.iris` aliases them too (one module object under both
+# names); as in Iris, iris.ops.<name> is then the module, its functions not re-exported.
+from . import all_gather_matmul_m, all_reduce_fast, matmul_all_reduce_hbm_buffer, reduce_scatter_auto  # noqa: F401
 
 
 class OpsNamespace:
@@ -51,7 +63,8 @@ class OpsNamespace:
 
 
 __all__ = [
-    "FusedConfig", "FusedWorkspace", "OpsNamespace", "OpsError", "matmul", "matmul_preamble", "matmul_all_reduce",
+    "FusedConfig", "FusedWorkspace", "OpsNamespace", "OpsError", "OpsAssertionError", "matmul", "matmul_preamble",
+    "matmul_all_reduce",
     "matmul_all_reduce_preamble",
     "all_gather_matmul", "all_gather_matmul_preamble", "matmul_all_gather", "matmul_reduce_scatter",
     "matmul_reduce_scatter_preamble", "all_gather_matmul_hbm_buffer", "all_gather_matmul_hbm_buffer_preamble",

@@ -37,8 +37,13 @@ class OpsError(IrisValueError):
     """A call iris.ops cannot run: aperture.Error, and the ValueError Iris raises for it."""
 
 
-def _refuse(name, detail):
-    raise OpsError(f"aperture: iris.ops.{name}: {detail}", code=ErrorCode.invalid_argument)
+class OpsAssertionError(OpsError, AssertionError):
+    """A call Iris refuses with ``assert``: an OpsError (a ValueError, as the other refusals here)
+    that is also the AssertionError Iris raises."""
+
+
+def _refuse(name, detail, error=OpsError):
+    raise error(f"aperture: iris.ops.{name}: {detail}", code=ErrorCode.invalid_argument)
 
 
 def _check_config(name, config, world):
