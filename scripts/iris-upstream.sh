@@ -96,8 +96,6 @@ not_public_op() {
       echo "another Iris version's allocate_symmetric: it expects (tensor, a tuple of per-rank tensor views); aperture.iris follows the (tensor, int64 peer-base table) form that Iris's providers (TorchSymmMemProvider, RocshmemProvider: \"same signature and return shape as Iris.allocate_symmetric\") and test_provider_unified.py use (docs/IRIS.md)" ;;
     tests/unittests/test_distributed_migration.py)
       echo "a file of a 2025 Iris branch: iris.launcher.launch_iris exists only there, and it reads iris.iris as the submodule, which Iris's own 'from .iris import iris' rebinds to the factory function" ;;
-    tests/unittests/test_kernel_artifacts.py)
-      echo "iris.tracing.kernel_artifacts hashes and files AMD kernel binaries (amdgcn, hsaco): not provided by aperture.iris (docs/IRIS.md)" ;;
   esac
 }
 

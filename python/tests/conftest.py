@@ -52,8 +52,10 @@ from triton_world import INTERPRETED, job_size
 # Markers of whole files (the Iris files' too, which are another team's to edit).
 FILE_MARKERS = {
     "test_gpu.py": ["gpu"],
+    "test_iris_backend.py": ["iris"],
     "test_iris_device.py": ["iris"],
     "test_iris_host.py": ["iris"],
+    "test_iris_kernel_artifacts.py": ["iris"],
     "test_iris_ops_extras.py": ["iris"],
     "test_numpy_only.py": ["multiprocess"],
     "test_torch_distributed.py": ["launcher"],

@@ -10,6 +10,7 @@ import aperture
 import aperture.iris as iris
 import aperture.iris.ccl.dispatch as dispatch
 import aperture.iris.compile as compile_api
+from aperture.iris.compile import functional as functional_api
 from aperture.iris.compile import functional_collectives as fc
 
 HEAP = 4 << 20
@@ -24,6 +25,7 @@ def ctx(team):
 def no_context(monkeypatch):
     """The compile context as a fresh process has it: none, on this thread or process-wide."""
     monkeypatch.setattr(fc, "_default", None)
+    monkeypatch.setattr(functional_api, "_iris_ctx", None)
     monkeypatch.delattr(fc._thread_local, "context", raising=False)
 
 
@@ -126,15 +128,16 @@ def test_fake_tensors_and_make_fx_need_no_context(no_context):
 
 def test_refusals_name_what_is_wrong(ctx, team, no_context):
     x = ctx.zeros(2 * team.size, 3, dtype=torch.float32)
-    with pytest.raises(aperture.Error, match="no Iris context"):
-        fc.all_reduce(x)
-    with pytest.raises(RuntimeError, match="set_context"):
-        compile_api.get_context()
-    for bad in (lambda: compile_api.set_context("ctx"), lambda: fc.setup(object()),
-                lambda: fc.all_reduce(x, ctx=ctx)):
-        with pytest.raises(TypeError) as raised:
+    for no_context_yet in (lambda: fc.all_reduce(x), compile_api.get_context):
+        with pytest.raises(RuntimeError, match="Iris context not set. Call iris.compile.set_context") as raised:
+            no_context_yet()
+        assert isinstance(raised.value, aperture.Error)
+    for bad in (lambda: compile_api.set_context("not an iris context"), lambda: fc.setup(object())):
+        with pytest.raises(TypeError, match="Expected an Iris instance, got (str|object)") as raised:
             bad()
         assert isinstance(raised.value, aperture.Error)
+    with pytest.raises(TypeError, match="ctx= takes the IrisCompileContext"):
+        fc.all_reduce(x, ctx=ctx)
     fc.setup(ctx)
     with pytest.raises(ValueError, match=f"world_size is {team.size + 1} but the Iris context has {team.size}"):
         torch.ops.iris.all_gather(x, team.size + 1)
@@ -156,4 +159,29 @@ def test_dispatch_keeps_one_heap_buffer_per_shape_and_context(ctx, team):
     other = iris.iris(HEAP, team=team)
     assert not dispatch.is_on_heap(a, other)
     assert dispatch.is_on_heap(dispatch.get_heap_buffer(other, (4, 8), torch.float32, "ar_in"), other)
+    ctx.barrier()
+
+
+def test_the_process_wide_context_is_the_module_global_iris_ctx(ctx, team, no_context):
+    """As in Iris: ``iris.compile.functional._iris_ctx`` is the context; assigning it is set_context,
+    assigning None leaves none (Iris's tests save, clear and restore it so)."""
+    x = per_rank(team.rank, (2 * team.size, 3), device=ctx.get_device())
+    total = sum(per_rank(r, (2 * team.size, 3)).double() for r in range(team.size))
+    compile_api.set_context(ctx)
+    assert functional_api._iris_ctx is ctx and compile_api.get_context() is ctx
+    functional_api._iris_ctx = None
+    with pytest.raises(RuntimeError, match="Iris context not set"):
+        functional_api.get_context()
+    with pytest.raises(RuntimeError, match="Iris context not set"):
+        torch.ops.iris.all_reduce(x)
+    functional_api._iris_ctx = ctx  # an assignment works as set_context
+    assert compile_api.get_context() is ctx
+    assert torch.equal(torch.ops.iris.all_reduce(x).cpu().double(), total)
+    # setup() sets the same global; a later set_context wins on this thread too.
+    other = iris.iris(HEAP, team=team)
+    fc.setup(other)
+    assert functional_api._iris_ctx is other and fc._current().ctx is other
+    compile_api.set_context(ctx)
+    assert fc._current().ctx is ctx
+    assert torch.equal(torch.ops.iris.all_reduce(x).cpu().double(), total)
     ctx.barrier()

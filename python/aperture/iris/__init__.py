@@ -17,7 +17,7 @@ from .iris import Iris, iris
 from ._tile import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view
 from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level
 from .tensor_utils import CUDAArrayInterface, tensor_from_ptr
-from .tracing import TraceEvent
+from .tracing import TraceEvent, kernel_artifacts  # the latter reads IRIS_KERNEL_ARTIFACTS_DIR, as Iris's import does
 from .util import do_bench, get_device_id_for_rank, is_simulation_env, parse_bool_env
 
 from . import bench  # eager, as in Iris's newest package

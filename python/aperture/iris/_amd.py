@@ -20,6 +20,8 @@ AMD_ONLY = {
     "xcc": ("XCC (accelerator complex die) topology, iris.hip.get_num_xcc", "nothing: NVIDIA GPUs have one die; "
             "Config.num_xcds is 1 here"),
     "hip": ("the HIP runtime bindings (iris.hip)", "torch.cuda (device count, properties, streams)"),
+    "hip_backend": ("Iris's HIP backend (IRIS_BACKEND=hip, iris.backend.hip)",
+                    "iris.backend with IRIS_BACKEND unset or 'cuda' (iris.backend.cuda: the same functions on CUDA)"),
     "origami": ("the origami cost models of AMD's GPUs (iris.concurrent.predictor)",
                 "iris.concurrent.gemm's ops with tune=True, which time a grid of splits on the GPU "
                 "(iris.concurrent.autotune)"),

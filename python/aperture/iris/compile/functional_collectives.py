@@ -17,7 +17,8 @@ The operators (namespace ``iris``) return new tensors and leave their inputs alo
 Each runs the Iris context's ``ctx.ccl`` call, that is one aperture Communicator call, on the
 input as given (heap or not: the Communicator stages what is not on the heap) and a fresh output
 off the heap, so repeated calls never use up the Iris heap. The context is the one ``setup(ctx)``
-(or ``iris.compile.set_context(ctx)``) registered: per thread first, then the process-wide one.
+registered on this thread, else the process-wide one (``iris.compile.functional._iris_ctx``, which
+``setup`` and ``iris.compile.set_context`` set).
 Every rank must make the same calls in the same order, as with any collective.
 """
 
@@ -29,9 +30,10 @@ import torch
 import aperture
 
 from .._errors import IrisTypeError, IrisValueError
+from . import functional as _process
 
 _thread_local = threading.local()
-_default = None
+_default = None  # the IrisCompileContext of the process-wide Iris instance (it keeps setup's config)
 _default_lock = threading.Lock()
 
 
@@ -41,7 +43,7 @@ class IrisCompileContext:
     read them and steer nothing."""
 
     def __init__(self, iris_instance, config=None):
-        _require_iris(iris_instance, "IrisCompileContext")
+        _process.require_iris(iris_instance, "IrisCompileContext")
         self.ctx = iris_instance
         self._config = config
         self._ag_config = None
@@ -92,14 +94,6 @@ def _config(**fields):
     return Config(**fields)
 
 
-def _require_iris(value, who):
-    from ..iris import Iris
-
-    if not isinstance(value, Iris):
-        raise IrisTypeError(f"aperture: iris.compile.{who}: expected an Iris instance (iris.iris(heap_size)), got "
-                            f"{type(value).__name__}", code=aperture.ErrorCode.invalid_argument)
-
-
 def setup(iris_instance, config=None):
     """Makes ``iris_instance`` the context of the compiled collectives, for this thread and as the
     process's default. Returns the IrisCompileContext."""
@@ -107,26 +101,37 @@ def setup(iris_instance, config=None):
     global _default
     with _default_lock:
         _default = context
+        _process._iris_ctx = iris_instance
     _thread_local.context = context
     return context
 
 
+def forget_thread_context():
+    """Drops this thread's own context, so that the process-wide one applies (set_context's)."""
+    _thread_local.context = None
+
+
 def _current():
     context = getattr(_thread_local, "context", None)
-    if context is None:
-        with _default_lock:
-            context = _default
-    if context is None:
-        raise aperture.Error("aperture: iris.compile: no Iris context for the compiled collectives; call "
-                             "iris.compile.functional_collectives.setup(ctx) (or iris.compile.set_context(ctx)) "
-                             "first", code=aperture.ErrorCode.invalid_argument)
-    return context
+    return context if context is not None else _process_context()
+
+
+def _process_context():
+    global _default
+    with _default_lock:
+        iris_instance = _process._iris_ctx
+        if iris_instance is None:
+            raise _process.context_not_set()
+        if _default is None or _default.ctx is not iris_instance:  # set_context, or assigned to _iris_ctx
+            _default = IrisCompileContext(iris_instance)
+        return _default
 
 
 def _peek_ranks():
     """The current context's rank count, or None when there is none (tracing without a context)."""
-    context = getattr(_thread_local, "context", None) or _default
-    return None if context is None else context.ctx.get_num_ranks()
+    context = getattr(_thread_local, "context", None)
+    iris_instance = context.ctx if context is not None else _process._iris_ctx
+    return None if iris_instance is None else iris_instance.get_num_ranks()
 
 
 def _iris_for(op, tensor):
