@@ -54,6 +54,7 @@ FILE_MARKERS = {
     "test_gpu.py": ["gpu"],
     "test_iris_device.py": ["iris"],
     "test_iris_host.py": ["iris"],
+    "test_iris_topology.py": ["iris"],
     "test_numpy_only.py": ["multiprocess"],
     "test_torch_distributed.py": ["launcher"],
     "test_triton_codegen.py": ["triton", "multiprocess"],
