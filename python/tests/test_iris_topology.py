@@ -10,6 +10,7 @@ report given to the wrong rank shows.
 import hashlib
 import json
 import socket
+import sys
 import types
 
 import pytest
@@ -324,6 +325,20 @@ def test_pci_bus_ids_normalised_and_visible_devices_mapped(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 1")
     assert [topology._logical_to_physical_gpu_index(i, "nvidia") for i in range(3)] == [3, 1, 2]
     assert topology._logical_to_physical_gpu_index(0, "unknown") == 0
+
+
+def test_pci_bus_id_by_nvml_index_only_where_the_index_is_known(monkeypatch):
+    by_index = {0: "0000:41:00.0", 1: "00000000:42:00.0"}
+    fake = types.SimpleNamespace(nvmlDeviceGetHandleByIndex=lambda i: i,
+                                 nvmlDeviceGetPciInfo=lambda h: types.SimpleNamespace(busId=by_index[h].encode()))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert [topology._get_pci_bus_id(i, "nvidia") for i in (0, 1)] == ["0000:42:00.0", "0000:41:00.0"]
+    # Devices named by UUID: NVML's index of torch's device is unknown, so NVML is not asked
+    # (discovery then takes torch.cuda's PCI id) rather than naming another GPU's.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8c1b2a5e,GPU-0f3e")
+    assert topology._get_pci_bus_id(1, "nvidia") == "unknown"
+    assert topology._get_pci_bus_id(0, "amd") == "unknown"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without NVIDIA's driver")

@@ -268,20 +268,20 @@ def _normalize_pci_bus_id(bus_id: str) -> str:
 _VISIBLE_DEVICES = {"nvidia": ("CUDA_VISIBLE_DEVICES",), "amd": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}
 
 
+def _visible_devices_entry(logical_idx: int, vendor: str) -> Optional[str]:
+    """The vendor's visible-devices entry of torch's device `logical_idx`, or None without one."""
+    for variable in _VISIBLE_DEVICES.get(vendor, ()):
+        entries = [e for e in re.split(r"[,\s]+", os.environ.get(variable, "")) if e]
+        if 0 <= logical_idx < len(entries):
+            return entries[logical_idx]
+    return None
+
+
 def _logical_to_physical_gpu_index(logical_idx: int, vendor: str) -> int:
     """The driver's index of torch's device `logical_idx`, through the vendor's visible-devices
     list; `logical_idx` itself where the list is absent, too short or names devices by UUID."""
-    if logical_idx < 0:
-        return logical_idx
-    for variable in _VISIBLE_DEVICES.get(vendor, ()):
-        entries = [e for e in re.split(r"[,\s]+", os.environ.get(variable, "")) if e]
-        if logical_idx >= len(entries):
-            continue
-        try:
-            return int(entries[logical_idx])
-        except ValueError:  # "GPU-<uuid>" or "MIG-...": no index to give
-            return logical_idx
-    return logical_idx
+    entry = _visible_devices_entry(logical_idx, vendor)
+    return int(entry) if entry is not None and entry.isdigit() else logical_idx
 
 
 def _pynvml():
@@ -321,6 +321,9 @@ def _text(value) -> str:
 def _get_pci_bus_id(device_idx: int, vendor: str) -> str:
     """The device's PCI bus id from the vendor library, or "unknown" (discovery then asks torch)."""
     if device_idx < 0 or vendor != "nvidia":
+        return UNKNOWN_PCI_BUS_ID
+    entry = _visible_devices_entry(device_idx, vendor)
+    if entry is not None and not entry.isdigit():  # "GPU-<uuid>", "MIG-...": NVML's index unknown
         return UNKNOWN_PCI_BUS_ID
     pynvml = _pynvml()
     if pynvml is None:
@@ -684,7 +687,7 @@ class TopologyDiscovery:
         return device, host
 
     def _probe_host_only(self, vendor, hostname):
-        # No GPU in this rank: the host's facts only, nothing asked of a GPU library.
+        # No GPU in this rank: the host's facts only, nothing read from a GPU library.
         device = GPUInfo(global_rank=self.rank, local_rank=0, hostname=hostname, gpu_id=-1,
                          pci_bus_id=UNKNOWN_PCI_BUS_ID, device_name="cpu", total_memory_mb=0, numa_node=-1,
                          vendor=vendor, uuid="")
