@@ -57,6 +57,7 @@ FILE_MARKERS = {
     "test_iris_host.py": ["iris"],
     "test_iris_kernel_artifacts.py": ["iris"],
     "test_iris_ops_extras.py": ["iris"],
+    "test_iris_topology.py": ["iris"],
     "test_numpy_only.py": ["multiprocess"],
     "test_torch_distributed.py": ["launcher"],
     "test_triton_codegen.py": ["triton", "multiprocess"],
