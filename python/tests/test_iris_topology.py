@@ -382,7 +382,9 @@ def test_nvml_through_ctypes_reads_what_torch_reports():
         handle = _nvml.nvmlDeviceGetHandleByPciBusId(pci)
         assert topology._normalize_pci_bus_id(_nvml.nvmlDeviceGetPciInfo(handle).busId.decode()) == pci
         assert _nvml.nvmlDeviceGetUUID(handle) == f"GPU-{torch.cuda.get_device_properties(0).uuid}"
-        assert _nvml.nvmlDeviceGetTopologyCommonAncestor(handle, handle) == 0  # NVML_TOPOLOGY_INTERNAL
+        if torch.cuda.device_count() > 1:  # NVML answers for two GPUs (one with itself: "Not Supported" on an H100)
+            other = _nvml.nvmlDeviceGetHandleByPciBusId(topology._torch_pci_bus_id(1))
+            assert int(_nvml.nvmlDeviceGetTopologyCommonAncestor(handle, other)) in topology._NVML_COMMON_ANCESTOR_LINK
         with pytest.raises(_nvml.NVMLError, match="nvmlDeviceGetHandleByPciBusId_v2"):
             _nvml.nvmlDeviceGetHandleByPciBusId("00ff:ff:1f.7")
     finally:

@@ -60,7 +60,14 @@ def cuda_try(err):
 
 def _call(who, function, *args):
     _require_gpu(who)
-    cuda_try(getattr(_runtime(), function)(*args))
+    runtime = _runtime()
+    status = getattr(runtime, function)(*args)
+    if status != 0:
+        # A failed call also leaves its status as the runtime's last error, which torch's check
+        # after its next kernel launch would then raise as that kernel's own (a cudaMalloc too
+        # large reported as "out of memory" at a later tensor.zero_()). Raised here, it is cleared.
+        runtime.cudaGetLastError()
+    cuda_try(status)
 
 
 def _as_pointer(ptr):
