@@ -13,8 +13,9 @@
 # provides .deps/iris and which Iris files it holds). Each test file runs the way Iris's authors run
 # it, with `python -m aperture.iris` in front so that `import iris` is aperture.iris:
 # Files: tests/unittests, tests/ccl, tests/ops (the operations iris/ops/__init__.py re-exports), tests/x
-# (iris.x's tile-level collectives), tests/distributed (the "iris" torch.distributed backend) and
-# tests/examples (the examples' own tests):
+# (iris.x's tile-level collectives), tests/context (the same as DeviceContext methods), tests/compile
+# (torch.compile's functional collectives), tests/distributed (the "iris" torch.distributed backend)
+# and tests/examples (the examples' own tests):
 #   - files whose tests spawn their own ranks (tests/unittests/test_utils.dist_spawn) under pytest
 #     with Iris's option --num_ranks N;
 #   - the others under Iris's runner tests/run_tests_distributed.py --num_ranks N (torchrun, one
@@ -129,7 +130,7 @@ sys.exit(0 if "backend" in inspect.signature(c._get_default_timeout).parameters 
   fi
 }
 
-# What a tests/x or tests/examples FILE needs that neither this tree nor aperture.iris has, a line
+# What a tests/x, tests/context or tests/examples FILE needs that neither this tree nor aperture.iris has, a line
 # each: "NA|reason" (the file cannot run here) or "nodeid|reason" (that test cannot: deselected).
 # aperture.iris.x's names are read from the installed package; if it does not import, nothing is
 # excused and the tests fail on it.
@@ -401,7 +402,7 @@ PY
   if [[ $rel == tests/ccl/test_barrier.py ]]; then
     echo "$rel::test_barrier_state_reuse|Iris's internals: it reads the host object's _ccl_barrier_state (Iris's per-group flag tensor); aperture's ccl.barrier is the Communicator's stream barrier, whose flags are its own"
   fi
-  if (( gpus == 0 )) && [[ $rel == tests/x/test_all_reduce.py ]] &&
+  if (( gpus == 0 )) && [[ $rel == tests/x/test_all_reduce.py || $rel == tests/context/test_all_reduce.py ]] &&
      grep -A4 '"dtype, atol, rtol"' "$src/$rel" | sed -n 3,5p | tr -d ' \n' | grep -q 'float16.*float32.*bfloat16'; then
     echo "k:not (atomic and (dtype0 or dtype2))|CPU rehearsal: Triton's interpreter has no bfloat16 atomics (\"Unsupported data type\"), and its float16 atomic add is not atomic between processes (an add of one rank lost at 2 ranks, 2026-12-04); compiled, both are the GPU's atomics"
   fi
@@ -412,6 +413,9 @@ PY
   fi
   if [[ $rel == tests/x/test_all_gather.py ]] && grep -q 'larger than dimensions ({M}x{N})' "$src/$rel"; then
     echo "k:not 64-32-128-128|Iris's own: its (M, N, BLOCK_SIZE_M, BLOCK_SIZE_N) = (64, 32, 128, 128) cases skip themselves (\"new all_gather requires tile.data shape to match block size\")"
+  fi
+  if [[ $rel == tests/context/test_all_gather.py ]] && grep -q 'larger than dimensions ({M}x{N})' "$src/$rel"; then
+    echo "k:not 64-32-128-128|Iris's own: its (M, N, BLOCK_SIZE_M, BLOCK_SIZE_N) = (64, 32, 128, 128) cases skip themselves (\"Block size (128x128) larger than dimensions (64x32)\")"
   fi
   if [[ $rel == tests/unittests/test_provider_unified.py ]] && grep -q 'rocshmem' "$src/$rel"; then
     echo "k:not rocshmem|AMD-only: rocSHMEM (aperture.iris: allocator_type=\"nvshmem\"); this version's rocSHMEM cases also name a fixture, rocshmem_runtime, that no file of it defines"
@@ -443,6 +447,14 @@ cpu_rehearsal_na() {
   if (( gpus == 0 )) && [[ $1 == tests/distributed/test_*.py ]] && grep -q 'device=f"cuda:{rank}"' "$src/$1"; then
     echo "CPU rehearsal: its tests make their tensors on cuda:<rank>"
   fi
+  # An example's kernels that call libdevice: Triton 3.6's interpreter returns None for its
+  # functions (fast_expf: "'NoneType' object has no attribute 'type'"; a plain Triton kernel too).
+  local example
+  if (( gpus == 0 )) && [[ $1 == tests/examples/test_*.py ]] &&
+     example=$(grep -oE '"examples" / "[^"]+"' "$src/$1" | head -1 | sed 's/.*"\([^"]*\)"$/\1/') && [[ -n $example ]] &&
+     grep -qs 'libdevice\.' "$src/examples/$example"/*.py; then
+    echo "CPU rehearsal: examples/$example's kernels call libdevice, whose functions Triton 3.6's interpreter returns None for"
+  fi
 }
 
 run_file() {  # FILE_RELATIVE RANKS
@@ -453,7 +465,8 @@ run_file() {  # FILE_RELATIVE RANKS
   [[ -z $why ]] && why=$(broken_reference "$rel" "$n")
   [[ -z $why ]] && why=$(cpu_rehearsal_na "$rel")
   local absent=""
-  if [[ -z $why && ( $rel == tests/x/test_*.py || $rel == tests/examples/test_*.py ) && $rel != tests/examples/test_examples.py ]]; then
+  if [[ -z $why && ( $rel == tests/x/test_*.py || $rel == tests/context/test_*.py || $rel == tests/examples/test_*.py ) &&
+        $rel != tests/examples/test_examples.py ]]; then
     absent=$(needs_absent "$rel")
     why=$(sed -n 's/^NA|//p' <<<"$absent")
   fi
@@ -492,6 +505,10 @@ run_file() {  # FILE_RELATIVE RANKS
     args+=(-k "$expr")
   fi
   log="$logs/$(echo "$rel" | tr '/' '_')-np$n.log"
+  # Inductor's cache, one per rank count: its key leaves out the world size that a graph of the
+  # functional collectives reads from the context (all_gather's output shape; Iris's too), so a
+  # graph compiled at 1 rank would be reused at 2 (tests/compile, a shape assertion).
+  env_extra+=(TORCHINDUCTOR_CACHE_DIR="$logs/inductor-cache-np$n")
   # --rootdir: the Iris tree is the root (node ids tests/...), not a project around it.
   (cd "$src" && env "${env_extra[@]}" timeout --kill-after=10 "$limit" "$PYTHON" -m aperture.iris "${launch[@]}" \
      -q -rfEs -p no:cacheprovider --rootdir "$src" "${args[@]}") >"$log" 2>&1 || rc=$?
@@ -537,7 +554,8 @@ run_example() {  # EXAMPLE_DIR RANKS: as tests/examples/test_examples.py runs it
 
 only="${IRIS_ONLY:-.}"
 mapfile -t files < <(cd "$src" && ls tests/unittests/test_*.py tests/ccl/test_*.py tests/ops/test_*.py tests/x/test_*.py \
-                       tests/distributed/test_*.py tests/examples/test_*.py 2>/dev/null | grep -vE '/test_utils.py$|^tests/examples/test_examples.py$' |
+                       tests/context/test_*.py tests/compile/test_*.py tests/distributed/test_*.py \
+                       tests/examples/test_*.py 2>/dev/null | grep -vE '/test_utils.py$|^tests/examples/test_examples.py$' |
                      grep -E -- "$only")
 for n in ${IRIS_RANKS:-1 2}; do
   for rel in "${files[@]}"; do at_most_jobs run_file "$rel" "$n"; done

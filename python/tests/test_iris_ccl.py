@@ -902,6 +902,54 @@ def test_ranks_come_from_torch_distributed_in_spawned_workers(tmp_path):
     run_spawned_job(tmp_path / "spawned.py", worker, 2, child_environment(APERTURE_PROVIDER="shm"), timeout=300)
 
 
+@one_rank_job_only("runs its own two-rank job")
+def test_a_torchrun_job_forms_when_the_port_after_master_port_is_taken(tmp_path):
+    # torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; torch's store at
+    # MASTER_PORT) with MASTER_PORT + 1 taken, as a connection to that store can take it (Iris's
+    # tests/context under its runner: "cannot listen on 0.0.0.0:P+1"). The context must form
+    # on a port of its own and reduce.
+    import socket
+
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        taken = socket.socket()
+        try:
+            taken.bind(("0.0.0.0", port + 1))
+            taken.listen(1)
+            break
+        except OSError:
+            taken.close()
+    program = tmp_path / "torchrun_like.py"
+    program.write_text(textwrap.dedent("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo")  # env://: torchrun's variables
+        import aperture.iris as iris
+        rank = dist.get_rank()
+        ctx = iris.iris(1 << 20)
+        assert (ctx.get_rank(), ctx.get_num_ranks()) == (rank, 2), (ctx.get_rank(), ctx.get_num_ranks())
+        out = ctx.zeros(5)
+        ctx.ccl.all_reduce(out, ctx.arange(5, dtype=torch.float32) * (rank + 1) + 10 * rank)
+        want = torch.arange(5, dtype=torch.float32) * 3 + 10
+        assert torch.equal(out.cpu(), want), out
+        ctx.barrier()
+        dist.destroy_process_group()
+        print("rank", rank, "ok", flush=True)
+    """))
+    try:
+        ranks = [subprocess.Popen([sys.executable, str(program)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, env=child_environment(
+                                      APERTURE_PROVIDER="shm", RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r),
+                                      LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+                 for r in range(2)]
+        outputs = [rank.communicate(timeout=240)[0] for rank in ranks]
+    finally:
+        taken.close()
+    for r, (rank, output) in enumerate(zip(ranks, outputs)):
+        assert rank.returncode == 0 and f"rank {r} ok" in output, output[-3000:]
+
+
 @one_rank_job_only("runs its own four-rank job")
 def test_collectives_on_subgroups(tmp_path):
     # Iris's test_process_groups' shape at 4 ranks: consecutive groups [0, 1], [2, 3] and strided ones

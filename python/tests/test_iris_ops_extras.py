@@ -39,18 +39,8 @@ from aperture.iris.ops.reduce_scatter_auto import (
 )
 from spawned_job import one_rank_job_only
 from test_iris_ccl import run_through_shim
-from test_iris_ops import assert_within, matrix, on_heap, vector
-
-# The tests of a context run on the heap's device: a GPU's where there is one.
-on_the_heap = pytest.mark.gpu if torch.cuda.is_available() else pytest.mark.iris
-
-HEAP = 8 << 20
-DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-
-
-@pytest.fixture(scope="module")
-def ctx(team):
-    return iris.iris(HEAP, team=team)
+# test_iris_ops's context (a module fixture: one heap for this file too), markers and helpers.
+from test_iris_ops import DTYPES, assert_within, ctx, matrix, on_heap, on_the_heap, vector  # noqa: F401
 
 
 def rounded(x, dtype):

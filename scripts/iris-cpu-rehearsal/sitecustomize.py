@@ -43,6 +43,8 @@ def _install():
             return func(*args, **kwargs)
 
     CudaMeansCpu().__enter__()  # for the life of the process
+    set_default_device = torch.set_default_device
+    torch.set_default_device = lambda device: set_default_device(to_cpu(device))
     torch.cuda.synchronize = lambda device=None: None
     torch.cuda.set_device = lambda device: None
     torch.cuda.current_device = lambda: 0

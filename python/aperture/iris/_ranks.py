@@ -2,10 +2,10 @@
 
 Iris takes its ranks from torch.distributed (its test runner and its examples initialise it,
 often with a ``tcp://`` URL in workers that ``torch.multiprocessing`` spawned, which leaves no
-launcher variables). An aperture Team with torch.distributed's rank and size is then made by
-giving Team.from_env the torchrun-style variables it reads (RANK, WORLD_SIZE, MASTER_ADDR and a
-port of its own), with the address, port and job token chosen by rank 0 and broadcast over
-torch.distributed. Without torch.distributed, Team.from_env() reads aperture launch, mpirun or
+launcher variables, or under torchrun). An aperture Team with torch.distributed's rank and size
+is then made by giving Team.from_env the torchrun-style variables it reads (RANK, WORLD_SIZE,
+MASTER_ADDR and a port of its own), with the address, port and job token chosen by rank 0 and
+broadcast over torch.distributed. Without torch.distributed, Team.from_env() reads aperture launch, mpirun or
 torchrun, or makes a one-rank job.
 """
 
@@ -30,10 +30,14 @@ def _team_from_torch_distributed(dist):
         os.environ.get("RANK")
     launcher_size = os.environ.get("APERTURE_WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or \
         os.environ.get("WORLD_SIZE")
+    # aperture launch and mpirun describe this very job, hub included. torchrun's variables alone
+    # do not: aperture's rendezvous would listen on MASTER_PORT + 1, which nothing reserved (a
+    # connection to torch's store at MASTER_PORT may hold it as its local port), so a port is
+    # chosen below unless APERTURE_MASTER_PORT names one.
     if launcher_rank == str(rank) and launcher_size == str(size) and (os.environ.get("APERTURE_RANK") or
                                                                        os.environ.get("OMPI_COMM_WORLD_RANK") or
-                                                                       os.environ.get("MASTER_ADDR")):
-        return aperture.Team.from_env()  # the launcher describes this very job
+                                                                       os.environ.get("APERTURE_MASTER_PORT")):
+        return aperture.Team.from_env()
     if size == 1:
         return aperture.Team.single()
     # Rank 0 names where aperture's rendezvous listens; torch.distributed carries it to the others.
@@ -48,9 +52,11 @@ def _team_from_torch_distributed(dist):
     address, port, token = plan[0]
     for name in ("APERTURE_RANK", "APERTURE_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
         os.environ.pop(name, None)  # another launcher's variables would win over these
+    # MASTER_PORT stays torch's where torchrun set it (its store listens there); aperture's
+    # rendezvous is at APERTURE_MASTER_PORT.
+    os.environ.setdefault("MASTER_PORT", str(port - 1 if port > 1 else port))
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(size), "MASTER_ADDR": address,
-                       "MASTER_PORT": str(port - 1 if port > 1 else port), "APERTURE_MASTER_PORT": str(port),
-                       "APERTURE_JOB_TOKEN": token})
+                       "APERTURE_MASTER_PORT": str(port), "APERTURE_JOB_TOKEN": token})
     os.environ.setdefault("LOCAL_RANK", str(rank % max(1, _local_size_guess(size))))
     return aperture.Team.from_env()
 
