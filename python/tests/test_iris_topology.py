@@ -23,6 +23,7 @@ from aperture.iris.host.distributed import _nvml
 from aperture.iris.host.distributed.topology import (FabricInfo, GPUInfo, InterconnectLevel, IntraNodeLinkType,
                                                      TopologyDiscovery, TopologyMap)
 
+
 @pytest.fixture(autouse=True)
 def one_team_per_process(team, monkeypatch):
     """Discovery without a context takes aperture.iris's process Team: make it the tests' own, as a
