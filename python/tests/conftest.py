@@ -27,6 +27,8 @@ Markers (registered below; `pytest -m gpu` selects the GPU suite):
     multiprocess      starts processes of its own (one-rank jobs only)
     launcher          needs ranks started by `aperture launch`
     one_gpu_per_rank  torch symmetric memory: not defined (deselected) where ranks share a GPU
+    no_gpu            what happens without a GPU (a host-only report, Triton's interpreter): not
+                      defined (deselected) where torch sees one, so a GPU run never skips it
 Whole files get theirs from FILE_MARKERS here; single tests carry theirs in their file.
 
 Times. APERTURE_TEST_TIMES=FILE: rank 0 appends each test's seconds (setup, call and teardown),
@@ -76,6 +78,7 @@ MARKERS = {
     "multiprocess": "starts processes of its own (one-rank jobs only)",
     "launcher": "needs ranks started by aperture launch",
     "one_gpu_per_rank": "needs a GPU of its own per rank (torch symmetric memory); deselected where ranks share one",
+    "no_gpu": "checks what happens without a GPU (host-only reports, Triton's interpreter); deselected where there is one",
 }
 
 # This process's rank in its job (the launcher's variable, or mpirun's).
@@ -200,9 +203,16 @@ def pytest_collection_modifyitems(config, items):
     # Torch symmetric memory wants a GPU per rank: where ranks share one, its tests are not defined
     # (deselected, and counted as such), rather than skipped.
     if any(item.get_closest_marker("one_gpu_per_rank") for item in items) and ranks_share_a_gpu():
-        dropped = [item for item in items if item.get_closest_marker("one_gpu_per_rank")]
-        items[:] = [item for item in items if not item.get_closest_marker("one_gpu_per_rank")]
-        config.hook.pytest_deselected(items=dropped)
+        _deselect(config, items, "one_gpu_per_rank")
+    # Likewise the tests of what happens without a GPU, where there is one (every rank sees alike).
+    if any(item.get_closest_marker("no_gpu") for item in items) and not INTERPRETED:
+        _deselect(config, items, "no_gpu")
+
+
+def _deselect(config, items, marker):
+    dropped = [item for item in items if item.get_closest_marker(marker)]
+    items[:] = [item for item in items if not item.get_closest_marker(marker)]
+    config.hook.pytest_deselected(items=dropped)
 
 
 def _requires(item):

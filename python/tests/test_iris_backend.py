@@ -58,7 +58,7 @@ def test_open_ipc_handle_refuses_what_is_not_a_handle():
         backend.open_ipc_handle(np.zeros(64, np.int8), 0)
 
 
-@pytest.mark.skipif(HAS_GPU, reason="the behaviour without a GPU")
+@pytest.mark.no_gpu
 @pytest.mark.parametrize("name, call", [
     ("set_device", lambda: backend.set_device(0)), ("get_device_id", backend.get_device_id),
     ("get_cu_count", backend.get_cu_count), ("get_wall_clock_rate", lambda: backend.get_wall_clock_rate(0)),

@@ -70,7 +70,7 @@ def test_a_disabled_launch_only_launches(tmp_path, monkeypatch):
     assert files_under(tmp_path) == []
 
 
-@pytest.mark.skipif(not INTERPRETED, reason="the interpreter's behaviour (compiled kernels are the GPU test's)")
+@pytest.mark.no_gpu  # the interpreter's behaviour (compiled kernels are the GPU test's)
 def test_interpreted_launches_write_nothing_and_say_so_once(artifacts_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="iris"):
         assert launch() is None and launch(dtype=torch.int32) is None

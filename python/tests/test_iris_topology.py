@@ -104,7 +104,7 @@ def test_groups_and_heap_plan_follow_the_nodes(team):
             assert (level == InterconnectLevel.INTRA_NODE) == (team.node_of(rank) == team.node_of(peer))
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU report: this machine has a GPU")
+@pytest.mark.no_gpu
 def test_without_a_gpu_each_rank_reports_its_host_only(team):
     _, topo = _discovered()
     for rank, info in topo.gpu_info.items():
@@ -342,7 +342,7 @@ def test_pci_bus_id_by_nvml_index_only_where_the_index_is_known(monkeypatch):
     assert topology._get_pci_bus_id(0, "amd") == "unknown"
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without NVIDIA's driver")
+@pytest.mark.no_gpu
 def test_without_the_driver_no_nvml_is_offered():
     assert _nvml.available() is False
     assert topology._nvml() is None or topology._nvml().__name__ == "pynvml"
