@@ -57,6 +57,13 @@ def partials(world, m, k, n, step):
     return out
 
 
+def rows_of(parts, rank, m_local):
+    """`parts` cut to rank `rank`'s block of m_local rows (A's and the product's; B whole): what
+    a reduce-scatter by rows leaves that rank."""
+    rows = slice(rank * m_local, (rank + 1) * m_local)
+    return [(a[rows], b, p[rows]) for a, b, p in parts]
+
+
 def check_sum(got, parts, dtype, k, what):
     """`got` against the sum over ranks of each rank's product rounded to dtype, added in fp32 and
     rounded once (exactly, on the host; within test_iris_ops's bound on a GPU)."""
@@ -170,8 +177,7 @@ def test_one_shot_reduce_scatter_keeps_this_ranks_rows_of_the_sum(ctx, dtype):
     parts = partials(world, m, k, n, 4)
     out = torch.full((m_local, n), 5.0, dtype=dtype, device=ctx.get_device())
     assert one_shot_reduce_scatter(ctx, out, on_heap(ctx, parts[rank][2], dtype), num_warps=8) is None
-    rows = slice(rank * m_local, (rank + 1) * m_local)
-    check_sum(out, [(a[rows], b, p[rows]) for a, b, p in parts], dtype, k, "one_shot_reduce_scatter")
+    check_sum(out, rows_of(parts, rank, m_local), dtype, k, "one_shot_reduce_scatter")
 
 
 @on_the_heap
@@ -181,8 +187,7 @@ def test_reduce_scatter_auto_takes_iris_path_by_size_or_force(ctx, dtype):
     m_local, k, n = 8, 16, 6
     m = world * m_local
     parts = partials(world, m, k, n, 5)
-    rows = slice(rank * m_local, (rank + 1) * m_local)
-    mine = [(a[rows], b, p[rows]) for a, b, p in parts]
+    mine = rows_of(parts, rank, m_local)
     heap_input = on_heap(ctx, parts[rank][2], dtype)
     plain_input = parts[rank][2].to(dtype).to(ctx.get_device())
     out = torch.zeros((m_local, n), dtype=dtype, device=ctx.get_device())
@@ -211,8 +216,7 @@ def test_matmul_reduce_scatter_auto_on_either_path(ctx):
     m_local, k, n = 4, 24, 10
     m = world * m_local
     parts = partials(world, m, k, n, 6)
-    rows = slice(rank * m_local, (rank + 1) * m_local)
-    mine = [(a[rows], b, p[rows]) for a, b, p in parts]
+    mine = rows_of(parts, rank, m_local)
     a, b = (t.to(dtype).to(ctx.get_device()) for t in parts[rank][:2])  # the product's inputs may lie off the heap
     for how in ({}, {"force": "one_shot", "block_m": 4}, {"crossover_bytes": 0}):
         out = torch.zeros((m_local, n), dtype=dtype, device=ctx.get_device())
