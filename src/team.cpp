@@ -154,9 +154,26 @@ Team Team::from_env() {
     if (const char* t = env("APERTURE_JOB_TOKEN")) token = t;
     else if (const char* run_id = env("TORCHELASTIC_RUN_ID")) token = run_id;
     const std::string address = detail::format("tcp:{}:{}", torchrun->master_addr, port);
-    return Team(torchrun->rank, torchrun->world_size, name,
-                host_or_join_tcp_hub(torchrun->rank, torchrun->world_size, "0.0.0.0", port, torchrun->master_addr,
-                                     token, address));
+    try {
+      return Team(torchrun->rank, torchrun->world_size, name,
+                  host_or_join_tcp_hub(torchrun->rank, torchrun->world_size, "0.0.0.0", port, torchrun->master_addr,
+                                       token, address));
+    } catch (const Error& e) {
+      // The port after MASTER_PORT is nobody's reservation: a connection to torch's store (at
+      // MASTER_PORT) can hold it as its local port, most often when MASTER_PORT lies in the
+      // system's ephemeral range. Only rank 0 sees the bind fail; it says why and the way out.
+      if (e.call() != "bind") throw;
+      const std::string why =
+          aperture::env::master_port(env)
+              ? detail::format("APERTURE_MASTER_PORT={} is not free on rank 0's host; choose another, the same on "
+                               "every rank",
+                               port)
+              : "under torchrun aperture's rendezvous takes MASTER_PORT + 1 (torch's store has MASTER_PORT), and "
+                "a connection to torch's store may hold that port as its local port; set APERTURE_MASTER_PORT to a "
+                "port that is free on rank 0's host, the same on every rank";
+      throw Error(ErrorCode::system, detail::format("rank 0 cannot serve aperture's rendezvous: {}; {}", e.detail(), why),
+                  "bind");
+    }
   }
   return single();
 }

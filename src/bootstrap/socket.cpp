@@ -127,7 +127,7 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
   }
   ::freeaddrinfo(found);
   throw Error(ErrorCode::system,
-              detail::format("cannot listen on {}:{}: {}; is MASTER_PORT already in use by another job?", host, port,
+              detail::format("cannot listen on {}:{}: {}; another process holds that port", host, port,
                              last_error),
               "bind");
 }

@@ -46,6 +46,20 @@ expect "unreachable MASTER_ADDR:PORT" 3 "cannot reach the rendezvous hub at tcp:
   "${clean[@]}" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port "$probe"
 expect "unresolvable MASTER_ADDR" 3 "cannot resolve host 'no-such-host.invalid'" -- \
   "${clean[@]}" RANK=1 WORLD_SIZE=2 MASTER_ADDR=no-such-host.invalid MASTER_PORT=29500 "$probe"
+# Under torchrun rank 0 serves aperture's rendezvous on MASTER_PORT + 1; where another process
+# holds that port, rank 0 says which port, why, and names APERTURE_MASTER_PORT (no hang, no
+# misleading "MASTER_PORT in use"). A listener of our own on loopback holds it.
+held_port=$(( closed_port + 2 ))
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen()
+print("held", flush=True); time.sleep(60)' "$held_port" > "${TMPDIR:-/tmp}/env_misuse_holder.$$" 2>&1 &
+holder=$!
+for _ in $(seq 50); do grep -q held "${TMPDIR:-/tmp}/env_misuse_holder.$$" 2>/dev/null && break; sleep 0.1; done
+expect "MASTER_PORT + 1 held by another process" 3 "cannot listen on 0.0.0.0:$held_port" "MASTER_PORT + 1" \
+  "set APERTURE_MASTER_PORT" -- "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
+expect "APERTURE_MASTER_PORT held by another process" 3 "APERTURE_MASTER_PORT=$held_port is not free" -- \
+  "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port APERTURE_MASTER_PORT=$held_port "$probe"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "${TMPDIR:-/tmp}/env_misuse_holder.$$"
 expect "OMPI rank >= size" 3 "OMPI_COMM_WORLD_RANK=4 is not below OMPI_COMM_WORLD_SIZE=4" -- \
   "${clean[@]}" OMPI_COMM_WORLD_RANK=4 OMPI_COMM_WORLD_SIZE=4 "$probe"
 expect "APERTURE_RANK without APERTURE_HUB" 3 "APERTURE_HUB is not" "aperture launch" -- \
