@@ -20,7 +20,7 @@
 #   5. fused GEMM overlap: `aperture bench --ops ag_gemm,gemm_rs` and torch's async-TP ops
 #      (gemm-bench.csv, torch-fused.csv);
 #   6. Iris bandwidth: examples/iris/{store,load}_bandwidth.py --compare at 2 ranks (iris-*.txt);
-#   7. Iris's fused all_reduce_rmsnorm against all_reduce + torch's rms_norm (iris-rmsnorm.txt);
+#   7. Iris's fused all_reduce_rmsnorm against all_reduce + torch's rms_norm (iris-rmsnorm.csv/.txt);
 #      iris.ccl's host time over the same Communicator call, one GPU, 1 and 2 ranks
 #      (iris-ccl-overhead-np{1,2}.csv/.txt, full form on any machine; smoke-* beside other work);
 #   8. a Triton put to another node through the GPU proxy against a C++ kernel's (2 ranks as two
@@ -138,7 +138,7 @@ done
 # 7. Iris's fused all_reduce_rmsnorm against all_reduce + torch's rms_norm (M = 1..128 rows of
 #    8192 bf16; on one GPU a function check at 1 rank).
 step iris-rmsnorm 120 "$launcher" launch -n "$ranks" --timeout 110 -- "$python" "$root/bench/python/iris_rmsnorm.py" \
-  --iters $(( smoke ? 20 : 200 ))
+  --iters $(( smoke ? 20 : 200 )) --csv "$results/${prefix}iris-rmsnorm.csv"
 (( dry_run )) || cp "$logs/iris-rmsnorm.log" "$results/${prefix}iris-rmsnorm.txt" 2>/dev/null
 # 7b. iris.ccl's host time over the same Communicator call (issue 27's 5 % target): one GPU, at
 #     1 rank and at 2 ranks sharing it, on any machine (full form: it is a one-GPU figure). Two

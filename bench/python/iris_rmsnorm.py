@@ -19,6 +19,9 @@ is checked against the fp32 reference before it is timed (and the fused one agai
 The target (issue 27, on 2 GPUs): fused eager <= 0.7x the unfused eager time. At one rank the
 figures measure one GPU's kernels with no peer, and the eager time is mostly host time.
 With --residual, both sides also add the residual (Iris's full operation).
+--csv FILE (rank 0) writes a row per size in `aperture bench --csv`'s form, which
+scripts/perf-table.py reads (op iris_all_reduce_rmsnorm, bytes the rows' bf16 bytes,
+aperture_us the fused eager time, the baseline the faster unfused path's eager time).
 """
 
 import argparse
@@ -31,6 +34,7 @@ import torch.distributed as dist
 
 import aperture
 import aperture.iris as iris
+from aperture._bench_csv import write_rows
 from aperture.iris.ccl._fused import all_reduce_rmsnorm
 
 
@@ -79,6 +83,7 @@ def main():
     parser.add_argument("--hidden", type=int, default=8192)
     parser.add_argument("--rows", default="1,2,4,8,16,32,64,128")
     parser.add_argument("--residual", action="store_true")
+    parser.add_argument("--csv", default="", help="write the rows here (rank 0)")
     args = parser.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ["APERTURE_PROVIDER"] = args.provider
@@ -99,6 +104,7 @@ def main():
         print(f"{'rows':>5} {'fused eager/host/gpu':>23} {'aperture AR+norm e/h/g':>25} {'nccl AR+norm e/h/g':>23} "
               f"{'fused/aperture':>15} {'fused/nccl':>11}")
     worst = 0.0
+    csv_rows = []
     for rows in (int(r) for r in args.rows.split(",")):
         def mine(rank):
             g = torch.Generator().manual_seed(rank * 31 + rows)
@@ -156,6 +162,12 @@ def main():
                                  f"timed calls (max error {(got - expected).abs().max().item():.3g})")
         ratio = t_fused[0] / min(t_ap[0], t_nccl[0]) if t_nccl[0] == t_nccl[0] else t_fused[0] / t_ap[0]
         worst = max(worst, ratio)
+        nccl_faster = t_nccl[0] == t_nccl[0] and t_nccl[0] < t_ap[0]
+        csv_rows.append(dict(memory=ctx.provider.name, op="iris_all_reduce_rmsnorm" + "_residual" * args.residual,
+                             type="bfloat16", ranks=team.size, bytes=rows * hidden * 2, iters=args.iters,
+                             aperture_us=t_fused[0],
+                             baseline="nccl_all_reduce+rms_norm" if nccl_faster else "aperture_all_reduce+rms_norm",
+                             baseline_us=t_nccl[0] if nccl_faster else t_ap[0]))
 
         def cell(t):
             return f"{t[0]:.1f}/{t[1]:.1f}/{t[2]:.1f}{'' if t[3] else '?'}"
@@ -168,6 +180,8 @@ def main():
                     print(f"      note: a {path} call of {rows} rows took {t[4]:.0f} us of host time, over 10x the "
                           f"host mean {t[1]:.1f} us: something compiled or allocated inside the timed calls")
         ctx.barrier()
+    if team.rank == 0 and args.csv:
+        write_rows(args.csv, csv_rows)
     if team.rank == 0:
         target = "met" if worst <= 0.7 else "NOT met"
         print(f"iris_rmsnorm bench: done (every path checked once per size); worst fused/best-unfused {worst:.2f}x "
