@@ -373,7 +373,6 @@ def test_bad_input_and_knobs_are_refused_before_any_collective(ctx):
     inp, out, rs_out = ctx.ones((m, 6), dtype=f32), ctx.zeros((m, 6), dtype=f32), ctx.zeros((8, 6), dtype=f32)
     plain = torch.ones(m, 6, device=out.device)
     cases = [
-        (lambda: one_shot_all_reduce(ctx, out, inp, num_sm=4), r"unknown keyword argument\(s\) \['num_sm'\]"),
         (lambda: one_shot_all_reduce(ctx, out, inp, block_m=-4), "block_m=-4; give a positive int"),
         (lambda: one_shot_all_reduce(ctx, out, inp, block_n=48), "block_n=48; give a power of two"),
         (lambda: one_shot_all_reduce(ctx, out, inp, num_warps=True), "num_warps=True"),
@@ -392,8 +391,6 @@ def test_bad_input_and_knobs_are_refused_before_any_collective(ctx):
         (lambda: one_shot_reduce_scatter(ctx, ctx.zeros((8, 5), dtype=f32), inp), r"must be \(M / world_size, N\)"),
         (lambda: reduce_scatter_auto(ctx, rs_out, inp, force="nccl"), "force='nccl'"),
         (lambda: reduce_scatter_auto(ctx, rs_out, inp, crossover_bytes="8MB"), "crossover_bytes='8MB'"),
-        (lambda: matmul_reduce_scatter_auto(ctx, rs_out, inp, ctx.ones((6, 6), dtype=f32), forse="rccl"),
-         r"unknown keyword argument\(s\) \['forse'\]"),
     ]
     if world > 1:
         odd = ctx.ones((m + 1, 6), dtype=f32)
@@ -408,6 +405,27 @@ def test_bad_input_and_knobs_are_refused_before_any_collective(ctx):
     # A knob of 0 or None is Iris's "the default" (it reads `kw.get(knob) or default`).
     one_shot_all_reduce(ctx, out, inp, block_m=0, block_n=None, num_sms=0)
     assert bool((out == world).all())
+
+
+@on_the_heap
+def test_a_keyword_no_function_reads_is_dropped_with_a_warning_as_iris_drops_it(ctx):
+    world = ctx.get_num_ranks()
+    f32 = torch.float32
+    m = 8 * world
+    rows = torch.arange(m * 6, dtype=f32).reshape(m, 6) % 7 + ctx.get_rank()
+    inp, out = ctx.zeros((m, 6), dtype=f32), ctx.zeros((m, 6), dtype=f32)
+    inp.copy_(rows.to(inp.device))
+    expected = sum(torch.arange(m * 6, dtype=f32).reshape(m, 6) % 7 + r for r in range(world))
+    with pytest.warns(UserWarning, match=r"one_shot_all_reduce: keyword argument\(s\) \['num_sm'\] are not read"):
+        one_shot_all_reduce(ctx, out, inp, num_sm=4)
+    assert torch.equal(out.cpu(), expected)
+    rs_out = ctx.zeros((8, 6), dtype=f32)
+    eye = ctx.zeros((6, 6), dtype=f32)
+    eye.copy_(torch.eye(6))
+    with pytest.warns(UserWarning, match=r"\['forse'\] are not read .* it reads \[.*'force'"):
+        matmul_reduce_scatter_auto(ctx, rs_out, inp, eye, forse="rccl")
+    r = ctx.get_rank()
+    assert torch.equal(rs_out.cpu(), expected[8 * r:8 * (r + 1)])
 
 
 # ---- module paths ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ fp32: the sum Iris computes, rounded once. The data moved is the same as in Iris
 """
 
 import numbers
+import warnings
 
 import torch
 
@@ -53,10 +54,12 @@ def check_positive_int(name, knob, value, power_of_two=False):
 
 def check_keywords(name, knobs, known):
     """Iris's functions of this kind take their launch options as **kwargs and drop any others
-    unread; a name none of them reads (a misspelt knob) is refused here."""
+    unread, so a program may pass keywords meant for a sibling; those run here too. A name none
+    of them reads (a misspelt knob, perhaps) is dropped as in Iris, with a warning that names it."""
     unknown = sorted(set(knobs) - set(known))
     if unknown:
-        _refuse(name, f"unknown keyword argument(s) {unknown}; this function takes {sorted(known)}")
+        warnings.warn(f"aperture: iris.ops.{name}: keyword argument(s) {unknown} are not read by this function and "
+                      f"are ignored, as in Iris; it reads {sorted(known)}", UserWarning, stacklevel=3)
 
 
 def check_row_blocks(name, world, m, block_m=None):
