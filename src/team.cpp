@@ -48,26 +48,36 @@ std::string node_identity() {
   return identity;
 }
 
-// Rank 0 of a torchrun or mpirun job serves the hub on a thread and joins it like any rank.
-std::unique_ptr<detail::TeamTransport> host_or_join_tcp_hub(int rank, int size, const std::string& bind_host,
-                                                            int port, const std::string& advertise_host,
-                                                            std::string token, const std::string& address_if_joining) {
+// Rank 0 of a torchrun job serves the hub on a thread and joins it like any rank; it listens on
+// the first of `ports` that is free, and the others join whichever of them answers (the
+// handshake proves it is this job's hub).
+std::unique_ptr<detail::TeamTransport> host_or_join_tcp_hub(int rank, int size, const std::vector<int>& ports,
+                                                            const std::string& master_addr, std::string token) {
   const auto timeout = team_timeout();
-  if (rank == 0) {
-    detail::HubOptions options;
-    options.world_size = size;
-    options.token = std::move(token);
-    options.timeout = timeout;
-    options.transport = "tcp";
-    options.bind_host = bind_host;
-    options.bind_port = port;
-    options.advertise_host = advertise_host;
-    auto hub = std::make_unique<detail::Hub>(options);
-    auto client = std::make_unique<detail::HubClient>(hub->address(), rank, size, options.token, timeout);
-    client->own_hub(std::move(hub));
-    return client;
+  if (rank != 0) {
+    std::vector<std::string> addresses;
+    for (const int port : ports) addresses.push_back(detail::format("tcp:{}:{}", master_addr, port));
+    return std::make_unique<detail::HubClient>(addresses, rank, size, token, timeout);
   }
-  return std::make_unique<detail::HubClient>(address_if_joining, rank, size, token, timeout);
+  detail::HubOptions options;
+  options.world_size = size;
+  options.token = std::move(token);
+  options.timeout = timeout;
+  options.transport = "tcp";
+  options.bind_host = "0.0.0.0";
+  options.advertise_host = master_addr;
+  std::unique_ptr<detail::Hub> hub;
+  for (std::size_t i = 0; hub == nullptr; ++i) {
+    options.bind_port = ports[i];
+    try {
+      hub = std::make_unique<detail::Hub>(options);
+    } catch (const Error& e) {
+      if (e.call() != "bind" || i + 1 == ports.size()) throw;
+    }
+  }
+  auto client = std::make_unique<detail::HubClient>(hub->address(), rank, size, options.token, timeout);
+  client->own_hub(std::move(hub));
+  return client;
 }
 
 }  // namespace
@@ -142,35 +152,36 @@ Team Team::from_env() {
   if (launcher == LaunchedBy::torchrun) {
     const auto torchrun = detail::read_torchrun_env(env);
     if (torchrun->world_size == 1) return single();
-    // torch.distributed's own TCPStore listens on MASTER_PORT, so the hub takes the next port
-    // unless APERTURE_MASTER_PORT names one.
-    int port = torchrun->master_port + 1;
-    if (const auto own = aperture::env::master_port(env)) port = *own;
-    if (port > 65535)
+    // torch.distributed's own TCPStore listens on MASTER_PORT. The port after it is nobody's
+    // reservation: a connection to that store can hold it as its local port (most often when
+    // MASTER_PORT lies in the system's ephemeral range). So the hub takes the first free port of
+    // MASTER_PORT + 1 .. + kRendezvousPorts, or exactly APERTURE_MASTER_PORT when that is set.
+    constexpr int kRendezvousPorts = 8;
+    const auto named = aperture::env::master_port(env);
+    std::vector<int> ports;
+    if (named) ports.push_back(*named);
+    for (int i = 1; !named && i <= kRendezvousPorts && torchrun->master_port + i <= 65535; ++i)
+      ports.push_back(torchrun->master_port + i);
+    if (ports.empty())
       throw Error(
           ErrorCode::invalid_argument,
           "MASTER_PORT=65535 leaves no port for aperture's rendezvous; set APERTURE_MASTER_PORT to a free port");
     std::string token;
     if (const char* t = env("APERTURE_JOB_TOKEN")) token = t;
     else if (const char* run_id = env("TORCHELASTIC_RUN_ID")) token = run_id;
-    const std::string address = detail::format("tcp:{}:{}", torchrun->master_addr, port);
     try {
       return Team(torchrun->rank, torchrun->world_size, name,
-                  host_or_join_tcp_hub(torchrun->rank, torchrun->world_size, "0.0.0.0", port, torchrun->master_addr,
-                                       token, address));
+                  host_or_join_tcp_hub(torchrun->rank, torchrun->world_size, ports, torchrun->master_addr, token));
     } catch (const Error& e) {
-      // The port after MASTER_PORT is nobody's reservation: a connection to torch's store (at
-      // MASTER_PORT) can hold it as its local port, most often when MASTER_PORT lies in the
-      // system's ephemeral range. Only rank 0 sees the bind fail; it says why and the way out.
-      if (e.call() != "bind") throw;
+      if (e.call() != "bind") throw;  // only rank 0 binds: it says why, and the way out
       const std::string why =
-          aperture::env::master_port(env)
-              ? detail::format("APERTURE_MASTER_PORT={} is not free on rank 0's host; choose another, the same on "
-                               "every rank",
-                               port)
-              : "under torchrun aperture's rendezvous takes MASTER_PORT + 1 (torch's store has MASTER_PORT), and "
-                "a connection to torch's store may hold that port as its local port; set APERTURE_MASTER_PORT to a "
-                "port that is free on rank 0's host, the same on every rank";
+          named ? detail::format("APERTURE_MASTER_PORT={} is not free on rank 0's host; choose another, the same on "
+                                 "every rank",
+                                 ports.front())
+                : detail::format("under torchrun aperture's rendezvous takes the first free port of MASTER_PORT + 1 .. "
+                                 "+ {} ({} .. {}; torch's store has MASTER_PORT), and every one is taken; set "
+                                 "APERTURE_MASTER_PORT to a port that is free on rank 0's host, the same on every rank",
+                                 ports.size(), ports.front(), ports.back());
       throw Error(ErrorCode::system, detail::format("rank 0 cannot serve aperture's rendezvous: {}; {}", e.detail(), why),
                   "bind");
     }

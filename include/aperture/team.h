@@ -4,7 +4,8 @@
 //   1. `aperture launch` (APERTURE_RANK, APERTURE_WORLD_SIZE, APERTURE_HUB, APERTURE_JOB_TOKEN);
 //   2. Open MPI (`mpirun`/`oshrun`: OMPI_COMM_WORLD_RANK/SIZE), when aperture was built with MPI;
 //   3. torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT): rank 0 serves a TCP
-//      rendezvous on MASTER_ADDR:MASTER_PORT, the others connect to it;
+//      rendezvous on MASTER_ADDR at the first free port of MASTER_PORT+1 .. +8 (torch's store has
+//      MASTER_PORT), or at APERTURE_MASTER_PORT, the others connect to it;
 //   4. otherwise a team of one rank.
 //
 // barrier, allgather, broadcast and check_same are collective: every rank makes the same calls

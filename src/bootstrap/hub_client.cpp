@@ -61,8 +61,12 @@ void SoloTransport::broadcast(void*, std::size_t, int root) {
 
 HubClient::HubClient(const std::string& address, int rank, int world_size, const std::string& token,
                      std::chrono::milliseconds timeout)
-    : address_(address), rank_(rank), world_size_(world_size), timeout_(timeout) {
-  fd_ = connect_to(address, std::chrono::steady_clock::now() + timeout);
+    : HubClient(std::vector<std::string>{address}, rank, world_size, token, timeout) {}
+
+HubClient::HubClient(const std::vector<std::string>& addresses, int rank, int world_size, const std::string& token,
+                     std::chrono::milliseconds timeout)
+    : rank_(rank), world_size_(world_size), timeout_(timeout) {
+  fd_ = connect_to_first(addresses, std::chrono::steady_clock::now() + timeout, address_);
   // Writes are bounded too: a hub that stops reading makes a send fail after this long, where it
   // would block forever once the socket buffer is full (a large allgather).
   const auto send_limit = std::chrono::duration_cast<std::chrono::microseconds>(timeout + kHubMargin);
@@ -77,7 +81,7 @@ HubClient::HubClient(const std::string& address, int rank, int world_size, const
         ErrorCode::mismatch,
         detail::format("rank {}: the process listening at {} runs as another user; refusing to join its job (is "
                        "APERTURE_HUB from another user's job?)",
-                       rank, address));
+                       rank, address_));
   handshake(token);
   auto& w = watched();
   std::lock_guard lock(w.mutex);

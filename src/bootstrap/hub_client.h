@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "aperture/error.h"
 #include "bootstrap/socket.h"
@@ -39,6 +40,10 @@ class Hub;
 class HubClient final : public TeamTransport {
  public:
   HubClient(const std::string& address, int rank, int world_size, const std::string& token,
+            std::chrono::milliseconds timeout);
+  // Joins the hub at whichever of `addresses` accepts first (a hub that may have moved to a later
+  // port because an earlier one was taken); the handshake then proves it is this job's.
+  HubClient(const std::vector<std::string>& addresses, int rank, int world_size, const std::string& token,
             std::chrono::milliseconds timeout);
   ~HubClient() override;  // says goodbye, so the hub knows this rank left on purpose
 

@@ -179,18 +179,34 @@ Fd try_connect(const std::string& address, std::string& why) {
 }  // namespace
 
 Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point deadline) {
-  Fd connected;
+  std::string connected;
+  return connect_to_first({address}, deadline, connected);
+}
+
+Fd connect_to_first(const std::vector<std::string>& addresses, std::chrono::steady_clock::time_point deadline,
+                    std::string& connected) {
+  Fd fd;
   std::string last_error;
   const bool done = retry_until(deadline, std::chrono::milliseconds(2), std::chrono::milliseconds(256), [&] {
-    connected = try_connect(address, last_error);
-    return connected ? Try::done : Try::again;
+    for (const std::string& address : addresses) {
+      fd = try_connect(address, last_error);
+      if (fd) {
+        connected = address;
+        return Try::done;
+      }
+    }
+    return Try::again;
   });
-  if (!done)
+  if (!done) {
+    const std::string where = addresses.size() == 1
+                                  ? addresses.front()
+                                  : detail::format("any of {} .. {}", addresses.front(), addresses.back());
     throw Error(ErrorCode::peer_lost,
                 detail::format("cannot reach the rendezvous hub at {}: {}; is rank 0 (or the launcher) running, and "
                                "are MASTER_ADDR/MASTER_PORT right?",
-                               address, last_error));
-  return connected;
+                               where, last_error));
+  }
+  return fd;
 }
 
 void set_low_latency(int fd) {

@@ -44,7 +44,7 @@ constexpr Variable kVariables[] = {
     {"APERTURE_ENGINE", "text", "rma", "rma or messages",
      "Host memory on other nodes: rma (MPI one-sided) or messages (MPI send/receive to the target's service "
      "thread); GPU memory always takes messages."},
-    {"APERTURE_MASTER_PORT", "integer", "MASTER_PORT+1", "1 .. 65535",
+    {"APERTURE_MASTER_PORT", "integer", "the first free of MASTER_PORT+1 .. +8", "1 .. 65535",
      "torchrun jobs: the port of aperture's rendezvous (MASTER_PORT is torch's own store)."},
     {"APERTURE_COLLECTIVES_SPINS", "integer", "256 (16 when ranks outnumber cores)", "0 .. 4294967295",
      "Collectives: how often a host waiter polls before it yields."},

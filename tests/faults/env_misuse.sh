@@ -42,24 +42,56 @@ expect "MASTER_PORT=http" 3 "MASTER_PORT='http' is not an integer" -- "${clean[@
 expect "MASTER_PORT=70000" 3 "MASTER_PORT=70000 is out of range" "1..65535" -- "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=70000 "$probe"
 expect "MASTER_PORT=65535" 3 "APERTURE_MASTER_PORT" -- "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=65535 "$probe"
 expect "no MASTER_ADDR" 3 "MASTER_ADDR/MASTER_PORT are not" -- "${clean[@]}" RANK=1 WORLD_SIZE=2 "$probe"
-expect "unreachable MASTER_ADDR:PORT" 3 "cannot reach the rendezvous hub at tcp:127.0.0.1:$((closed_port + 1))" "MASTER_ADDR/MASTER_PORT" -- \
+expect "unreachable MASTER_ADDR:PORT" 3 "cannot reach the rendezvous hub at any of tcp:127.0.0.1:$((closed_port + 1)) .." "MASTER_ADDR/MASTER_PORT" -- \
   "${clean[@]}" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port "$probe"
 expect "unresolvable MASTER_ADDR" 3 "cannot resolve host 'no-such-host.invalid'" -- \
   "${clean[@]}" RANK=1 WORLD_SIZE=2 MASTER_ADDR=no-such-host.invalid MASTER_PORT=29500 "$probe"
-# Under torchrun rank 0 serves aperture's rendezvous on MASTER_PORT + 1; where another process
-# holds that port, rank 0 says which port, why, and names APERTURE_MASTER_PORT (no hang, no
-# misleading "MASTER_PORT in use"). A listener of our own on loopback holds it.
+# Under torchrun rank 0 serves aperture's rendezvous on the first free port of MASTER_PORT + 1 ..
+# + 8. A helper of the test's own, on loopback, holds ports the way a job's neighbours do.
+holder_out="${TMPDIR:-/tmp}/env_misuse_holder.$$"
+hold_ports() {  # hold_ports MODE FIRST LAST: listen (MODE=listen) or connect out from (MODE=connected) each port
+  python3 -c 'import socket, sys, time
+mode, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+held = []
+if mode == "connected":  # a store on first - 1; a connection to it whose local port is each port
+    store = socket.socket(); store.bind(("127.0.0.1", first - 1)); store.listen(); held.append(store)
+for port in range(first, last + 1):
+    s = socket.socket()  # a connection made the usual way has no SO_REUSEADDR: its port stays its own
+    if mode == "listen": s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0" if mode == "listen" else "127.0.0.1", port))
+    s.listen() if mode == "listen" else s.connect(("127.0.0.1", first - 1))
+    held.append(s)
+print("held", flush=True); time.sleep(60)' "$@" > "$holder_out" 2>&1 &
+  holder=$!
+  for _ in $(seq 50); do grep -q held "$holder_out" 2>/dev/null && break; sleep 0.1; done
+}
+release_ports() { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "$holder_out"; }
 held_port=$(( closed_port + 2 ))
-python3 -c 'import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen()
-print("held", flush=True); time.sleep(60)' "$held_port" > "${TMPDIR:-/tmp}/env_misuse_holder.$$" 2>&1 &
-holder=$!
-for _ in $(seq 50); do grep -q held "${TMPDIR:-/tmp}/env_misuse_holder.$$" 2>/dev/null && break; sleep 0.1; done
-expect "MASTER_PORT + 1 held by another process" 3 "cannot listen on 0.0.0.0:$held_port" "MASTER_PORT + 1" \
-  "set APERTURE_MASTER_PORT" -- "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
-expect "APERTURE_MASTER_PORT held by another process" 3 "APERTURE_MASTER_PORT=$held_port is not free" -- \
+# MASTER_PORT + 1 is the local port of a connection to torch's store (what a torchrun job's own
+# processes do): the job forms on the next port, both ranks.
+hold_ports connected "$held_port" "$held_port"
+rank1_out="${TMPDIR:-/tmp}/env_misuse_rank1.$$"
+"${clean[@]}" APERTURE_TIMEOUT=10 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe" \
+  > "$rank1_out" 2>&1 &
+rank1=$!
+expect "MASTER_PORT + 1 taken by a connection: rank 0 takes the next port" 0 "probe ok: rank 0 of 2" -- \
+  "${clean[@]}" APERTURE_TIMEOUT=10 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
+wait "$rank1"; rc=$?
+if (( rc == 0 )) && grep -q "probe ok: rank 1 of 2" "$rank1_out"; then
+  passed=$((passed + 1)); echo "ok   - MASTER_PORT + 1 taken by a connection: rank 1 finds the hub on the next port"
+else
+  failures=$((failures + 1)); echo "FAIL - MASTER_PORT + 1 taken by a connection: rank 1 exit $rc: $(cat "$rank1_out")"
+fi
+rm -f "$rank1_out"
+release_ports
+# Every one of the eight ports taken: rank 0 says which, why, and names APERTURE_MASTER_PORT.
+hold_ports listen "$held_port" $(( held_port + 7 ))
+expect "MASTER_PORT + 1 .. + 8 all taken" 3 "cannot listen on 0.0.0.0:$(( held_port + 7 ))" \
+  "MASTER_PORT + 1 .. + 8 ($held_port .. $(( held_port + 7 ))" "set APERTURE_MASTER_PORT" -- \
+  "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
+expect "APERTURE_MASTER_PORT taken" 3 "APERTURE_MASTER_PORT=$held_port is not free" -- \
   "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port APERTURE_MASTER_PORT=$held_port "$probe"
-kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "${TMPDIR:-/tmp}/env_misuse_holder.$$"
+release_ports
 expect "OMPI rank >= size" 3 "OMPI_COMM_WORLD_RANK=4 is not below OMPI_COMM_WORLD_SIZE=4" -- \
   "${clean[@]}" OMPI_COMM_WORLD_RANK=4 OMPI_COMM_WORLD_SIZE=4 "$probe"
 expect "APERTURE_RANK without APERTURE_HUB" 3 "APERTURE_HUB is not" "aperture launch" -- \

@@ -31,9 +31,10 @@ def _team_from_torch_distributed(dist):
     launcher_size = os.environ.get("APERTURE_WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or \
         os.environ.get("WORLD_SIZE")
     # aperture launch and mpirun describe this very job, hub included. torchrun's variables alone
-    # do not: aperture's rendezvous would listen on MASTER_PORT + 1, which nothing reserved (a
-    # connection to torch's store at MASTER_PORT may hold it as its local port), so a port is
-    # chosen below unless APERTURE_MASTER_PORT names one.
+    # do not: aperture's rendezvous would take the first free port after MASTER_PORT, which
+    # nothing reserves, and a guessable token (TORCHELASTIC_RUN_ID). With torch.distributed up,
+    # rank 0 picks a free port and a random token and sends both, unless APERTURE_MASTER_PORT
+    # names the port.
     if launcher_rank == str(rank) and launcher_size == str(size) and (os.environ.get("APERTURE_RANK") or
                                                                        os.environ.get("OMPI_COMM_WORLD_RANK") or
                                                                        os.environ.get("APERTURE_MASTER_PORT")):
