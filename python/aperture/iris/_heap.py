@@ -194,6 +194,8 @@ class SymmetricHeap:
 
 def _extent(tensor):
     """Bytes from the tensor's first element to one past its last (strided tensors included)."""
+    if tensor.is_contiguous():  # the usual case, and a microsecond less than the strides' walk
+        return tensor.numel() * tensor.element_size()
     if tensor.numel() == 0:
         return 0
     last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))

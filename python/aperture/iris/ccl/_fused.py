@@ -180,7 +180,7 @@ def _timeout_seconds():
     return float(os.environ.get("APERTURE_TIMEOUT", "60"))
 
 
-_budgets = {}  # (APERTURE_TIMEOUT's text, on_gpu) -> polls: read per call (a test changes it), parsed once
+_budgets = {}  # (APERTURE_TIMEOUT's text, on_gpu) -> polls, parsed once
 
 
 def _poll_budget(on_gpu):
@@ -265,9 +265,19 @@ class _Plan:
         self.constexpr_values = (int(ctx.get_rank()), int(ctx.get_num_ranks()), has_residual,
                                  triton.cdiv(tokens, programs), block, tiles, _congruent(ctx))
         self.constexprs = dict(zip(_CONSTEXPRS, self.constexpr_values))
+        # APERTURE_TIMEOUT is read here, when the host object first runs this shape: reading the
+        # environment costs a microsecond, a tenth of the call's host time.
+        self.poll_budget = _poll_budget(device.type == "cuda")
 
 
-def _launch_key(plan, args):
+def _pointers(args):
+    """The device addresses of the kernel's pointer arguments (partial, residual, weight, out, ready,
+    done, failed, heap_bases), read once per call: for the launch key and for the direct launch."""
+    return (args[0].data_ptr(), args[1].data_ptr(), args[2].data_ptr(), args[3].data_ptr(), args[4].data_ptr(),
+            args[5].data_ptr(), args[6].data_ptr(), args[9].data_ptr())
+
+
+def _launch_key(plan, args, pointers=None):
     """What Triton (3.6) specialises the kernel on besides the plan's constexprs and options, for
     these arguments: each tensor's dtype and whether its address is a multiple of 16, and the ints
     that are specialised (H, the strides: exactly, so also their classes "1", "multiple of 16");
@@ -275,22 +285,27 @@ def _launch_key(plan, args):
     one key run the same compiled kernel (test_iris_ranks checks this key against Triton's own)."""
     (partial, res, weight, out, ready, done, failed, epoch, budget, heap_bases, tokens, hidden, stride_p, stride_r,
      stride_o, _) = args
-    return (plan, torch.cuda.current_device(), partial.dtype, weight.dtype, partial.data_ptr() % 16 == 0,
-            res.data_ptr() % 16 == 0, weight.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0,
-            ready.data_ptr() % 16 == 0, done.data_ptr() % 16 == 0, failed.data_ptr() % 16 == 0,
-            heap_bases.dtype, heap_bases.data_ptr() % 16 == 0, hidden, stride_p, stride_r, stride_o,
-            max(epoch, budget, tokens) < 2 ** 31)
+    p = _pointers(args) if pointers is None else pointers
+    return (plan, torch.cuda.current_device(), partial.dtype, weight.dtype, p[0] % 16 == 0, p[1] % 16 == 0,
+            p[2] % 16 == 0, p[3] % 16 == 0, p[4] % 16 == 0, p[5] % 16 == 0, p[6] % 16 == 0, heap_bases.dtype,
+            p[7] % 16 == 0, hidden, stride_p, stride_r, stride_o, max(epoch, budget, tokens) < 2 ** 31)
 
 
 def _launch_compiled(flags, plan, args):
     """Launches the kernel on the GPU. The first call with a given _launch_key goes through
     Triton's JIT (which compiles, or finds the compiled kernel, and launches it); later ones launch
     that compiled kernel directly (CompiledKernel[grid]), skipping the JIT's per-call binding and
-    specialisation of 23 arguments, most of the launch's host time."""
-    key = _launch_key(plan, args)
+    specialisation of 23 arguments, most of the launch's host time. The direct launch hands the
+    pointer arguments over as addresses (ints), which Triton's launcher takes as they are: for a
+    tensor it would call data_ptr() again and ask the driver about the address
+    (cuPointerGetAttribute), eight times a call. The operands were checked on this device already."""
+    pointers = _pointers(args)
+    key = _launch_key(plan, args, pointers)
     launcher = flags.launchers.get(key)
     if launcher is not None:
-        launcher(*args, *plan.constexpr_values)
+        (_, _, _, _, _, _, _, epoch, budget, _, tokens, hidden, stride_p, stride_r, stride_o, eps) = args
+        launcher(pointers[0], pointers[1], pointers[2], pointers[3], pointers[4], pointers[5], pointers[6], epoch,
+                 budget, pointers[7], tokens, hidden, stride_p, stride_r, stride_o, eps, *plan.constexpr_values)
         return
     compiled = _ar_rmsnorm_kernel[plan.grid](*args, **plan.constexprs, **plan.options)
     if isinstance(compiled, triton.compiler.CompiledKernel):
@@ -352,7 +367,7 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     if plan is None:
         plan = flags.plans[plan_key] = _Plan(ctx, *plan_key)
     res = residual if residual is not None else partial  # unused when there is none
-    args = (partial, res, weight, out, flags.ready, flags.done, flags.failed, flags.epoch, _poll_budget(on_gpu),
+    args = (partial, res, weight, out, flags.ready, flags.done, flags.failed, flags.epoch, plan.poll_budget,
             ctx.get_heap_bases(), tokens, hidden, partial.stride(0), res.stride(0), out.stride(0), float(eps))
     if on_gpu:
         _launch_compiled(flags, plan, args)
