@@ -39,6 +39,9 @@ source "$root/scripts/verdicts.sh"
 logs="${IRIS_UPSTREAM_LOGS:-$root/build/iris-upstream-logs}"
 limit="${IRIS_UPSTREAM_TIMEOUT:-}"
 mkdir -p "$logs"
+# Inductor's caches (below) are scratch, not logs: kept out of the logs folder, removed at the end.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 [[ -d $src/iris ]] && { echo "iris-upstream: $src/iris is a real Iris package: remove it, only tests/ and examples/ are run"; exit 2; }
 
 gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)
@@ -508,7 +511,7 @@ run_file() {  # FILE_RELATIVE RANKS
   # Inductor's cache, one per rank count: its key leaves out the world size that a graph of the
   # functional collectives reads from the context (all_gather's output shape; Iris's too), so a
   # graph compiled at 1 rank would be reused at 2 (tests/compile, a shape assertion).
-  env_extra+=(TORCHINDUCTOR_CACHE_DIR="$logs/inductor-cache-np$n")
+  env_extra+=(TORCHINDUCTOR_CACHE_DIR="$scratch/inductor-cache-np$n")
   # --rootdir: the Iris tree is the root (node ids tests/...), not a project around it.
   (cd "$src" && env "${env_extra[@]}" timeout --kill-after=10 "$limit" "$PYTHON" -m aperture.iris "${launch[@]}" \
      -q -rfEs -p no:cacheprovider --rootdir "$src" "${args[@]}") >"$log" 2>&1 || rc=$?
