@@ -56,6 +56,7 @@ std::unique_ptr<detail::TeamTransport> host_or_join_tcp_hub(int rank, int size, 
   const auto timeout = team_timeout();
   if (rank != 0) {
     std::vector<std::string> addresses;
+    addresses.reserve(ports.size());
     for (const int port : ports) addresses.push_back(detail::format("tcp:{}:{}", master_addr, port));
     return std::make_unique<detail::HubClient>(addresses, rank, size, token, timeout);
   }
@@ -159,6 +160,7 @@ Team Team::from_env() {
     constexpr int kRendezvousPorts = 8;
     const auto named = aperture::env::master_port(env);
     std::vector<int> ports;
+    ports.reserve(kRendezvousPorts);
     if (named) ports.push_back(*named);
     for (int i = 1; !named && i <= kRendezvousPorts && torchrun->master_port + i <= 65535; ++i)
       ports.push_back(torchrun->master_port + i);
