@@ -49,8 +49,8 @@ std::string node_identity() {
 }
 
 // Rank 0 of a torchrun job serves the hub on a thread and joins it like any rank; it listens on
-// the first of `ports` that is free, and the others join whichever of them answers (the
-// handshake proves it is this job's hub).
+// the first of `ports` that is free, and the others join the first whose listener proves, by the
+// handshake, that it is this job's hub.
 std::unique_ptr<detail::TeamTransport> host_or_join_tcp_hub(int rank, int size, const std::vector<int>& ports,
                                                             const std::string& master_addr, std::string token) {
   const auto timeout = team_timeout();

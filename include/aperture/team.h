@@ -5,7 +5,8 @@
 //   2. Open MPI (`mpirun`/`oshrun`: OMPI_COMM_WORLD_RANK/SIZE), when aperture was built with MPI;
 //   3. torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT): rank 0 serves a TCP
 //      rendezvous on MASTER_ADDR at the first free port of MASTER_PORT+1 .. +8 (torch's store has
-//      MASTER_PORT), or at APERTURE_MASTER_PORT, the others connect to it;
+//      MASTER_PORT), or at APERTURE_MASTER_PORT; the others join the first of those ports whose
+//      listener proves the job token (a process of someone else's may listen on an earlier one);
 //   4. otherwise a team of one rank.
 //
 // barrier, allgather, broadcast and check_same are collective: every rank makes the same calls

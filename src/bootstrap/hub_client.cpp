@@ -4,13 +4,16 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "bootstrap/hub.h"
 #include "bootstrap/job_proof.h"
+#include "bootstrap/retry.h"
 #include "bootstrap/wire.h"
 #include "bootstrap/wire_status.h"
 #include "common/format.h"
@@ -20,6 +23,11 @@ namespace aperture::detail {
 namespace {
 // How long past the hub's own timeout a rank waits before concluding the hub itself is gone.
 constexpr auto kHubMargin = std::chrono::seconds(5);
+// How long one of several candidate addresses may take to answer the hello before the next is
+// tried. A hub answers at once; a listener still silent is most likely someone else's (torch's
+// store waits for its own protocol). It is asked again next round, given twice as long each time.
+constexpr auto kFirstCandidateAnswer = std::chrono::milliseconds(500);
+constexpr auto kLongestCandidateAnswer = std::chrono::milliseconds(8000);
 
 std::string host_name() {
   char name[256] = {};
@@ -66,14 +74,18 @@ HubClient::HubClient(const std::string& address, int rank, int world_size, const
 HubClient::HubClient(const std::vector<std::string>& addresses, int rank, int world_size, const std::string& token,
                      std::chrono::milliseconds timeout)
     : rank_(rank), world_size_(world_size), timeout_(timeout) {
-  fd_ = connect_to_first(addresses, std::chrono::steady_clock::now() + timeout, address_);
-  // Writes are bounded too: a hub that stops reading makes a send fail after this long, where it
-  // would block forever once the socket buffer is full (a large allgather).
-  const auto send_limit = std::chrono::duration_cast<std::chrono::microseconds>(timeout + kHubMargin);
-  timeval send_timeout{};
-  send_timeout.tv_sec = static_cast<time_t>(send_limit.count() / 1000000);
-  send_timeout.tv_usec = static_cast<suseconds_t>(send_limit.count() % 1000000);
-  ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+  if (addresses.size() == 1) join(addresses.front(), token);
+  else join_first_of(addresses, token);
+  auto& w = watched();
+  std::lock_guard lock(w.mutex);
+  w.clients.push_back(this);
+  job_watch.store(&job_failure, std::memory_order_release);
+}
+
+// The hub is at `address` or nowhere: whatever else answers there is an error.
+void HubClient::join(const std::string& address, const std::string& token) {
+  address_ = address;
+  fd_ = connect_to(address, std::chrono::steady_clock::now() + timeout_);
   // The hub checks our uid; we check its uid too, so the job token is never handed to a process
   // of another user (abstract names cannot be squatted in advance, but this costs nothing).
   if (!peer_is_same_user(fd_.get()))
@@ -81,59 +93,150 @@ HubClient::HubClient(const std::vector<std::string>& addresses, int rank, int wo
         ErrorCode::mismatch,
         detail::format("rank {}: the process listening at {} runs as another user; refusing to join its job (is "
                        "APERTURE_HUB from another user's job?)",
-                       rank, address_));
-  handshake(token);
-  auto& w = watched();
-  std::lock_guard lock(w.mutex);
-  w.clients.push_back(this);
-  job_watch.store(&job_failure, std::memory_order_release);
+                       rank_, address_));
+  limit_sends();
+  const auto deadline = std::chrono::steady_clock::now() + timeout_ + kHubMargin;
+  Greeting greeting;
+  if (const auto no = greet(token, deadline, greeting))
+    throw Error(no->code, detail::format("rank {}: {}", rank_, no->text));
+  prove(token, greeting, deadline);
 }
 
-// The handshake, rank side (wire.h): the hub must prove it knows the job token before this rank
-// proves it does; a listener that cannot is refused and learns nothing it could use.
-void HubClient::handshake(const std::string& token) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_ + kHubMargin;
+// The hub is at one of `addresses`, the first free one when rank 0 bound it (torchrun): an earlier
+// one may belong to a process that is not this job's hub (torch's store of a job started on the
+// next MASTER_PORT, another job's hub), so a listener that fails the handshake is passed over.
+// Each round tries every address in order; rounds go on until the timeout, since rank 0 may not
+// be up yet. A hub that proved the token is this job's: its refusal of this rank is final.
+void HubClient::join_first_of(const std::vector<std::string>& addresses, const std::string& token) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::vector<std::string> last_seen(addresses.size());  // what each address did in the last round
+  std::vector<bool> listened(addresses.size(), false);
+  ErrorCode code = ErrorCode::peer_lost;
+  auto answer_wait = kFirstCandidateAnswer;
+  const bool joined = retry_until(deadline, std::chrono::milliseconds(2), std::chrono::milliseconds(256), [&] {
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+      fd_ = try_connect(addresses[i], last_seen[i]);
+      if (!fd_) continue;
+      address_ = addresses[i];
+      listened[i] = true;
+      if (!peer_is_same_user(fd_.get())) {
+        last_seen[i] = detail::format("the process listening at {} runs as another user", address_);
+        fd_ = Fd();
+        continue;
+      }
+      limit_sends();
+      const auto now = std::chrono::steady_clock::now();
+      Greeting greeting;
+      if (const auto no = greet(token, std::min(now + answer_wait, deadline + kHubMargin), greeting)) {
+        last_seen[i] = no->text;
+        if (no->code == ErrorCode::mismatch) code = ErrorCode::mismatch;
+        fd_ = Fd();
+        continue;
+      }
+      prove(token, greeting, now + timeout_ + kHubMargin);
+      return Try::done;
+    }
+    answer_wait = std::min(answer_wait * 2, kLongestCandidateAnswer);
+    return Try::again;
+  });
+  if (joined) return;
+  const std::string range = detail::format("{} .. {}", addresses.front(), addresses.back());
+  std::string answered;  // one sentence per address that listened
+  std::string silent;    // why the first of the others did not
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    if (listened[i]) answered += last_seen[i] + (last_seen[i].ends_with('?') ? " " : ". ");
+    else if (silent.empty()) silent = last_seen[i];
+  }
+  if (answered.empty())
+    throw Error(code, detail::format("cannot reach the rendezvous hub at any of {}: {}; is rank 0 (or the launcher) "
+                                     "running, and are MASTER_ADDR/MASTER_PORT right?",
+                                     range, silent));
+  throw Error(code,
+              detail::format("rank {}: found no rendezvous hub of this job at any of {} in {} s: {}{}Is rank 0 (or "
+                             "the launcher) running, and are MASTER_ADDR/MASTER_PORT right?",
+                             rank_, range, std::chrono::duration<double>(timeout_).count(), answered,
+                             silent.empty() ? "" : detail::format("Nothing listened at the others ({}). ", silent)));
+}
+
+// Writes are bounded too: a hub that stops reading makes a send fail after this long, where it
+// would block forever once the socket buffer is full (a large allgather).
+void HubClient::limit_sends() {
+  const auto send_limit = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ + kHubMargin);
+  timeval send_timeout{};
+  send_timeout.tv_sec = static_cast<time_t>(send_limit.count() / 1000000);
+  send_timeout.tv_usec = static_cast<suseconds_t>(send_limit.count() % 1000000);
+  ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+}
+
+// The handshake (wire.h), rank side, in two steps: the hub must prove it knows the job token
+// before this rank proves it does; a listener that cannot is refused and learns nothing it could
+// use. First step: send the hello and check the answer's proof.
+std::optional<HubClient::NotTheHub> HubClient::greet(const std::string& token,
+                                                     std::chrono::steady_clock::time_point deadline,
+                                                     Greeting& greeting) {
   auto lost = [&](const char* what) {
-    return Error(ErrorCode::peer_lost,
-                 detail::format("rank {}: the rendezvous hub at {} {}: the launcher, or rank 0 that hosts the hub, "
-                                "exited or was killed (or the address is not this job's hub)",
-                                rank_, address_, what));
+    return NotTheHub{ErrorCode::peer_lost,
+                     detail::format("the rendezvous hub at {} {}: the launcher, or rank 0 that hosts the hub, exited "
+                                    "or was killed (or the address is not this job's hub)",
+                                    address_, what)};
   };
-  auto refused = [&](std::uint64_t text_bytes) {
-    std::string text(std::min<std::uint64_t>(text_bytes, 4096), '\0');
-    if (read_all_by(fd_.get(), text.data(), text.size(), deadline) != ReadEnd::complete) text = "(the reason was lost with the connection)";
-    return Error(ErrorCode::mismatch,
-                 detail::format("rank {}: the rendezvous hub at {} refused this rank: {}", rank_, address_, text));
-  };
-  wire::Hello hello;
+  wire::Hello& hello = greeting.hello;
   hello.rank = rank_;
   hello.world_size = world_size_;
   hello.pid = static_cast<std::int32_t>(::getpid());
   hello.challenge = make_challenge();
   wire::set_field(hello.host, host_name());
-  if (!write_all(fd_.get(), &hello, sizeof hello)) throw lost("closed the connection before this rank's hello was sent");
-  wire::HubHello hub_hello;
+  if (!write_all(fd_.get(), &hello, sizeof hello)) return lost("closed the connection before this rank's hello was sent");
+  wire::HubHello& hub_hello = greeting.hub_hello;
   if (read_all_by(fd_.get(), &hub_hello, sizeof hub_hello, deadline) != ReadEnd::complete)
-    throw lost("did not answer this rank's hello in time, or closed the connection");
-  if (hub_hello.magic != wire::kMagic) throw lost("answered the hello with something that is not an aperture hub");
-  if (hub_hello.status != 0) throw refused(hub_hello.text_bytes);
+    return lost("did not answer this rank's hello in time, or closed the connection");
+  if (hub_hello.magic != wire::kMagic) return lost("answered the hello with something that is not an aperture hub");
+  if (hub_hello.status != 0)
+    return NotTheHub{ErrorCode::mismatch, detail::format("the rendezvous hub at {} refused this rank: {}", address_,
+                                                         refusal_text(hub_hello.text_bytes, deadline))};
   const Proof expected =
       job_proof(Prover::hub, token, hello.challenge, hub_hello.challenge, hello.rank, hello.world_size);
   if (!same_proof(hub_hello.proof, expected))
-    throw Error(ErrorCode::mismatch,
-                detail::format("rank {}: the process listening at {} does not know this job's token (its answer to "
-                               "this rank's challenge is wrong): it is not this job's hub, or it belongs to another "
-                               "job; refusing to join it. Is APERTURE_HUB (or MASTER_ADDR/MASTER_PORT) this job's "
-                               "hub, and APERTURE_JOB_TOKEN the same on every rank?",
-                               rank_, address_));
+    return NotTheHub{
+        ErrorCode::mismatch,
+        detail::format("the process listening at {} does not know this job's token (its answer to this rank's "
+                       "challenge is wrong): it is not this job's hub, or it belongs to another job; refusing to "
+                       "join it. Is APERTURE_HUB (or MASTER_ADDR/MASTER_PORT) this job's hub, and APERTURE_JOB_TOKEN "
+                       "the same on every rank?",
+                       address_)};
+  return std::nullopt;
+}
+
+// Second step, with a hub that proved the token: prove it back; the hub accepts this rank or says
+// why not (a rank given twice, or one that already left), which is final.
+void HubClient::prove(const std::string& token, const Greeting& greeting,
+                      std::chrono::steady_clock::time_point deadline) {
+  auto lost = [&](const char* what) {
+    return Error(ErrorCode::peer_lost,
+                 detail::format("rank {}: the rendezvous hub at {} {}: the launcher, or rank 0 that hosts the hub, "
+                                "exited or was killed",
+                                rank_, address_, what));
+  };
+  const wire::Hello& hello = greeting.hello;
   wire::RankProof proof;
-  proof.proof = job_proof(Prover::rank, token, hello.challenge, hub_hello.challenge, hello.rank, hello.world_size);
+  proof.proof =
+      job_proof(Prover::rank, token, hello.challenge, greeting.hub_hello.challenge, hello.rank, hello.world_size);
   if (!write_all(fd_.get(), &proof, sizeof proof)) throw lost("closed the connection before this rank's proof was sent");
   wire::HelloReply answer;
   if (read_all_by(fd_.get(), &answer, sizeof answer, deadline) != ReadEnd::complete)
     throw lost("did not answer this rank's proof in time, or closed the connection");
   if (answer.magic != wire::kMagic) throw lost("answered the proof with something that is not an aperture hub");
-  if (answer.status != 0) throw refused(answer.text_bytes);
+  if (answer.status != 0)
+    throw Error(ErrorCode::mismatch, detail::format("rank {}: the rendezvous hub at {} refused this rank: {}", rank_,
+                                                    address_, refusal_text(answer.text_bytes, deadline)));
+}
+
+// The text that follows a refusal (at most 4 KiB of it are read).
+std::string HubClient::refusal_text(std::uint64_t text_bytes, std::chrono::steady_clock::time_point deadline) {
+  std::string text(std::min<std::uint64_t>(text_bytes, 4096), '\0');
+  if (read_all_by(fd_.get(), text.data(), text.size(), deadline) != ReadEnd::complete)
+    text = "(the reason was lost with the connection)";
+  return text;
 }
 
 HubClient::~HubClient() {

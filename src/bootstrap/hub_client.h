@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,9 @@ class HubClient final : public TeamTransport {
  public:
   HubClient(const std::string& address, int rank, int world_size, const std::string& token,
             std::chrono::milliseconds timeout);
-  // Joins the hub at whichever of `addresses` accepts first (a hub that may have moved to a later
-  // port because an earlier one was taken); the handshake then proves it is this job's.
+  // Joins the hub at the first of `addresses` whose listener proves it is this job's hub (a hub
+  // that took the first free port of a range: a process of someone else's may listen on an
+  // earlier one). One address: the hub must be there.
   HubClient(const std::vector<std::string>& addresses, int rank, int world_size, const std::string& token,
             std::chrono::milliseconds timeout);
   ~HubClient() override;  // says goodbye, so the hub knows this rank left on purpose
@@ -61,7 +63,22 @@ class HubClient final : public TeamTransport {
 
  private:
   std::string call(int op, std::uint64_t bytes, int root, const void* payload, std::uint64_t payload_bytes);
-  void handshake(const std::string& token);            // mutual proof of the job token (wire.h)
+  // The handshake's two steps (wire.h): the hub proves the job token, then this rank does.
+  struct Greeting {
+    wire::Hello hello;
+    wire::HubHello hub_hello;
+  };
+  struct NotTheHub {  // why a listener is not this job's hub (or refused this rank's hello)
+    ErrorCode code;
+    std::string text;  // names the address
+  };
+  void join(const std::string& address, const std::string& token);
+  void join_first_of(const std::vector<std::string>& addresses, const std::string& token);
+  void limit_sends();
+  std::optional<NotTheHub> greet(const std::string& token, std::chrono::steady_clock::time_point deadline,
+                                 Greeting& greeting);
+  void prove(const std::string& token, const Greeting& greeting, std::chrono::steady_clock::time_point deadline);
+  std::string refusal_text(std::uint64_t text_bytes, std::chrono::steady_clock::time_point deadline);
   std::string take_notice(const wire::Reply& notice);  // reads a notice's text; sets broken_
 
   std::string address_;

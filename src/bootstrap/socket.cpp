@@ -132,10 +132,6 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
               "bind");
 }
 
-namespace {
-
-// One try at connecting to `address`: the connected socket, or an empty Fd and why in `why`.
-// A malformed address throws: no later try can fix it.
 Fd try_connect(const std::string& address, std::string& why) {
   if (address.rfind("unix:@", 0) == 0) {
     Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -176,36 +172,18 @@ Fd try_connect(const std::string& address, std::string& why) {
   return Fd();
 }
 
-}  // namespace
-
 Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point deadline) {
-  std::string connected;
-  return connect_to_first({address}, deadline, connected);
-}
-
-Fd connect_to_first(const std::vector<std::string>& addresses, std::chrono::steady_clock::time_point deadline,
-                    std::string& connected) {
   Fd fd;
   std::string last_error;
   const bool done = retry_until(deadline, std::chrono::milliseconds(2), std::chrono::milliseconds(256), [&] {
-    for (const std::string& address : addresses) {
-      fd = try_connect(address, last_error);
-      if (fd) {
-        connected = address;
-        return Try::done;
-      }
-    }
-    return Try::again;
+    fd = try_connect(address, last_error);
+    return fd ? Try::done : Try::again;
   });
-  if (!done) {
-    const std::string where = addresses.size() == 1
-                                  ? addresses.front()
-                                  : detail::format("any of {} .. {}", addresses.front(), addresses.back());
+  if (!done)
     throw Error(ErrorCode::peer_lost,
                 detail::format("cannot reach the rendezvous hub at {}: {}; is rank 0 (or the launcher) running, and "
                                "are MASTER_ADDR/MASTER_PORT right?",
-                               where, last_error));
-  }
+                               address, last_error));
   return fd;
 }
 

@@ -40,10 +40,9 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
 // Connects to an address made by the functions above, retrying until `deadline` (the listener
 // may not be up yet when a rank starts). Throws aperture::Error naming the address.
 Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point deadline);
-// The same over several addresses, where the listener may be at any one of them: each round tries
-// them in order, and the first that accepts a connection wins (its address in `connected`).
-Fd connect_to_first(const std::vector<std::string>& addresses, std::chrono::steady_clock::time_point deadline,
-                    std::string& connected);
+// One try at the same: the connected socket, or an empty Fd and why not in `why` (errno's text,
+// or why a host name did not resolve). A malformed address throws: no later try can fix it.
+Fd try_connect(const std::string& address, std::string& why);
 
 // Turns off Nagle's algorithm on TCP sockets (a no-op on Unix sockets): rendezvous messages
 // are small and latency-bound.

@@ -49,17 +49,23 @@ expect "unresolvable MASTER_ADDR" 3 "cannot resolve host 'no-such-host.invalid'"
 # Under torchrun rank 0 serves aperture's rendezvous on the first free port of MASTER_PORT + 1 ..
 # + 8. A helper of the test's own, on loopback, holds ports the way a job's neighbours do.
 holder_out="${TMPDIR:-/tmp}/env_misuse_holder.$$"
-hold_ports() {  # hold_ports MODE FIRST LAST: listen (MODE=listen) or connect out from (MODE=connected) each port
-  python3 -c 'import socket, sys, time
+hold_ports() {  # hold_ports MODE FIRST LAST: on each port, MODE=listen: a listener that never answers;
+                # junk: one that answers anything with a line of text and closes; connected: the local
+                # port of a connection out to a store on FIRST - 1
+  python3 -c 'import socket, sys, threading, time
 mode, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 held = []
-if mode == "connected":  # a store on first - 1; a connection to it whose local port is each port
+if mode == "connected":
     store = socket.socket(); store.bind(("127.0.0.1", first - 1)); store.listen(); held.append(store)
+def answer_junk(listener):
+    while True:
+        peer, _ = listener.accept(); peer.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n"); peer.close()
 for port in range(first, last + 1):
     s = socket.socket()  # a connection made the usual way has no SO_REUSEADDR: its port stays its own
-    if mode == "listen": s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0" if mode == "listen" else "127.0.0.1", port))
-    s.listen() if mode == "listen" else s.connect(("127.0.0.1", first - 1))
+    if mode != "connected": s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1" if mode == "connected" else "0.0.0.0", port))
+    s.connect(("127.0.0.1", first - 1)) if mode == "connected" else s.listen()
+    if mode == "junk": threading.Thread(target=answer_junk, args=(s,), daemon=True).start()
     held.append(s)
 print("held", flush=True); time.sleep(60)' "$@" > "$holder_out" 2>&1 &
   holder=$!
@@ -67,22 +73,37 @@ print("held", flush=True); time.sleep(60)' "$@" > "$holder_out" 2>&1 &
 }
 release_ports() { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "$holder_out"; }
 held_port=$(( closed_port + 2 ))
+# A two-rank torchrun-style job on MASTER_PORT = held_port - 1 forms, both ranks.
+job_forms() {  # job_forms NAME
+  local rank1_out="${TMPDIR:-/tmp}/env_misuse_rank1.$$" rank1 rc
+  "${clean[@]}" APERTURE_TIMEOUT=10 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe" \
+    > "$rank1_out" 2>&1 &
+  rank1=$!
+  expect "$1: rank 0 takes the next port" 0 "probe ok: rank 0 of 2" -- \
+    "${clean[@]}" APERTURE_TIMEOUT=10 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
+  wait "$rank1"; rc=$?
+  if (( rc == 0 )) && grep -q "probe ok: rank 1 of 2" "$rank1_out"; then
+    passed=$((passed + 1)); echo "ok   - $1: rank 1 finds the hub on the next port"
+  else
+    failures=$((failures + 1)); echo "FAIL - $1: rank 1 exit $rc: $(cat "$rank1_out")"
+  fi
+  rm -f "$rank1_out"
+}
 # MASTER_PORT + 1 is the local port of a connection to torch's store (what a torchrun job's own
-# processes do): the job forms on the next port, both ranks.
+# processes do), or another process listens there (torch's store of a job started on the next
+# MASTER_PORT): the job forms on the next port. A listener that is not the hub is passed over,
+# whether it stays silent or answers something else.
 hold_ports connected "$held_port" "$held_port"
-rank1_out="${TMPDIR:-/tmp}/env_misuse_rank1.$$"
-"${clean[@]}" APERTURE_TIMEOUT=10 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe" \
-  > "$rank1_out" 2>&1 &
-rank1=$!
-expect "MASTER_PORT + 1 taken by a connection: rank 0 takes the next port" 0 "probe ok: rank 0 of 2" -- \
-  "${clean[@]}" APERTURE_TIMEOUT=10 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
-wait "$rank1"; rc=$?
-if (( rc == 0 )) && grep -q "probe ok: rank 1 of 2" "$rank1_out"; then
-  passed=$((passed + 1)); echo "ok   - MASTER_PORT + 1 taken by a connection: rank 1 finds the hub on the next port"
-else
-  failures=$((failures + 1)); echo "FAIL - MASTER_PORT + 1 taken by a connection: rank 1 exit $rc: $(cat "$rank1_out")"
-fi
-rm -f "$rank1_out"
+job_forms "MASTER_PORT + 1 taken by a connection"
+release_ports
+hold_ports listen "$held_port" "$held_port"
+job_forms "MASTER_PORT + 1 held by a silent listener"
+expect "only a silent listener: rank 1 names it" 3 "found no rendezvous hub of this job at any of" \
+  "tcp:127.0.0.1:$held_port did not answer this rank's hello in time" "Nothing listened at the others" -- \
+  "${clean[@]}" APERTURE_TIMEOUT=2 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
+release_ports
+hold_ports junk "$held_port" "$held_port"
+job_forms "MASTER_PORT + 1 held by a listener answering junk"
 release_ports
 # Every one of the eight ports taken: rank 0 says which, why, and names APERTURE_MASTER_PORT.
 hold_ports listen "$held_port" $(( held_port + 7 ))

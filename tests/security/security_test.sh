@@ -172,8 +172,10 @@ fi
 
 # --- a rank refuses a hub of its own user that does not know the job's token ---------------------
 # The hub must prove the token first (a challenge on it, both ways): an impostor that cannot is
-# refused, gets no proof and never sees the token. Over an abstract socket and over TCP (a
-# process that took the port before rank 0).
+# refused, gets no proof and never sees the token. Over an abstract socket (APERTURE_HUB: the hub
+# is there or nowhere, so the rank stops at once) and over TCP (a process that took the port
+# before rank 0: the rank passes it over and looks on the later ports rank 0 may have taken, and
+# names the impostor when its timeout ends with no hub found).
 source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
 impostor_port=$(free_tcp_port_pair) || exit 1
 for impostor in "unix:@aperture-impostor-$$" "tcp:127.0.0.1:$((impostor_port + 1))"; do
@@ -181,13 +183,14 @@ for impostor in "unix:@aperture-impostor-$$" "tcp:127.0.0.1:$((impostor_port + 1
   fake=$!
   for _ in $(seq 200); do grep -q "^listening" "$work/impostor.out" 2>/dev/null && break; sleep 0.02; done
   if [[ $impostor == unix:* ]]; then
-    rank_env=(env -u RANK -u WORLD_SIZE APERTURE_RANK=1 APERTURE_WORLD_SIZE=2 APERTURE_HUB="$impostor")
+    rank_env=(env -u RANK -u WORLD_SIZE APERTURE_RANK=1 APERTURE_WORLD_SIZE=2 APERTURE_HUB="$impostor"
+              APERTURE_TIMEOUT=20)
   else
     rank_env=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB RANK=1 LOCAL_RANK=1 WORLD_SIZE=2
-              MASTER_ADDR=127.0.0.1 MASTER_PORT=$impostor_port)
+              MASTER_ADDR=127.0.0.1 MASTER_PORT=$impostor_port APERTURE_TIMEOUT=3)
   fi
   start=$SECONDS
-  out=$("${rank_env[@]}" APERTURE_JOB_TOKEN=real-secret-token APERTURE_TIMEOUT=20 "$job_probe" "$work" 2>&1)
+  out=$("${rank_env[@]}" APERTURE_JOB_TOKEN=real-secret-token "$job_probe" "$work" 2>&1)
   took=$((SECONDS - start))
   wait "$fake"; rc=$?
   if grep -q "does not know this job's token" <<<"$out" && [[ $rc == 0 && $took -lt 10 ]]; then
@@ -196,6 +199,35 @@ for impostor in "unix:@aperture-impostor-$$" "tcp:127.0.0.1:$((impostor_port + 1
     bad "a rank did not refuse an impostor hub at $impostor (${took} s): rank said: $out; impostor: $(cat "$work/impostor.out")"
   fi
 done
+
+# --- a torchrun-style job forms past an impostor on MASTER_PORT + 1 ------------------------------
+# Rank 0 finds the port taken and serves the hub on the next; rank 1 meets the impostor first,
+# refuses it (it learns nothing: the fake hub's own verdict) and joins the hub on the next port.
+mkdir -p "$work/past"
+past_port=$(free_tcp_port_pair) || exit 1
+while tcp_port_in_use $((past_port + 2)); do past_port=$(free_tcp_port_pair) || exit 1; done
+"$stranger" fake-hub "tcp:127.0.0.1:$((past_port + 1))" 6 guessed-token past-secret-token >"$work/impostor.out" 2>&1 &
+fake=$!
+for _ in $(seq 200); do grep -q "^listening" "$work/impostor.out" 2>/dev/null && break; sleep 0.02; done
+past_env=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB WORLD_SIZE=2 MASTER_ADDR=127.0.0.1
+          MASTER_PORT=$past_port APERTURE_JOB_TOKEN=past-secret-token APERTURE_TIMEOUT=10)
+"${past_env[@]}" RANK=1 LOCAL_RANK=1 "$job_probe" "$work/past" >"$work/past1.out" 2>&1 &
+past1=$!
+"${past_env[@]}" RANK=0 LOCAL_RANK=0 "$job_probe" "$work/past" >"$work/past0.out" 2>&1 &
+past0=$!
+for _ in $(seq 300); do [[ -e $work/past/rank.1 ]] && break; sleep 0.05; done  # the job formed
+tcp_listening $((past_port + 2)) && past_hub="port $((past_port + 2))" || past_hub="not on port $((past_port + 2))"
+touch "$work/past/release"
+wait "$past0"; past0_rc=$?
+wait "$past1"; past1_rc=$?
+wait "$fake"; fake_rc=$?
+if [[ $past0_rc == 0 && $past1_rc == 0 && $fake_rc == 0 && $past_hub == port* ]]; then
+  ok "a torchrun-style job forms past an impostor on MASTER_PORT + 1 (hub $past_hub): $(tail -1 "$work/impostor.out")"
+else
+  bad "a torchrun-style job did not form past an impostor on MASTER_PORT + 1 (ranks exit $past0_rc, $past1_rc;" \
+      "hub $past_hub, impostor exit $fake_rc): rank 0: $(cat "$work/past0.out"); rank 1: $(cat "$work/past1.out");" \
+      "impostor: $(cat "$work/impostor.out")"
+fi
 
 # --- a torchrun-style job: TCP hub in rank 0, strangers refused by the token --------------------
 mkdir -p "$work/tcp"
