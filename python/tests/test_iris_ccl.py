@@ -1155,3 +1155,33 @@ def test_inline_device_barrier_orders_every_program_of_every_rank(ctx, team):
     # sense has flipped once per barrier.
     assert flags.cpu().tolist() == [6] * world and wg_done.item() == 0 and sense.item() == 0
     ctx.barrier()
+
+
+@one_rank_job_only("runs its own one-rank child")
+@pytest.mark.parametrize("simulation", ["1", None])
+def test_simulation_mode_wraps_set_device_as_irises_import_does(simulation):
+    # Under IRIS_SIMULATION, importing iris makes torch.cuda.set_device(i) take i % device_count()
+    # for an int past the last device (ranks written for a GPU each share the GPUs there are);
+    # without it nothing is wrapped. Recorded on a stand-in for torch's set_device, 3 devices.
+    probe = textwrap.dedent("""
+        import torch
+        calls = []
+        torch.cuda.set_device = calls.append
+        import aperture.iris as iris
+        torch.cuda.device_count = lambda: 3
+        for device in (0, 2, 3, 7, "cuda:5", torch.device("cuda", 4)):
+            torch.cuda.set_device(device)
+        installed = torch.cuda.set_device
+        import importlib
+        importlib.reload(iris)  # a second import does not wrap it again
+        print(calls, torch.cuda.set_device is installed, iris.__version__)
+    """)
+    env = child_environment()
+    env.pop("IRIS_SIMULATION", None)
+    if simulation:
+        env["IRIS_SIMULATION"] = simulation
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    wrapped = "[0, 2, 0, 1, 'cuda:5', device(type='cuda', index=4)] True 0.1.0"
+    as_given = "[0, 2, 3, 7, 'cuda:5', device(type='cuda', index=4)] True 0.1.0"
+    assert done.stdout.strip() == (wrapped if simulation else as_given)

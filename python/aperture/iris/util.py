@@ -100,6 +100,27 @@ def get_simulation_device_id(local_rank):
     return local_rank % devices if devices > 0 else 0
 
 
+def wrap_set_device_on_simulators():
+    """What Iris's import does under IRIS_SIMULATION (aperture.iris's import calls this then):
+    ``torch.cuda.set_device(i)`` with an int ``i`` past the last device takes device
+    ``i % device_count()``, so a program that gives rank i device i runs its ranks on the devices
+    there are, several sharing one. Strings and torch.device objects pass as given, as in Iris.
+    Installed once per process."""
+    original = torch.cuda.set_device
+    if getattr(original, "_aperture_iris_wraps_devices", False):
+        return
+
+    def set_device(device):
+        count = torch.cuda.device_count()
+        if count > 0 and isinstance(device, int) and device >= count:
+            device %= count
+        return original(device)
+
+    set_device.__doc__ = original.__doc__
+    set_device._aperture_iris_wraps_devices = True
+    torch.cuda.set_device = set_device
+
+
 def get_device_id_for_rank(local_rank):
     """The device a local rank uses: the rank itself, or, on a simulator, get_simulation_device_id."""
     return get_simulation_device_id(local_rank) if is_simulation_env() else local_rank
