@@ -381,10 +381,19 @@ def test_all_reduce_rmsnorm_refuses_bad_input(shmem):
     with pytest.raises(ValueError, match="doesn't match hidden") as refused:
         _fused.all_reduce_rmsnorm(shmem, on_heap, None, torch.ones(32, device=dev))
     assert isinstance(refused.value, aperture.Error)
-    with pytest.raises(ValueError, match="residual .* doesn't match"):
+    with pytest.raises(ValueError, match=r"residual \(\(3, 64\), torch.float32\) doesn't match partial: give a "
+                                         r"\[2, 64\] torch.float32 tensor"):
         _fused.all_reduce_rmsnorm(shmem, on_heap, shmem.zeros((3, 64), dtype=torch.float32), weight)
-    with pytest.raises(ValueError, match="partial must be 2D"):
+    with pytest.raises(ValueError, match=r"residual \(\(2, 64\), torch.float16\) doesn't match"):
+        _fused.all_reduce_rmsnorm(shmem, on_heap, shmem.zeros((2, 64), dtype=torch.float16), weight)
+    with pytest.raises(ValueError, match=r"weight \(32,\) on .* doesn't match hidden \(64\): give a \[64\] tensor"):
+        _fused.all_reduce_rmsnorm(shmem, on_heap, None, torch.ones(32, device=dev))
+    with pytest.raises(ValueError, match=r"partial must be 2D \(\[tokens, hidden\]\), got \(128,\)"):
         _fused.all_reduce_rmsnorm(shmem, shmem.zeros((128,), dtype=torch.float32), None, weight)
+    with pytest.raises(ValueError, match="partial's rows must be contiguous"):
+        _fused.all_reduce_rmsnorm(shmem, shmem.zeros((64, 2), dtype=torch.float32).t(), None, weight)
+    with pytest.raises(aperture.Error, match="partial has dtype torch.int32"):
+        _fused.all_reduce_rmsnorm(shmem, shmem.zeros((2, 64), dtype=torch.int32), None, weight)
     with pytest.raises(aperture.Error, match="group"):
         _fused.all_reduce_rmsnorm(shmem, on_heap, None, weight, group=object())
 

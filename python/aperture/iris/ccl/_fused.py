@@ -226,9 +226,9 @@ def _check_on_heap(ctx, name, role, tensor):
              "into such a tensor)")
 
 
-def _workspace_out(workspace, shape, dtype, device):
+def _workspace_out(workspace, tokens, hidden, dtype, device):
     out = getattr(workspace, "norm_out", None) if workspace is not None else None
-    if out is not None and tuple(out.shape) == tuple(shape) and out.dtype == dtype and out.device == device:
+    if out is not None and out.shape == (tokens, hidden) and out.dtype == dtype and out.device == device:
         return out
     return None
 
@@ -327,28 +327,31 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     _check_world(name, group)
     _require(name, not getattr(config, "use_gluon", False), "use_gluon=True asks for AMD Gluon kernels, which are "
              "AMD-only; leave use_gluon False (the Triton kernel runs on NVIDIA)")
-    _require(name, isinstance(partial, torch.Tensor) and partial.dim() == 2,
-             f"partial must be 2D ([tokens, hidden]), got {tuple(getattr(partial, 'shape', ())) or type(partial).__name__}")
+    # Every call checks its operands; the messages (which format shapes, dtypes and devices, a
+    # tenth of the call's host time) are made only for operands that fail (lambdas).
+    _require(name, isinstance(partial, torch.Tensor) and partial.dim() == 2, lambda: "partial must be 2D "
+             f"([tokens, hidden]), got {tuple(getattr(partial, 'shape', ())) or type(partial).__name__}")
     tokens, hidden = partial.shape
-    _require(name, partial.dtype in _RMSNORM_DTYPES, f"partial has dtype {partial.dtype}; the fused kernel takes "
-             "float32, bfloat16 or float16 (convert with partial.to(torch.bfloat16))")
-    _require(name, partial.stride(1) == 1, "partial's rows must be contiguous (stride(1) == 1); pass a contiguous "
+    dtype, device, strides = partial.dtype, partial.device, partial.stride()
+    _require(name, dtype in _RMSNORM_DTYPES, lambda: f"partial has dtype {dtype}; the fused kernel takes float32, "
+             "bfloat16 or float16 (convert with partial.to(torch.bfloat16))")
+    _require(name, strides[1] == 1, "partial's rows must be contiguous (stride(1) == 1); pass a contiguous "
              "heap tensor")
     _check_on_heap(ctx, name, "partial", partial)
     if residual is not None:
-        _require(name, tuple(residual.shape) == (tokens, hidden) and residual.dtype == partial.dtype and
-                 residual.stride(1) == 1, f"residual ({tuple(residual.shape)}, {residual.dtype}) doesn't match partial: "
-                 f"give a [{tokens}, {hidden}] {partial.dtype} tensor with contiguous rows")
-        _require(name, residual.device == partial.device, f"residual is on {residual.device}, partial on "
-                 f"{partial.device}; give both on the heap's device")
-    _require(name, weight.dim() == 1 and weight.shape[0] == hidden and weight.device == partial.device,
-             f"weight {tuple(weight.shape)} on {weight.device} doesn't match hidden ({hidden}): give a [{hidden}] tensor "
-             f"on {partial.device}")
+        _require(name, residual.shape == partial.shape and residual.dtype == dtype and residual.stride()[1] == 1,
+                 lambda: f"residual ({tuple(residual.shape)}, {residual.dtype}) doesn't match partial: give a "
+                 f"[{tokens}, {hidden}] {dtype} tensor with contiguous rows")
+        _require(name, residual.device == device, lambda: f"residual is on {residual.device}, partial on {device}; "
+                 "give both on the heap's device")
+    _require(name, weight.dim() == 1 and weight.shape[0] == hidden and weight.device == device,
+             lambda: f"weight {tuple(weight.shape)} on {weight.device} doesn't match hidden ({hidden}): give a "
+             f"[{hidden}] tensor on {device}")
     weight = weight.contiguous()
 
-    out = _workspace_out(workspace, (tokens, hidden), partial.dtype, partial.device)
+    out = _workspace_out(workspace, tokens, hidden, dtype, device)
     if out is None:
-        out = ctx.zeros((tokens, hidden), dtype=partial.dtype)
+        out = ctx.zeros((tokens, hidden), dtype=dtype)
         if workspace is not None:
             workspace.norm_out = out
     if tokens == 0:
@@ -362,13 +365,13 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     if flags.epoch > 1 and not on_gpu:
         flags.check(name)
 
-    plan_key = (tokens, hidden, residual is not None, partial.device)
+    plan_key = (tokens, hidden, residual is not None, device)
     plan = flags.plans.get(plan_key)
     if plan is None:
         plan = flags.plans[plan_key] = _Plan(ctx, *plan_key)
     res = residual if residual is not None else partial  # unused when there is none
     args = (partial, res, weight, out, flags.ready, flags.done, flags.failed, flags.epoch, plan.poll_budget,
-            ctx.get_heap_bases(), tokens, hidden, partial.stride(0), res.stride(0), out.stride(0), float(eps))
+            ctx.get_heap_bases(), tokens, hidden, strides[0], res.stride()[0], out.stride()[0], float(eps))
     if on_gpu:
         _launch_compiled(flags, plan, args)
     else:
@@ -401,8 +404,11 @@ def _communicator(ctx):
 
 
 def _require(name, condition, what):
+    """Raises FusedError naming the call when ``condition`` is false; ``what``: the message, or a
+    function making it (for a message that costs time to format: made only on failure)."""
     if not condition:
-        raise FusedError(f"{_PREFIX}{_who(name)}: {what}", code=ErrorCode.invalid_argument)
+        raise FusedError(f"{_PREFIX}{_who(name)}: {what() if callable(what) else what}",
+                         code=ErrorCode.invalid_argument)
 
 
 def _overlappable(*tensors):
@@ -497,7 +503,7 @@ def all_reduce_rmsnorm_preamble(ctx, partial, residual=None, config=None, worksp
     the heap and its row flags), so the call itself allocates nothing. Collective."""
     tokens, hidden = partial.shape
     workspace = workspace if workspace is not None else FusedWorkspace()
-    if _workspace_out(workspace, (tokens, hidden), partial.dtype, partial.device) is None:
+    if _workspace_out(workspace, tokens, hidden, partial.dtype, partial.device) is None:
         workspace.norm_out = ctx.zeros((tokens, hidden), dtype=partial.dtype)
     flags = getattr(ctx, "_aperture_rmsnorm_flags", None)
     if flags is None or flags.rows < tokens:
