@@ -28,6 +28,8 @@ except ImportError:
     pass
 
 from . import _core, allocators, collectives, memory, ops
+
+__version__ = _core.version  # the C++ library's, as `aperture --version` prints it
 from ._core import ErrorCode
 from ._error import Error
 from ._gpu_proxy import GpuProxy

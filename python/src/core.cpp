@@ -271,6 +271,7 @@ NB_MODULE(_core, m) {
       .value("internal", ErrorCode::internal);
 
   m.attr("with_cuda") = bool(APERTURE_PY_WITH_CUDA);
+  m.attr("version") = APERTURE_VERSION_STRING;  // the C++ library's (`aperture --version`)
 
   // The collectives' element types and reductions, by the C++ names (aperture/collectives/types.h):
   // Python's dtype list comes from here, and a dtype crosses into C++ as this enum. The lists

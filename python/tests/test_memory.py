@@ -226,3 +226,13 @@ def test_the_host_reaches_ranks_of_other_nodes_through_the_engine(team, host_pro
         m.engine_get(torch.zeros(n, dtype=torch.int64), t[me, 1], world)
     team.barrier()
     host_provider.free(t)
+
+
+def test_one_version_for_the_package_its_metadata_and_the_library():
+    # aperture.__version__ is the C++ library's; pyproject.toml's (the metadata) must say the same,
+    # and so must the program the package carries.
+    import importlib.metadata
+    import subprocess
+    assert aperture.__version__ == importlib.metadata.version("aperture")
+    shown = subprocess.run([aperture.program, "--version"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.split() == ["aperture", aperture.__version__], shown

@@ -110,15 +110,15 @@ void HubClient::join(const std::string& address, const std::string& token) {
 void HubClient::join_first_of(const std::vector<std::string>& addresses, const std::string& token) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   std::vector<std::string> last_seen(addresses.size());  // what each address did in the last round
-  std::vector<bool> listened(addresses.size(), false);
+  std::vector<bool> listened(addresses.size(), false);   // whether it accepted a connection then
   ErrorCode code = ErrorCode::peer_lost;
   auto answer_wait = kFirstCandidateAnswer;
   const bool joined = retry_until(deadline, std::chrono::milliseconds(2), std::chrono::milliseconds(256), [&] {
     for (std::size_t i = 0; i < addresses.size(); ++i) {
       fd_ = try_connect(addresses[i], last_seen[i]);
+      listened[i] = static_cast<bool>(fd_);
       if (!fd_) continue;
       address_ = addresses[i];
-      listened[i] = true;
       if (!peer_is_same_user(fd_.get())) {
         last_seen[i] = detail::format("the process listening at {} runs as another user", address_);
         fd_ = Fd();
