@@ -109,15 +109,24 @@ void HubClient::join(const std::string& address, const std::string& token) {
 // be up yet. A hub that proved the token is this job's: its refusal of this rank is final.
 void HubClient::join_first_of(const std::vector<std::string>& addresses, const std::string& token) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  std::vector<std::string> last_seen(addresses.size());  // what each address did in the last round
-  std::vector<bool> listened(addresses.size(), false);   // whether it accepted a connection then
+  // Per address, why it is not the hub: what its listener did when one last answered there (the
+  // most telling), else why the last connection failed.
+  std::vector<std::string> last_seen(addresses.size());
+  std::vector<bool> listened(addresses.size(), false);
   ErrorCode code = ErrorCode::peer_lost;
   auto answer_wait = kFirstCandidateAnswer;
   const bool joined = retry_until(deadline, std::chrono::milliseconds(2), std::chrono::milliseconds(256), [&] {
     for (std::size_t i = 0; i < addresses.size(); ++i) {
-      fd_ = try_connect(addresses[i], last_seen[i]);
-      listened[i] = static_cast<bool>(fd_);
-      if (!fd_) continue;
+      // A candidate gets answer_wait to accept the connection and as long again to answer the hello
+      // (within the timeout: a round of eight silent candidates must not run past it).
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::string why;
+      fd_ = try_connect(addresses[i], why, std::min(std::chrono::steady_clock::now() + answer_wait, deadline));
+      if (!fd_) {
+        if (!listened[i]) last_seen[i] = why;
+        continue;
+      }
+      listened[i] = true;
       address_ = addresses[i];
       if (!peer_is_same_user(fd_.get())) {
         last_seen[i] = detail::format("the process listening at {} runs as another user", address_);
@@ -127,7 +136,7 @@ void HubClient::join_first_of(const std::vector<std::string>& addresses, const s
       limit_sends();
       const auto now = std::chrono::steady_clock::now();
       Greeting greeting;
-      if (const auto no = greet(token, std::min(now + answer_wait, deadline + kHubMargin), greeting)) {
+      if (const auto no = greet(token, std::min(now + answer_wait, deadline), greeting)) {
         last_seen[i] = no->text;
         if (no->code == ErrorCode::mismatch) code = ErrorCode::mismatch;
         fd_ = Fd();

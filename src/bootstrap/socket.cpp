@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -132,7 +133,50 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
               "bind");
 }
 
-Fd try_connect(const std::string& address, std::string& why) {
+namespace {
+
+// connect(), given up on at `deadline`: a blocking connect whose SYN is dropped (a firewall on the
+// way, or a listener whose accept queue is full) would wait out the kernel's retries, about two
+// minutes on Linux, whatever APERTURE_TIMEOUT says. False with the reason in `why`.
+bool connect_by(int fd, const sockaddr* address, socklen_t length, std::chrono::steady_clock::time_point deadline,
+                std::string& why) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    why = errno_text(errno);
+    return false;
+  }
+  if (::connect(fd, address, length) != 0) {
+    if (errno != EINPROGRESS) {
+      why = errno_text(errno);
+      return false;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1LL << 30))) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {
+        why = "no answer to the connection in time (its packets dropped: a firewall on the way, or a listener that "
+              "accepts no more)";
+        return false;
+      }
+      break;
+    }
+    int error = 0;
+    socklen_t size = sizeof error;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
+    if (error != 0) {
+      why = errno_text(error);
+      return false;
+    }
+  }
+  ::fcntl(fd, F_SETFL, flags);  // the rest of the protocol uses blocking I/O with its own bounds
+  return true;
+}
+
+}  // namespace
+
+Fd try_connect(const std::string& address, std::string& why, std::chrono::steady_clock::time_point deadline) {
   if (address.rfind("unix:@", 0) == 0) {
     Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd) throw Error(ErrorCode::system, "socket(AF_UNIX) failed: " + errno_text(errno), "socket");
@@ -156,12 +200,11 @@ Fd try_connect(const std::string& address, std::string& why) {
       for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
         Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
         if (!fd) continue;
-        if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
+        if (connect_by(fd.get(), a->ai_addr, a->ai_addrlen, deadline, why)) {
           set_low_latency(fd.get());
           ::freeaddrinfo(found);
           return fd;
         }
-        why = errno_text(errno);
       }
       ::freeaddrinfo(found);
     }
@@ -176,7 +219,7 @@ Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point 
   Fd fd;
   std::string last_error;
   const bool done = retry_until(deadline, std::chrono::milliseconds(2), std::chrono::milliseconds(256), [&] {
-    fd = try_connect(address, last_error);
+    fd = try_connect(address, last_error, deadline);
     return fd ? Try::done : Try::again;
   });
   if (!done)

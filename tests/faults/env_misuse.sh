@@ -50,8 +50,9 @@ expect "unresolvable MASTER_ADDR" 3 "cannot resolve host 'no-such-host.invalid'"
 # + 8. A helper of the test's own, on loopback, holds ports the way a job's neighbours do.
 holder_out="${TMPDIR:-/tmp}/env_misuse_holder.$$"
 hold_ports() {  # hold_ports MODE FIRST LAST: on each port, MODE=listen: a listener that never answers;
-                # junk: one that answers anything with a line of text and closes; connected: the local
-                # port of a connection out to a store on FIRST - 1
+                # junk: one that answers anything with a line of text and closes; full: one whose accept
+                # queue is full, so the kernel drops new connections' packets (as a firewall would);
+                # connected: the local port of a connection out to a store on FIRST - 1
   python3 -c 'import socket, sys, threading, time
 mode, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 held = []
@@ -64,9 +65,11 @@ for port in range(first, last + 1):
     s = socket.socket()  # a connection made the usual way has no SO_REUSEADDR: its port stays its own
     if mode != "connected": s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1" if mode == "connected" else "0.0.0.0", port))
-    s.connect(("127.0.0.1", first - 1)) if mode == "connected" else s.listen()
+    s.connect(("127.0.0.1", first - 1)) if mode == "connected" else s.listen(0 if mode == "full" else 128)
     if mode == "junk": threading.Thread(target=answer_junk, args=(s,), daemon=True).start()
     held.append(s)
+    for _ in range(3 if mode == "full" else 0):  # connections never accepted: the queue holds one
+        c = socket.socket(); c.setblocking(False); c.connect_ex(("127.0.0.1", port)); held.append(c)
 print("held", flush=True); time.sleep(60)' "$@" > "$holder_out" 2>&1 &
   holder=$!
   for _ in $(seq 50); do grep -q held "$holder_out" 2>/dev/null && break; sleep 0.1; done
@@ -104,6 +107,17 @@ expect "only a silent listener: rank 1 names it" 3 "found no rendezvous hub of t
 release_ports
 hold_ports junk "$held_port" "$held_port"
 job_forms "MASTER_PORT + 1 held by a listener answering junk"
+release_ports
+# A connection whose packets are dropped is given up on at APERTURE_TIMEOUT, not after the
+# kernel's two minutes of retries; past such a port the job forms.
+hold_ports full "$held_port" "$held_port"
+job_forms "MASTER_PORT + 1 dropping connections"
+expect "only a port dropping connections: rank 1 gives up in time" 3 "cannot reach the rendezvous hub at any of" \
+  "no answer to the connection in time" -- \
+  "${clean[@]}" APERTURE_TIMEOUT=2 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
+expect "APERTURE_HUB dropping connections: given up in time" 3 "cannot reach the rendezvous hub at tcp:127.0.0.1:$held_port" \
+  "no answer to the connection in time" -- \
+  "${clean[@]}" APERTURE_TIMEOUT=2 APERTURE_RANK=1 APERTURE_WORLD_SIZE=2 APERTURE_HUB=tcp:127.0.0.1:$held_port "$probe"
 release_ports
 # Every one of the eight ports taken: rank 0 says which, why, and names APERTURE_MASTER_PORT.
 hold_ports listen "$held_port" $(( held_port + 7 ))
