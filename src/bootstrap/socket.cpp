@@ -135,9 +135,11 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
 
 namespace {
 
-// connect(), given up on at `deadline`: a blocking connect whose SYN is dropped (a firewall on the
-// way, or a listener whose accept queue is full) would wait out the kernel's retries, about two
-// minutes on Linux, whatever APERTURE_TIMEOUT says. False with the reason in `why`.
+// connect(), given up on at `deadline`: a blocking TCP connect whose SYN is dropped (a firewall on
+// the way, or a listener whose accept queue is full) would wait out the kernel's retries, about two
+// minutes on Linux, and a blocking Unix-socket connect to a full queue would wait until the
+// listener accepts, whatever APERTURE_TIMEOUT says. False with the reason in `why` (the caller
+// retries until its deadline).
 bool connect_by(int fd, const sockaddr* address, socklen_t length, std::chrono::steady_clock::time_point deadline,
                 std::string& why) {
   const int flags = ::fcntl(fd, F_GETFL);
@@ -146,6 +148,10 @@ bool connect_by(int fd, const sockaddr* address, socklen_t length, std::chrono::
     return false;
   }
   if (::connect(fd, address, length) != 0) {
+    if (errno == EAGAIN) {  // a Unix socket's: it never waits
+      why = "the listener's queue of connections is full (it accepts none)";
+      return false;
+    }
     if (errno != EINPROGRESS) {
       why = errno_text(errno);
       return false;
@@ -186,8 +192,7 @@ Fd try_connect(const std::string& address, std::string& why, std::chrono::steady
                   detail::format("malformed hub address '{}': the socket name is empty or too long", address));
     socklen_t length = 0;
     const sockaddr_un target = abstract_address(name, &length);
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target), length) == 0) return fd;
-    why = errno_text(errno);
+    if (connect_by(fd.get(), reinterpret_cast<const sockaddr*>(&target), length, deadline, why)) return fd;
   } else if (address.rfind("tcp:", 0) == 0) {
     const auto [host, port] = split_host_port(address.substr(4), address);
     addrinfo hints{};

@@ -39,9 +39,10 @@ Listener listen_tcp(const std::string& host, int port, const std::string& advert
 // Connects to an address made by the functions above, retrying until `deadline` (the listener
 // may not be up yet when a rank starts). Throws aperture::Error naming the address.
 Fd connect_to(const std::string& address, std::chrono::steady_clock::time_point deadline);
-// One try at the same, given up on at `deadline` (a TCP connection whose packets are dropped): the
-// connected socket, or an empty Fd and why not in `why` (errno's text, or why a host name did not
-// resolve). A malformed address throws: no later try can fix it.
+// One try at the same, given up on at `deadline` (a TCP connection whose packets are dropped; a
+// listener whose queue is full): the connected socket, or an empty Fd and why not in `why`
+// (errno's text, or why a host name did not resolve). A malformed address throws: no later try
+// can fix it.
 Fd try_connect(const std::string& address, std::string& why, std::chrono::steady_clock::time_point deadline);
 
 // Turns off Nagle's algorithm on TCP sockets (a no-op on Unix sockets): rendezvous messages

@@ -119,6 +119,20 @@ expect "APERTURE_HUB dropping connections: given up in time" 3 "cannot reach the
   "no answer to the connection in time" -- \
   "${clean[@]}" APERTURE_TIMEOUT=2 APERTURE_RANK=1 APERTURE_WORLD_SIZE=2 APERTURE_HUB=tcp:127.0.0.1:$held_port "$probe"
 release_ports
+# The same on one machine: a hub's Unix socket whose queue is full (a hub that stopped accepting).
+full_queue="aperture-full-queue-$$"
+python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind("\0" + sys.argv[1]); s.listen(0)
+held = [s]
+for _ in range(3):
+    c = socket.socket(socket.AF_UNIX); c.setblocking(False); c.connect_ex("\0" + sys.argv[1]); held.append(c)
+print("held", flush=True); time.sleep(60)' "$full_queue" > "$holder_out" 2>&1 &
+holder=$!
+for _ in $(seq 50); do grep -q held "$holder_out" 2>/dev/null && break; sleep 0.1; done
+expect "APERTURE_HUB whose queue is full: given up in time" 3 "cannot reach the rendezvous hub at unix:@$full_queue" \
+  "queue of connections is full" -- \
+  "${clean[@]}" APERTURE_TIMEOUT=2 APERTURE_RANK=1 APERTURE_WORLD_SIZE=2 APERTURE_HUB=unix:@$full_queue "$probe"
+release_ports
 # Every one of the eight ports taken: rank 0 says which, why, and names APERTURE_MASTER_PORT.
 hold_ports listen "$held_port" $(( held_port + 7 ))
 expect "MASTER_PORT + 1 .. + 8 all taken" 3 "cannot listen on 0.0.0.0:$(( held_port + 7 ))" \
