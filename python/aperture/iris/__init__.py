@@ -18,7 +18,7 @@ from ._tile import AllReduceConfig, TensorView, Tile, TileView, make_tensor_view
 from .logging import DEBUG, ERROR, INFO, WARNING, logger, set_logger_level
 from .tensor_utils import CUDAArrayInterface, tensor_from_ptr
 from .tracing import TraceEvent, kernel_artifacts  # the latter reads IRIS_KERNEL_ARTIFACTS_DIR, as Iris's import does
-from .util import do_bench, get_device_id_for_rank, is_simulation_env, parse_bool_env, wrap_set_device_on_simulators
+from .util import do_bench, get_device_id_for_rank, is_simulation_env, parse_bool_env
 
 from . import bench  # eager, as in Iris's newest package
 
@@ -28,7 +28,9 @@ Iris.CCL = ccl.CCL  # Iris nests ctx.ccl's class in Iris (its docs name iris.iri
 
 _launch_options.install()
 if is_simulation_env():
-    wrap_set_device_on_simulators()
+    from .util import _wrap_set_device_on_simulators
+
+    _wrap_set_device_on_simulators()
 
 # The version of Iris whose API this package mirrors (iris/__version__.py on Iris's main branch).
 __version__ = "0.1.0"

@@ -100,7 +100,7 @@ def get_simulation_device_id(local_rank):
     return local_rank % devices if devices > 0 else 0
 
 
-def wrap_set_device_on_simulators():
+def _wrap_set_device_on_simulators():
     """What Iris's import does under IRIS_SIMULATION (aperture.iris's import calls this then):
     ``torch.cuda.set_device(i)`` with an int ``i`` past the last device takes device
     ``i % device_count()``, so a program that gives rank i device i runs its ranks on the devices
