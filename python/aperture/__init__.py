@@ -28,8 +28,6 @@ except ImportError:
     pass
 
 from . import _core, allocators, collectives, memory, ops
-
-__version__ = _core.version  # the C++ library's, as `aperture --version` prints it
 from ._core import ErrorCode
 from ._error import Error
 from ._gpu_proxy import GpuProxy
@@ -39,6 +37,8 @@ from .collectives import Communicator
 from .memory import (AddressMap, Provider, Team, address_map, available_providers, default_provider_name, dtypes,
                      from_table, make_provider, provider_statuses)
 from .ops import OverlappedGemm
+
+__version__ = _core.version  # the C++ library's, as `aperture --version` prints it
 
 __all__ = [
     "AddressMap", "Communicator", "Error", "ErrorCode", "ForeignAllocator", "GpuProxy", "OverlappedGemm", "Provider",
