@@ -327,8 +327,9 @@ def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, asy
     _check_world(name, group)
     _require(name, not getattr(config, "use_gluon", False), "use_gluon=True asks for AMD Gluon kernels, which are "
              "AMD-only; leave use_gluon False (the Triton kernel runs on NVIDIA)")
-    # Every call checks its operands; the messages, which format shapes, dtypes and devices (3 us a
-    # call on an H200 when made every time), are made only for operands that fail (lambdas).
+    # Every call checks its operands; the messages, which format shapes, dtypes and devices, are
+    # made only for operands that fail (lambdas): made every time, they and reading the strides
+    # per use cost 3 us a call on an H200 (bench/results/2026-12-06-h200-x1, run 64).
     _require(name, isinstance(partial, torch.Tensor) and partial.dim() == 2, lambda: "partial must be 2D "
              f"([tokens, hidden]), got {tuple(getattr(partial, 'shape', ())) or type(partial).__name__}")
     tokens, hidden = partial.shape
