@@ -6,7 +6,6 @@ GPU heap and under Triton's interpreter on the shm heap (CI, at 1, 2 and 4 ranks
 import contextlib
 import re
 import time
-import types
 
 import pytest
 import torch
@@ -503,21 +502,34 @@ def test_all_reduce_rmsnorm_direct_launch_passes_what_tritons_jit_passes(monkeyp
         def get_num_ranks(self):
             return 1
 
+        def zeros(self, shape, dtype):
+            return torch.zeros(shape, dtype=dtype)
+
+        def barrier(self):
+            pass
+
     plan = _fused._Plan(Ctx(), 2, 64, False, torch.device("cpu"))
-    flags = types.SimpleNamespace(launchers={})
+    flags = _fused._RowFlags(Ctx(), 2)  # its flags' addresses, and the table's, cached on it
     memory = torch.zeros(1 << 14, dtype=torch.bfloat16)
-    words = torch.zeros(64, dtype=torch.int32)
-    args = (memory[:128], memory[:128], memory[4096:4160], memory[8192:8320], words[:32], words[32:], words[:1], 7,
-            10 ** 6, torch.zeros(1, dtype=torch.int64), 2, 64, 64, 64, 64, 1e-6)
-    _fused._launch_compiled(flags, plan, args)  # through the JIT
-    _fused._launch_compiled(flags, plan, args)  # direct
-    assert len(flags.launchers) == 1 and len(launches) == 2
-    through_jit, direct = launches
+
+    def args(heap_bases):
+        return (memory[:128], memory[:128], memory[4096:4160], memory[8192:8320], flags.ready, flags.done,
+                flags.failed, 7, 10 ** 6, heap_bases, 2, 64, 64, 64, 64, 1e-6)
+
+    table, new_table = torch.zeros(1, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)
+    _fused._launch_compiled(flags, plan, args(table))  # through the JIT
+    _fused._launch_compiled(flags, plan, args(table))  # direct
+    _fused._launch_compiled(flags, plan, args(new_table))  # direct, with a table the cache has not seen
+    assert len(flags.launchers) == 1 and len(launches) == 3
+    through_jit, direct, direct_new_table = launches
     assert direct[:3] == (plan.grid[0], 1, 1) and all(isinstance(g, int) for g in direct[:3])
     assert len(direct) == len(through_jit)
     for got, want in zip(direct[9:], through_jit[9:]):
         # A tensor goes to the direct launch as its address, which Triton's launcher takes as is.
         assert got == want.data_ptr() if isinstance(want, torch.Tensor) else (got is want or got == want)
+    bases_at = 9 + [p.name for p in jit.params].index("heap_bases")
+    assert direct[bases_at] == table.data_ptr() and direct_new_table[bases_at] == new_table.data_ptr()
+    assert direct_new_table[:bases_at] + direct_new_table[bases_at + 1:] == direct[:bases_at] + direct[bases_at + 1:]
     assert sum(isinstance(w, torch.Tensor) for w in through_jit[9:]) == 8  # the kernel's eight pointers
 
 

@@ -161,6 +161,11 @@ class _RowFlags:
         self.epoch = 0
         self.plans = {}  # (tokens, hidden, residual?, device) -> _Plan
         self.launchers = {}  # _launch_key -> a compiled kernel's launcher (GPU only)
+        # The flags' device addresses, and the last heap table's, read once: data_ptr() costs
+        # about 0.15 us a tensor, and these four are the same on every call (the table changes
+        # only when the host object gives the heap a new one, which the identity test sees).
+        self.flag_addresses = (self.ready.data_ptr(), self.done.data_ptr(), self.failed.data_ptr())
+        self.bases, self.bases_address = None, 0
         # Every rank's words are zero before any peer raises one: without this a fast rank's
         # first signal could land before a slow peer's zero-fill, which then erased it (every
         # rank waited out APERTURE_TIMEOUT, seen once in CI at 4 ranks).
@@ -270,11 +275,19 @@ class _Plan:
         self.poll_budget = _poll_budget(device.type == "cuda")
 
 
-def _pointers(args):
+def _pointers(args, flags=None):
     """The device addresses of the kernel's pointer arguments (partial, residual, weight, out, ready,
-    done, failed, heap_bases), read once per call: for the launch key and for the direct launch."""
-    return (args[0].data_ptr(), args[1].data_ptr(), args[2].data_ptr(), args[3].data_ptr(), args[4].data_ptr(),
-            args[5].data_ptr(), args[6].data_ptr(), args[9].data_ptr())
+    done, failed, heap_bases), read once per call: for the launch key and for the direct launch.
+    With ``flags`` (the _RowFlags whose words ``args`` carries), the last four come from its cache."""
+    if flags is None:
+        return (args[0].data_ptr(), args[1].data_ptr(), args[2].data_ptr(), args[3].data_ptr(), args[4].data_ptr(),
+                args[5].data_ptr(), args[6].data_ptr(), args[9].data_ptr())
+    heap_bases = args[9]
+    if heap_bases is not flags.bases:  # flags.bases keeps the old table alive: no id is reused
+        flags.bases, flags.bases_address = heap_bases, heap_bases.data_ptr()
+    ready, done, failed = flags.flag_addresses
+    return (args[0].data_ptr(), args[1].data_ptr(), args[2].data_ptr(), args[3].data_ptr(), ready, done, failed,
+            flags.bases_address)
 
 
 def _launch_key(plan, args, pointers=None):
@@ -299,7 +312,7 @@ def _launch_compiled(flags, plan, args):
     pointer arguments over as addresses (ints), which Triton's launcher takes as they are: for a
     tensor it would call data_ptr() again and ask the driver about the address
     (cuPointerGetAttribute), eight times a call. The operands were checked on this device already."""
-    pointers = _pointers(args)
+    pointers = _pointers(args, flags)
     key = _launch_key(plan, args, pointers)
     launcher = flags.launchers.get(key)
     if launcher is not None:
