@@ -74,6 +74,13 @@ struct Timed {
 // `call` runs one operation; `finish` waits for queued work (GPU streams) at the end of a trial.
 Timed time_calls(Team& team, const BenchOptions& options, const std::function<void()>& call,
                  const std::function<void()>& finish = {});
+// Several calls timed in alternation, each as time_calls would: trial t runs each call for its
+// own iteration count, in order on even trials and reversed on odd ones, so a drift of the
+// machine or of a link during the run weighs on every call alike (the paths between simulated
+// nodes drift by 3x within seconds).
+std::vector<Timed> time_interleaved(Team& team, const BenchOptions& options,
+                                    const std::vector<std::function<void()>>& calls,
+                                    const std::function<void()>& finish = {});
 
 // The workers: one rank's measurements (every rank returns the same rows).
 std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOptions& options);

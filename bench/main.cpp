@@ -196,31 +196,46 @@ int run_worker(const Parsed& p) {
 
 }  // namespace
 
-Timed time_calls(Team& team, const BenchOptions& options, const std::function<void()>& call,
-                 const std::function<void()>& finish) {
+std::vector<Timed> time_interleaved(Team& team, const BenchOptions& options,
+                                    const std::vector<std::function<void()>>& calls, const std::function<void()>& finish) {
   const auto slowest = [&](double mine) {
     std::vector<double> all(static_cast<std::size_t>(team.size()));
     team.allgather(&mine, all.data(), sizeof mine);
     return *std::max_element(all.begin(), all.end());
   };
-  const auto run = [&](int n) {
+  const auto run = [&](const std::function<void()>& call, int n) {
     const auto start = Clock::now();
     for (int i = 0; i < n; ++i) call();
     if (finish) finish();
     return std::chrono::duration<double>(Clock::now() - start).count() / n;
   };
-  run(2);  // warm-up: first touches, first launches
-  team.barrier();
-  const double estimate = slowest(run(3));
-  const int iters = static_cast<int>(std::clamp(options.trial_seconds / std::max(estimate, 1e-9), 1.0,
-                                                static_cast<double>(options.max_iters)));
-  std::vector<double> trials;
-  for (int t = 0; t < options.trials; ++t) {
+  const std::size_t n = calls.size();
+  std::vector<int> iters(n);
+  for (std::size_t c = 0; c < n; ++c) {
+    run(calls[c], 2);  // warm-up: first touches, first launches
     team.barrier();
-    trials.push_back(slowest(run(iters)));
+    const double estimate = slowest(run(calls[c], 3));
+    iters[c] = static_cast<int>(std::clamp(options.trial_seconds / std::max(estimate, 1e-9), 1.0,
+                                           static_cast<double>(options.max_iters)));
   }
-  std::sort(trials.begin(), trials.end());
-  return Timed{trials[trials.size() / 2] * 1e6, iters};
+  std::vector<std::vector<double>> trials(n);
+  for (int t = 0; t < options.trials; ++t)
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t c = t % 2 == 0 ? k : n - 1 - k;  // A B C, then C B A: no call always goes first
+      team.barrier();
+      trials[c].push_back(slowest(run(calls[c], iters[c])));
+    }
+  std::vector<Timed> timed(n);
+  for (std::size_t c = 0; c < n; ++c) {
+    std::sort(trials[c].begin(), trials[c].end());
+    timed[c] = Timed{trials[c][trials[c].size() / 2] * 1e6, iters[c]};
+  }
+  return timed;
+}
+
+Timed time_calls(Team& team, const BenchOptions& options, const std::function<void()>& call,
+                 const std::function<void()>& finish) {
+  return time_interleaved(team, options, {call}, finish).front();
 }
 
 int bench_main(int argc, char** argv) {
