@@ -200,21 +200,19 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
           team.barrier();
         }
         if (node_op) {
-          // Between nodes, the three in alternation: the link's speed drifts during a run.
           row.baseline2 = "MPI_Sendrecv";
           theirs2 = [&] { mpi::sendrecv(in.data(), ref.data(), count * sizeof(float), across); };
-          const std::vector<Timed> t = time_interleaved(team, options, {ours, theirs, theirs2});
-          row.aperture_us = t[0].us;
-          row.iters = t[0].iters;
-          row.baseline_us = t[1].us;
-          row.baseline2_us = t[2].us;
-        } else {
-          const Timed a = time_calls(team, options, ours);
-          row.aperture_us = a.us;
-          row.iters = a.iters;
-          if (theirs2) row.baseline2_us = time_calls(team, options, theirs2).us;
-          if (theirs) row.baseline_us = time_calls(team, options, theirs).us;
         }
+        // aperture and its baselines in alternating trials: whatever else the machine (or, between
+        // nodes, the link) is doing during the run weighs on each side alike.
+        std::vector<std::function<void()>> sides{ours};
+        if (theirs) sides.push_back(theirs);
+        if (theirs2) sides.push_back(theirs2);
+        const std::vector<Timed> timed = time_interleaved(team, options, sides);
+        row.aperture_us = timed[0].us;
+        row.iters = timed[0].iters;
+        if (theirs) row.baseline_us = timed[1].us;
+        if (theirs2) row.baseline2_us = timed.back().us;
         if (theirs) {
           if (row.baseline.rfind("MPI", 0) == 0 && op != "barrier" && !node_op) {
             ours();  // one more of each on the same input: the answers agree
