@@ -34,6 +34,7 @@ struct BenchOptions {
   int trials = 5;
   double trial_seconds = 0.02;             // iterations per trial are chosen to last about this
   int max_iters = 2000;
+  bool interleave = true;                  // time_interleaved alternates the calls' trials (--sequential: not)
   std::string csv, json, png;              // outputs (rank 0 or the driver writes them)
   std::string rows_file;                   // internal: where a worker leaves its rows for the driver
   bool worker = false;                     // internal: this process is one rank
@@ -78,6 +79,7 @@ Timed time_calls(Team& team, const BenchOptions& options, const std::function<vo
 // own iteration count, in order on even trials and reversed on odd ones, so a drift of the
 // machine or of a link during the run weighs on every call alike (the paths between simulated
 // nodes drift by 3x within seconds). The host benchmarks time aperture and its baselines so.
+// With options.interleave false (--sequential), each call's trials run one after another.
 std::vector<Timed> time_interleaved(Team& team, const BenchOptions& options,
                                     const std::vector<std::function<void()>>& calls,
                                     const std::function<void()>& finish = {});

@@ -56,7 +56,8 @@ const char* const kBenchUsage =
     "    gemm_rs (aperture::OverlappedGemm at the Llama-3-70B MLP shapes, tensor parallel over\n"
     "    the ranks, against cuBLASLt + NCCL serial and on two streams).\n"
     "Each figure is the median of T trials, each trial the slowest rank's mean over enough\n"
-    "back-to-back calls to last about --trial-ms, after a team barrier.\n"
+    "back-to-back calls to last about --trial-ms, after a team barrier. On host memory the\n"
+    "sides' trials alternate (aperture's, each baseline's, then the other way round).\n"
     "\n"
     "  --provider NAME  default (the default), shm, mpi-window, openshmem, cuda-ipc, ...\n"
     "  -n, --ranks LIST rank counts, one job each, e.g. 2,4,8 (default: 2,4,8 on host memory,\n"
@@ -68,6 +69,8 @@ const char* const kBenchUsage =
     "  --trial-ms MS    length of one trial (default 20)\n"
     "  --csv FILE, --json FILE, --png FILE   write the rows (the PNG needs gnuplot)\n"
     "  --no-mpi         start the ranks without mpirun (no MPI columns)\n"
+    "  --sequential     host memory: each side's trials one after another, not alternating\n"
+    "                   (how rows were timed before 2026-12-06: to compare the two methods)\n"
     "  --max-parts N, --half-bytes B, --ll-part-bytes B   GPU: the Communicator's blocks per\n"
     "                   call, staging half and input bytes per block on the push (LL) path\n"
     "                   (tuning; default: the Communicator's defaults); --half-bytes also on\n"
@@ -150,6 +153,9 @@ Parsed parse_bench_args(int argc, char** argv) {
     } else if (arg == "--no-mpi") {
       o.mpi = false;
       ++i;
+    } else if (arg == "--sequential") {
+      o.interleave = false;
+      ++i;
     } else if (arg == "--worker") {
       o.worker = true;
       ++i;
@@ -211,20 +217,31 @@ std::vector<Timed> time_interleaved(Team& team, const BenchOptions& options,
   };
   const std::size_t n = calls.size();
   std::vector<int> iters(n);
-  for (std::size_t c = 0; c < n; ++c) {
-    run(calls[c], 2);  // warm-up: first touches, first launches
+  const auto prepare = [&](std::size_t c) {  // warm-up (first touches, first launches), then the count
+    run(calls[c], 2);
     team.barrier();
     const double estimate = slowest(run(calls[c], 3));
     iters[c] = static_cast<int>(std::clamp(options.trial_seconds / std::max(estimate, 1e-9), 1.0,
                                            static_cast<double>(options.max_iters)));
-  }
+  };
+  const auto trial = [&](std::size_t c) {
+    team.barrier();
+    return slowest(run(calls[c], iters[c]));
+  };
   std::vector<std::vector<double>> trials(n);
-  for (int t = 0; t < options.trials; ++t)
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t c = t % 2 == 0 ? k : n - 1 - k;  // A B C, then C B A: no call always goes first
-      team.barrier();
-      trials[c].push_back(slowest(run(calls[c], iters[c])));
+  if (options.interleave) {
+    for (std::size_t c = 0; c < n; ++c) prepare(c);
+    for (int t = 0; t < options.trials; ++t)
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t c = t % 2 == 0 ? k : n - 1 - k;  // A B C, then C B A: no call always goes first
+        trials[c].push_back(trial(c));
+      }
+  } else {
+    for (std::size_t c = 0; c < n; ++c) {
+      prepare(c);
+      for (int t = 0; t < options.trials; ++t) trials[c].push_back(trial(c));
     }
+  }
   std::vector<Timed> timed(n);
   for (std::size_t c = 0; c < n; ++c) {
     std::sort(trials[c].begin(), trials[c].end());
@@ -297,6 +314,7 @@ int bench_main(int argc, char** argv) {
       if (o.half_bytes != 0) job.args.insert(job.args.end(), {"--half-bytes", std::to_string(o.half_bytes)});
       if (o.ll_part_bytes != 0)
         job.args.insert(job.args.end(), {"--ll-part-bytes", std::to_string(o.ll_part_bytes)});
+      if (!o.interleave) job.args.push_back("--sequential");
       job.use_mpi = use_mpi;
       job.prefix_stdout = false;
       std::fprintf(stderr, "aperture bench: %d rank%s on %s%s ...\n", n, n == 1 ? "" : "s", o.provider.c_str(),
