@@ -77,8 +77,8 @@ Timed time_calls(Team& team, const BenchOptions& options, const std::function<vo
                  const std::function<void()>& finish = {});
 // Several calls timed in alternation, each as time_calls would: trial t runs each call for its
 // own iteration count, in order on even trials and reversed on odd ones, so a drift of the
-// machine or of a link during the run weighs on every call alike (the paths between simulated
-// nodes drift by 3x within seconds). The host benchmarks time aperture and its baselines so.
+// machine or of a link during the run weighs on every call alike (the TCP path between simulated
+// nodes changes speed within seconds). The host benchmarks time aperture and its baselines so.
 // With options.interleave false (--sequential), each call's trials run one after another.
 std::vector<Timed> time_interleaved(Team& team, const BenchOptions& options,
                                     const std::vector<std::function<void()>>& calls,
