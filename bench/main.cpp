@@ -1,6 +1,6 @@
 // bench/main.cpp — the bench program (`aperture bench` runs it): arguments, the driver that
-// runs one job per rank count, the worker that is one rank of such a job, and the timing loop
-// both sides share.
+// runs one job per rank count and the worker that is one rank of such a job (the timing loop
+// both sides share: timing.cpp).
 //
 // Without --worker (and not started as a rank) the bench is its own driver: it starts this
 // program as `aperture-bench --worker` through the launcher component once per rank count
@@ -9,7 +9,6 @@
 // (`aperture launch --mpi -n 4 -- aperture bench`, mpirun, torchrun) it runs as that job's
 // worker and rank 0 prints the table.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -80,8 +79,6 @@ const char* const kBenchUsage =
     "                   --json/--png/--csv of it\n";
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -201,59 +198,6 @@ int run_worker(const Parsed& p) {
 }
 
 }  // namespace
-
-std::vector<Timed> time_interleaved(Team& team, const BenchOptions& options,
-                                    const std::vector<std::function<void()>>& calls, const std::function<void()>& finish) {
-  const auto slowest = [&](double mine) {
-    std::vector<double> all(static_cast<std::size_t>(team.size()));
-    team.allgather(&mine, all.data(), sizeof mine);
-    return *std::max_element(all.begin(), all.end());
-  };
-  const auto run = [&](const std::function<void()>& call, int n) {
-    const auto start = Clock::now();
-    for (int i = 0; i < n; ++i) call();
-    if (finish) finish();
-    return std::chrono::duration<double>(Clock::now() - start).count() / n;
-  };
-  const std::size_t n = calls.size();
-  std::vector<int> iters(n);
-  const auto prepare = [&](std::size_t c) {  // warm-up (first touches, first launches), then the count
-    run(calls[c], 2);
-    team.barrier();
-    const double estimate = slowest(run(calls[c], 3));
-    iters[c] = static_cast<int>(std::clamp(options.trial_seconds / std::max(estimate, 1e-9), 1.0,
-                                           static_cast<double>(options.max_iters)));
-  };
-  const auto trial = [&](std::size_t c) {
-    team.barrier();
-    return slowest(run(calls[c], iters[c]));
-  };
-  std::vector<std::vector<double>> trials(n);
-  if (options.interleave) {
-    for (std::size_t c = 0; c < n; ++c) prepare(c);
-    for (int t = 0; t < options.trials; ++t)
-      for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t c = t % 2 == 0 ? k : n - 1 - k;  // A B C, then C B A: no call always goes first
-        trials[c].push_back(trial(c));
-      }
-  } else {
-    for (std::size_t c = 0; c < n; ++c) {
-      prepare(c);
-      for (int t = 0; t < options.trials; ++t) trials[c].push_back(trial(c));
-    }
-  }
-  std::vector<Timed> timed(n);
-  for (std::size_t c = 0; c < n; ++c) {
-    std::sort(trials[c].begin(), trials[c].end());
-    timed[c] = Timed{trials[c][trials[c].size() / 2] * 1e6, iters[c]};
-  }
-  return timed;
-}
-
-Timed time_calls(Team& team, const BenchOptions& options, const std::function<void()>& call,
-                 const std::function<void()>& finish) {
-  return time_interleaved(team, options, {call}, finish).front();
-}
 
 int bench_main(int argc, char** argv) {
   if (launcher::is_mpi_rank_shim(argc, argv)) return launcher::mpi_rank_main(argc - 1, argv + 1);
