@@ -69,7 +69,7 @@ const char* const kBenchUsage =
     "  --csv FILE, --json FILE, --png FILE   write the rows (the PNG needs gnuplot)\n"
     "  --no-mpi         start the ranks without mpirun (no MPI columns)\n"
     "  --sequential     host memory: each side's trials one after another, not alternating\n"
-    "                   (how rows were timed before 2026-12-06: to compare the two methods)\n"
+    "                   (how rows were timed until 2026-12-06: to compare the two methods)\n"
     "  --max-parts N, --half-bytes B, --ll-part-bytes B   GPU: the Communicator's blocks per\n"
     "                   call, staging half and input bytes per block on the push (LL) path\n"
     "                   (tuning; default: the Communicator's defaults); --half-bytes also on\n"
