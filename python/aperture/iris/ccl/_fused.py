@@ -161,9 +161,9 @@ class _RowFlags:
         self.epoch = 0
         self.plans = {}  # (tokens, hidden, residual?, device) -> _Plan
         self.launchers = {}  # _launch_key -> a compiled kernel's launcher (GPU only)
-        # The flags' device addresses, and the last heap table's, read once: data_ptr() costs
-        # about 0.15 us a tensor, and these four are the same on every call (the table changes
-        # only when the host object gives the heap a new one, which the identity test sees).
+        # The flags' device addresses, and the last heap table's, read once instead of by a
+        # data_ptr() call each on every call: they stay the same (the table changes only when the
+        # host object gives the heap a new one, which _pointers' identity test sees).
         self.flag_addresses = (self.ready.data_ptr(), self.done.data_ptr(), self.failed.data_ptr())
         self.bases, self.bases_address = None, 0
         # Every rank's words are zero before any peer raises one: without this a fast rank's
@@ -279,15 +279,13 @@ def _pointers(args, flags=None):
     """The device addresses of the kernel's pointer arguments (partial, residual, weight, out, ready,
     done, failed, heap_bases), read once per call: for the launch key and for the direct launch.
     With ``flags`` (the _RowFlags whose words ``args`` carries), the last four come from its cache."""
+    operands = (args[0].data_ptr(), args[1].data_ptr(), args[2].data_ptr(), args[3].data_ptr())
     if flags is None:
-        return (args[0].data_ptr(), args[1].data_ptr(), args[2].data_ptr(), args[3].data_ptr(), args[4].data_ptr(),
-                args[5].data_ptr(), args[6].data_ptr(), args[9].data_ptr())
+        return operands + (args[4].data_ptr(), args[5].data_ptr(), args[6].data_ptr(), args[9].data_ptr())
     heap_bases = args[9]
     if heap_bases is not flags.bases:  # flags.bases keeps the old table alive: no id is reused
         flags.bases, flags.bases_address = heap_bases, heap_bases.data_ptr()
-    ready, done, failed = flags.flag_addresses
-    return (args[0].data_ptr(), args[1].data_ptr(), args[2].data_ptr(), args[3].data_ptr(), ready, done, failed,
-            flags.bases_address)
+    return operands + flags.flag_addresses + (flags.bases_address,)
 
 
 def _launch_key(plan, args, pointers=None):
