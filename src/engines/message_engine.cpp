@@ -24,7 +24,8 @@
 // One service thread per process serves every message engine (they are told apart by an id that
 // every rank assigns alike, since opening is collective), and is MPI's progress for them: it
 // probes while any engine is open, yielding for 2 ms after the last request and then sleeping
-// 20 us between probes (idle_loop.h, the loop of the RMA engine's progress thread too). It needs
+// 20 us between probes (idle_loop.h, the loop of the RMA engine's progress thread too), and
+// until the barrier of a close that gave up on a rank has completed. It needs
 // MPI_THREAD_MULTIPLE.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -180,14 +181,21 @@ class Service {
     return id;
   }
 
-  // After every rank is done with the engine (its close is collective).
-  void remove(std::uint32_t id) {
+  // After every rank is done with the engine (its close is collective), or after this rank's
+  // close gave up waiting for the others: then `unfinished` is that close's pending barrier. The
+  // thread keeps testing it until it completes, since a rank that closes late completes its own
+  // barrier only once this rank's part has left, and leaving takes progress on this side.
+  void remove(std::uint32_t id, MPI_Request unfinished) {
     std::thread finished;
     {
       std::lock_guard lock(mutex_);
       targets_.erase(id);
-      if (!targets_.empty()) return;
-      stop_ = true;
+      if (unfinished != MPI_REQUEST_NULL) {
+        unfinished_.push_back(unfinished);
+        unfinished_count_.store(unfinished_.size(), std::memory_order_relaxed);
+      }
+      if (!targets_.empty() || !unfinished_.empty()) return;
+      stop_->store(true);
       finished = std::move(thread_);
     }
     if (finished.joinable()) finished.join();
@@ -204,8 +212,12 @@ class Service {
 
  private:
   void start() {  // with mutex_ held
-    stop_ = false;
-    thread_ = std::thread([this] { run(); });
+    if (thread_.joinable()) {
+      if (!stop_->load()) return;  // still testing unfinished closes: it serves the new engine too
+      thread_.join();  // it stopped itself and takes mutex_ no more
+    }
+    stop_ = std::make_shared<std::atomic<bool>>(false);
+    thread_ = std::thread([this, stop = stop_] { run(*stop); });
     if (!exit_handler_) {
       exit_handler_ = true;
       std::atexit([] { instance().stop_at_exit(); });
@@ -216,15 +228,18 @@ class Service {
     std::thread finished;
     {
       std::lock_guard lock(mutex_);
-      stop_ = true;
+      stop_->store(true);
       finished = std::move(thread_);
     }
     if (finished.joinable()) finished.join();
   }
 
-  void run() {
+  // Each thread has its own stop flag, so that a thread being stopped and joined outside mutex_
+  // cannot be told to go on by the start of its successor.
+  void run(std::atomic<bool>& stop) {
     // Requests come in bursts: yield for 2 ms after each before going back to sleeping.
-    run_idle_loop(stop_, std::chrono::milliseconds(2), [this] {
+    run_idle_loop(stop, std::chrono::milliseconds(2), [this, &stop] {
+      test_unfinished(stop);
       int flag = 0;
       MPI_Status status;
       if (MPI_Iprobe(MPI_ANY_SOURCE, kRequestTag, comm_, &flag, &status) != MPI_SUCCESS || !flag) return false;
@@ -234,6 +249,19 @@ class Service {
         serve(status.MPI_SOURCE, request);
       return true;
     });
+  }
+
+  // Tests the barriers of closes that gave up; the thread stops itself once they have completed
+  // and no engine is open (it takes mutex_ no more after that).
+  void test_unfinished(std::atomic<bool>& stop) {
+    if (unfinished_count_.load(std::memory_order_relaxed) == 0) return;
+    std::lock_guard lock(mutex_);
+    std::erase_if(unfinished_, [](MPI_Request& r) {
+      int done = 0;
+      return MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done;  // an error ends it too
+    });
+    unfinished_count_.store(unfinished_.size(), std::memory_order_relaxed);
+    if (unfinished_.empty() && targets_.empty()) stop.store(true);
   }
 
   std::shared_ptr<Target> find(std::uint32_t id) {
@@ -354,7 +382,9 @@ class Service {
   int tag_limit_ = 32767;
   int rank_ = 0;
   std::atomic<std::uint64_t> next_call_{0};
-  std::atomic<bool> stop_{false};
+  std::vector<MPI_Request> unfinished_;  // barriers of closes that gave up, until they complete
+  std::atomic<std::size_t> unfinished_count_{0};
+  std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(true);  // thread_'s
   std::thread thread_;
   bool exit_handler_ = false;
 };
@@ -537,12 +567,13 @@ void close_message_engine(OpenEngine& opened) {
   Service& service = Service::instance();
   std::vector<MPI_Request> barrier(1, MPI_REQUEST_NULL);
   // At the deadline the barrier's request stays pending: MPI may neither cancel nor free a
-  // collective's request (Open MPI answers the cancel with MPI_ERR_REQUEST, fatal by default),
-  // and a rank has failed by then.
+  // collective's request (Open MPI answers the cancel with MPI_ERR_REQUEST, fatal by default).
+  // The service thread tests it from then on, so that a rank which was only late still finds
+  // this rank's part of the barrier when it closes.
   std::string why = MPI_Ibarrier(service.comm(), &barrier[0]) == MPI_SUCCESS
                         ? wait_until(barrier, deadline_from_now(), true)
                         : "MPI_Ibarrier failed";
-  service.remove(engine->id);
+  service.remove(engine->id, why == kNoAnswer ? barrier[0] : MPI_REQUEST_NULL);
   if (!why.empty())
     throw Error(ErrorCode::timeout,
                 detail::format("message engine: closing engine {}: {} from every rank within {} s (APERTURE_TIMEOUT); "
