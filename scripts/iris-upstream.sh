@@ -81,6 +81,7 @@ amd_only() {
     *gluon*) echo "AMD-only: Gluon kernels (aperture.iris: Triton kernels with the device functions)" ;;
     *rocshmem*) echo "AMD-only: rocSHMEM (aperture.iris: allocator_type=\"nvshmem\")" ;;
     *dmabuf*) echo "AMD-only: dmabuf export (aperture.iris: cuda-vmm)" ;;
+    *optional_sdma*) ;;  # the copy engine left off: shader stores and the off switch's errors apply
     *sdma*|*copy_engine*|*triggered*) echo "AMD-only: SDMA / triggered copies (aperture.iris: ccl or device put/get)" ;;
     *num_xcc*|*rocr*|*hip*) echo "AMD-only: XCC / ROCr / HIP specifics" ;;
   esac

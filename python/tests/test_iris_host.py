@@ -201,12 +201,58 @@ def test_irises_heap_attributes_translate_and_the_sdma_branch(shmem, team):
         shmem.translate(torch.zeros(4).data_ptr(), rank, 0)
     with pytest.raises(ValueError, match="out of range"):
         shmem.translate(t.data_ptr(), rank, team.size)
-    # Iris's SDMA branch: host-issued copy-engine transfers are AMD-only.
-    for call in (lambda: shmem.put(t, 0), lambda: shmem.put_tile(None, 0, 0, 0), lambda: shmem.put_tiles([], 0, [], []),
-                 lambda: shmem.quiet(), shmem.get_copy_engine_ctx):
-        with pytest.raises(aperture.Error, match="AMD-only.*as_remote"):
+    # Iris's SDMA branch: the copy engine is off (AMD-only), so its host transfers raise Iris's
+    # RuntimeError for that, in both of Iris's spellings, and its context is None.
+    assert shmem.enable_copy_engine is False and shmem.copy_engine is None and shmem.get_copy_engine_ctx() is None
+    for call in (lambda: shmem.put(t, 0), lambda: shmem.put(t, to_rank=0), lambda: shmem.put_tile(None, 0, 0, 0),
+                 lambda: shmem.put_tiles([], 0, [], []), lambda: shmem.quiet(), lambda: shmem.quiet(to_rank=0)):
+        with pytest.raises(aperture.Error, match="copy engine is disabled.*copy_engine=\"sdma\".*as_remote") as raised:
             call()
+        assert isinstance(raised.value, RuntimeError)
     shmem.barrier(sync_copy_engine=True)
+
+
+def test_the_copy_engine_switch_refuses_before_the_heap_is_made(team, monkeypatch):
+    from aperture.iris.host.iris import _parse_copy_engine_env, _resolve_enable_copy_engine
+
+    for word, meaning in (("1", True), (" Yes ", True), ("ON", True), ("true", True), ("0", False), ("off", False),
+                          ("No", False), ("FALSE", False), ("", None), ("auto", None)):
+        assert _parse_copy_engine_env(word) is meaning, word
+    for word in ("2", "enable", "maybe"):
+        with pytest.raises(ValueError, match="IRIS_ENABLE_COPY_ENGINE"):
+            _parse_copy_engine_env(word)
+    monkeypatch.setenv("IRIS_ENABLE_COPY_ENGINE", "1")
+    assert _resolve_enable_copy_engine(False) is False  # the argument wins over the environment
+    monkeypatch.setenv("IRIS_ENABLE_COPY_ENGINE", "0")
+    assert _resolve_enable_copy_engine(True) is True
+    monkeypatch.setenv("IRIS_ENABLE_COPY_ENGINE", "auto")
+    assert _resolve_enable_copy_engine(None) is False  # auto: no rocm-xio on NVIDIA machines
+    for bad in (1, 0, "yes"):
+        with pytest.raises(TypeError, match="enable_copy_engine"):
+            _resolve_enable_copy_engine(bad)
+    # Asking for the engine fails on every rank before anything collective (no heap, no barrier),
+    # with Iris's ImportError naming its extra, and says what to use on NVIDIA.
+    monkeypatch.delenv("IRIS_ENABLE_COPY_ENGINE")
+    for kwargs in ({"enable_copy_engine": True}, {"copy_engine": "sdma"}):
+        with pytest.raises(ImportError, match="iris\\[sdma\\].*as_remote") as raised:
+            iris.iris(HEAP, team=team, **kwargs)
+        assert isinstance(raised.value, aperture.Error) and raised.value.code == aperture.ErrorCode.unavailable
+    with pytest.raises(ValueError, match="copy_engine='dma'"):
+        iris.iris(HEAP, team=team, copy_engine="dma")
+    monkeypatch.setenv("IRIS_ENABLE_COPY_ENGINE", "maybe")
+    with pytest.raises(ValueError, match="IRIS_ENABLE_COPY_ENGINE='maybe'"):
+        iris.iris(HEAP, team=team)
+    monkeypatch.setenv("IRIS_ENABLE_COPY_ENGINE", "yes")
+    with pytest.raises(ImportError, match="IRIS_ENABLE_COPY_ENGINE='yes'"):
+        iris.iris(HEAP, team=team)
+    monkeypatch.setenv("IRIS_ENABLE_COPY_ENGINE", "0")  # off, as by default: a working heap
+    ctx = iris.iris(HEAP, team=team, enable_copy_engine=False, copy_engine=None)
+    assert ctx.enable_copy_engine is False and ctx.get_copy_engine_ctx() is None
+    got = ctx.full((8,), team.rank + 3, dtype=torch.int32)
+    ctx.barrier()
+    assert torch.equal(ctx.as_remote(got, (team.rank + 1) % team.size).cpu(),
+                       torch.full((8,), (team.rank + 1) % team.size + 3, dtype=torch.int32))
+    ctx.barrier()
 
 
 def test_a_closed_heap_refuses_to_allocate(team):

@@ -18,7 +18,7 @@ import torch
 
 import aperture
 
-from . import _amd, _ranks, tensor_creation
+from . import _amd, _copy_engine, _ranks, tensor_creation
 from ._errors import IrisValueError
 from ._allocators import SAME_HISTORY
 from ._heap import SymmetricHeap, peer_tensor
@@ -87,7 +87,11 @@ def _make_provider(allocator_type, team):
 class Iris:
     """A symmetric heap of ``heap_size`` bytes on every rank, and this rank's view of the job."""
 
-    def __init__(self, heap_size=1 << 30, allocator_type="torch", *, team=None):
+    def __init__(self, heap_size=1 << 30, allocator_type="torch", *, team=None, copy_engine=None,
+                 enable_copy_engine=None):
+        _copy_engine.check_off(copy_engine, enable_copy_engine)  # before anything collective
+        self.copy_engine = None  # Iris's SDMA copy engine: always off on NVIDIA GPUs
+        self.enable_copy_engine = False
         self.team = team if team is not None else _ranks.process_team()
         self.cur_rank = self.team.rank
         self.num_ranks = self.team.size
@@ -332,21 +336,23 @@ class Iris:
                                  f"{chunks or 'none, it was closed'})", code=aperture.ErrorCode.invalid_argument)
         return int(self.heap_bases_cpu[to_rank]) + offset
 
-    def put(self, src_tensor, dst_rank, dst_tensor=None, wait_flag=None, wait_value=None, signal_flag=None,
-            signal_value=1, async_op=False, channel=0):
-        _amd.refuse("sdma", "Iris.put (a host-issued SDMA transfer)")
+    # Iris's host SDMA methods need its copy engine, which is always off here: each raises Iris's
+    # RuntimeError for that. They take any arguments: Iris's spellings moved (dst_rank, to_rank=).
+    def put(self, *args, **kwargs):
+        _copy_engine.refuse_while_off("Iris.put")
 
     def put_tile(self, *args, **kwargs):
-        _amd.refuse("sdma", "Iris.put_tile")
+        _copy_engine.refuse_while_off("Iris.put_tile")
 
     def put_tiles(self, *args, **kwargs):
-        _amd.refuse("sdma", "Iris.put_tiles")
+        _copy_engine.refuse_while_off("Iris.put_tiles")
 
-    def quiet(self, dst_rank=None, channel=0):
-        _amd.refuse("sdma", "Iris.quiet")
+    def quiet(self, *args, **kwargs):
+        _copy_engine.refuse_while_off("Iris.quiet")
 
     def get_copy_engine_ctx(self):
-        _amd.refuse("sdma", "Iris.get_copy_engine_ctx")
+        """The copy engine's context for device operations: None, as in Iris while it is off."""
+        return None
 
     # ---- the heap ---------------------------------------------------------------------
     # Iris's private helpers, which its own tests call by their mangled names
@@ -472,13 +478,14 @@ class Iris:
         return tensor_creation.uniform(self.heap, self.get_device(), size, low, high, dtype)
 
 
-def iris(heap_size=1 << 30, allocator_type="torch", *, team=None):
+def iris(heap_size=1 << 30, allocator_type="torch", *, team=None, copy_engine=None, enable_copy_engine=None):
     """Iris's constructor: a symmetric heap of ``heap_size`` bytes on every rank (collective).
     ``allocator_type``: Iris's "torch" (aperture's default provider), "vmem" (cuda-vmm),
     "vmem_chunked" (cuda-vmm, and a tensor's block comes back when it dies), "torch_symm_mem"
     (torch symmetric memory), or any aperture provider name. ``team`` (aperture's) overrides where
-    the ranks come from."""
-    return Iris(heap_size, allocator_type, team=team)
+    the ranks come from. ``copy_engine``/``enable_copy_engine`` (and IRIS_ENABLE_COPY_ENGINE):
+    Iris's SDMA switch, off by default; asking for it raises, since it is AMD-only."""
+    return Iris(heap_size, allocator_type, team=team, copy_engine=copy_engine, enable_copy_engine=enable_copy_engine)
 
 
 # The names Iris's iris/iris.py binds beside the host class: the device functions, ``__translate``
