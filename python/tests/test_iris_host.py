@@ -6,6 +6,7 @@ machine. Kernels use only iris.* device functions and the table get_heap_bases()
 """
 
 import contextlib
+import json
 import types
 
 import pytest
@@ -252,6 +253,23 @@ def test_the_copy_engine_switch_refuses_before_the_heap_is_made(team, monkeypatc
     ctx.barrier()
     assert torch.equal(ctx.as_remote(got, (team.rank + 1) % team.size).cpu(),
                        torch.full((8,), (team.rank + 1) % team.size + 3, dtype=torch.int32))
+    ctx.barrier()
+
+
+def test_simulation_mode_writes_every_ranks_heap_base(team, monkeypatch, tmp_path):
+    # Iris's IRIS_SIMULATION: each rank leaves the table for the tools that replay a captured kernel.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IRIS_SIMULATION", "1")
+    monkeypatch.setenv("IRIS_HEAP_BASES_PREFIX", "persistent_all_gather")
+    ctx = iris.iris(HEAP, team=team)
+    written = json.loads((tmp_path / f"persistent_all_gather_rank_{team.rank}_heap_bases.json").read_text())
+    assert written == {"rank": team.rank, "num_ranks": team.size,
+                       "heap_bases": [hex(base) for base in ctx.get_heap_bases().tolist()]}
+    assert len(set(written["heap_bases"])) == team.size or team.size == 1
+    monkeypatch.delenv("IRIS_HEAP_BASES_PREFIX")
+    iris.iris(HEAP, team=team)
+    assert (tmp_path / f"iris_rank_{team.rank}_heap_bases.json").exists()  # Iris's default prefix
+    monkeypatch.delenv("IRIS_SIMULATION")
     ctx.barrier()
 
 

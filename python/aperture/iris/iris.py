@@ -9,6 +9,7 @@ docs/IRIS.md lists every name and every difference from Iris.
 """
 
 import contextlib
+import json
 import logging
 import os
 import pickle
@@ -23,6 +24,7 @@ from ._errors import IrisValueError
 from ._allocators import SAME_HISTORY
 from ._heap import SymmetricHeap, peer_tensor
 from .logging import log_with_rank
+from .util import is_simulation_env
 
 # Iris's allocator names, and the aperture provider that stands nearest to each.
 _IRIS_ALLOCATORS = {
@@ -109,6 +111,8 @@ class Iris:
         self._gpu_proxy = self._proxy_for_other_nodes()
         self.heap_bases = self.heap.get_heap_bases()
         self.heap_bases_cpu = self.heap_bases.cpu().numpy()  # for host-side translate(), as in Iris
+        if is_simulation_env():
+            self._write_heap_bases()
         self.comm = None  # Iris's MPI communicator slot; aperture's ranks are self.team
         self._communicator = None
         self._device_context = None
@@ -124,6 +128,16 @@ class Iris:
         self.barrier()
         self._log_with_rank(logging.INFO, f"init: heap_size={heap_size} rank={self.cur_rank}/{self.num_ranks} "
                                           f"allocator={allocator_type} provider={self.provider.name}")
+
+    def _write_heap_bases(self):
+        """Under IRIS_SIMULATION, as Iris does for the tools that replay a captured kernel: every
+        rank's heap base in ``{IRIS_HEAP_BASES_PREFIX or "iris"}_rank_{rank}_heap_bases.json`` in
+        the working directory (rank, num_ranks, and the bases as hex strings)."""
+        prefix = os.environ.get("IRIS_HEAP_BASES_PREFIX", "iris")
+        path = f"{prefix}_rank_{self.cur_rank}_heap_bases.json"
+        bases = [hex(int(base)) for base in self.heap_bases_cpu]
+        with open(path, "w") as out:
+            json.dump({"rank": self.cur_rank, "num_ranks": self.num_ranks, "heap_bases": bases}, out, indent=2)
 
     # ---- compatibility attributes -------------------------------------------------------
     @property
