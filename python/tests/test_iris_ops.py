@@ -446,7 +446,9 @@ def test_ops_names_match_iris(ctx):
                  "matmul_all_reduce_preamble",
                  "all_gather_matmul", "all_gather_matmul_preamble", "matmul_all_gather", "matmul_reduce_scatter",
                  "matmul_reduce_scatter_preamble", "all_gather_matmul_hbm_buffer", "all_gather_matmul_hbm_buffer_preamble",
-                 "matmul_reduce_scatter_hbm_buffer", "matmul_reduce_scatter_hbm_buffer_preamble"):
+                 "matmul_reduce_scatter_hbm_buffer", "matmul_reduce_scatter_hbm_buffer_preamble",
+                 "matmul_reduce_scatter_fast", "matmul_reduce_scatter_fast_preamble", "fast_reduce_scatter",
+                 "TRITONBLAS_AVAILABLE"):
         assert hasattr(iris.ops, name), name
 
 

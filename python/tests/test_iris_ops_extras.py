@@ -1,6 +1,7 @@
 """The iris.ops modules Iris keeps at their own paths (all_reduce_fast, reduce_scatter_auto,
-all_gather_matmul_m, matmul_all_reduce_hbm_buffer) in every rank of the job: inputs that differ
-per rank and per element, every output element against a torch reference of all ranks' inputs.
+all_gather_matmul_m, matmul_all_reduce_hbm_buffer), and matmul_reduce_scatter_fast with its
+fast_reduce_scatter (re-exported by iris.ops), in every rank of the job: inputs that differ per
+rank and per element, every output element against a torch reference of all ranks' inputs.
 
 The inputs have 4 significant bits, so each rank's product is exact in fp32 and its one rounding
 to the dtype is known; the pull reductions add the rounded partials in fp32 and round once, as
@@ -32,6 +33,7 @@ from aperture.iris.ops.matmul_all_reduce_hbm_buffer import (
     matmul_all_reduce_hbm_buffer,
     matmul_all_reduce_hbm_buffer_preamble,
 )
+from aperture.iris.ops.matmul_reduce_scatter_fast import fast_reduce_scatter
 from aperture.iris.ops.reduce_scatter_auto import (
     matmul_reduce_scatter_auto,
     one_shot_reduce_scatter,
@@ -428,6 +430,142 @@ def test_a_keyword_no_function_reads_is_dropped_with_a_warning_as_iris_drops_it(
     assert torch.equal(rs_out.cpu(), expected[8 * r:8 * (r + 1)])
 
 
+# ---- matmul_reduce_scatter_fast, fast_reduce_scatter --------------------------------------------
+
+@on_the_heap
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_fast_reduce_scatter_keeps_this_ranks_rows_of_the_sum(ctx, dtype):
+    rank, world = ctx.get_rank(), ctx.get_num_ranks()
+    m_local, k, n = 6, 20, 10  # 6 rows: not a multiple of block_m=4, which Iris's kernel masks
+    m = world * m_local
+    for step, how in ((7, {}), (8, {"block_m": 4, "block_n": 8, "num_sms": 3, "num_warps": 2})):
+        parts = partials(world, m, k, n, step)
+        inp = on_heap(ctx, parts[rank][2], dtype)
+        out = torch.full((m_local, n), 5.0, dtype=dtype, device=ctx.get_device())  # off the heap, as Iris allows
+        assert fast_reduce_scatter(ctx, out, inp, **how) is None
+        check_sum(out, rows_of(parts, rank, m_local), dtype, k, f"fast_reduce_scatter {how}")
+        assert_exactly(inp, rounded(parts[rank][2], dtype), "the input is left as it was")
+    # Through ctx.ops, into an fp32 output: the fp32 sum of the rounded partials, rounded to fp32
+    # alone (Iris's kernel converts to the output's element type).
+    wide = torch.zeros((m_local, n), dtype=torch.float32, device=ctx.get_device())
+    assert ctx.ops.fast_reduce_scatter(wide, inp, block_m=2) is None
+    mine = [p for _, _, p in rows_of(parts, rank, m_local)]
+    if wide.is_cuda:
+        check_sum(wide, rows_of(parts, rank, m_local), torch.float32, k, "fast_reduce_scatter to fp32")
+    else:
+        assert_exactly(wide, rounded(sum(rounded(p, dtype) for p in mine), torch.float32),
+                       "fast_reduce_scatter to fp32")
+
+
+FAST_LOGGER = "aperture.iris.ops.matmul_reduce_scatter_fast"
+
+
+def said(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == FAST_LOGGER]
+
+
+@on_the_heap
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_matmul_reduce_scatter_fast_reuses_its_heap_staging_buffer(ctx, dtype, caplog):
+    rank, world = ctx.get_rank(), ctx.get_num_ranks()
+    m_local, k, n = 4, 24, 12
+    m = world * m_local
+    device = ctx.get_device()
+    out = torch.zeros((m_local, n), dtype=dtype, device=device)
+    parts = partials(world, m, k, n, 9)
+    a, b = (t.to(dtype).to(device) for t in parts[rank][:2])  # A and B may lie off the heap
+    with caplog.at_level("WARNING", logger=FAST_LOGGER):
+        ws = iris.ops.matmul_reduce_scatter_fast_preamble(ctx, out, a, b)
+    assert not said(caplog), "the preamble's allocation is the intended one: nothing said"
+    assert isinstance(ws, iris.ops.FusedWorkspace) and ws.operation == "matmul_reduce_scatter_fast"
+    assert ws.shape == (m, n, k) and ws.dtype == dtype and ws.world_size == world and ws.prepared
+    staging = ws.aux_buffer
+    assert tuple(staging.shape) == (m, n) and staging.dtype == dtype and ctx.is_symmetric(staging)
+    # Every sync / async_op: aperture's collective carries Iris's guards, so each is Iris's correct result.
+    for step, (sync, async_op) in enumerate(((True, False), (False, True), (True, True), (False, False))):
+        parts = partials(world, m, k, n, 10 + step)
+        a, b = (t.to(dtype).to(device) for t in parts[rank][:2])
+        out.fill_(3.0)
+        with caplog.at_level("WARNING", logger=FAST_LOGGER):
+            got = iris.ops.matmul_reduce_scatter_fast(ctx, out, a, b, workspace=ws, sync=sync, async_op=async_op)
+        assert got is ws and ws.aux_buffer is staging, "passed back: the same workspace and staging buffer"
+        assert not said(caplog), "nothing allocated, nothing said"
+        check_sum(out, rows_of(parts, rank, m_local), dtype, k, f"matmul_reduce_scatter_fast sync={sync} "
+                                                                 f"async_op={async_op}")
+        check_sum(staging, [parts[rank]], dtype, k, "the staging buffer holds this rank's product")
+    # A caller's staging buffer, through ctx.ops: bound, nothing allocated.
+    mine = ctx.zeros((m, n), dtype=dtype)
+    ws2 = ctx.ops.matmul_reduce_scatter_fast_preamble(out, a, b, staging_buffer=mine)
+    assert ws2.aux_buffer is mine
+    out.zero_()
+    assert ctx.ops.matmul_reduce_scatter_fast(out, a, b, workspace=ws2, block_m=2, num_warps=8) is ws2
+    check_sum(out, rows_of(parts, rank, m_local), dtype, k, "matmul_reduce_scatter_fast, caller's staging buffer")
+    # Without a workspace: one is made (collectively), with a warning that says how to avoid it.
+    out.zero_()
+    with caplog.at_level("WARNING", logger=FAST_LOGGER):
+        made = iris.ops.matmul_reduce_scatter_fast(ctx, out, a, b)
+    assert made is not ws and ctx.is_symmetric(made.aux_buffer) and made.aux_buffer is not staging
+    assert any("staging buffer" in message and "_preamble" in message for message in said(caplog))
+    check_sum(out, rows_of(parts, rank, m_local), dtype, k, "matmul_reduce_scatter_fast, workspace made")
+
+
+@on_the_heap
+def test_fast_reduce_scatter_refusals_come_before_any_collective(ctx):
+    world = ctx.get_num_ranks()
+    f32 = torch.float32
+    m, k, n = 4 * world, 6, 5
+    device = ctx.get_device()
+    inp, out = ctx.ones((m, n), dtype=f32), torch.zeros(4, n, device=device)
+    a, b = torch.ones(m, k, device=device), torch.ones(k, n, device=device)
+    fast, pre = iris.ops.matmul_reduce_scatter_fast, iris.ops.matmul_reduce_scatter_fast_preamble
+    asserted = [  # Iris asserts these (AssertionError)
+        (lambda: fast_reduce_scatter(ctx, torch.zeros(4, n + 1, device=device), inp),
+         r"output_tensor is \(4, 6\); it must be \(M / world_size, N\) = \(4, 5\)"),
+    ]
+    refused = [  # Iris raises ValueError for these, or fails later in its kernel
+        (lambda: fast_reduce_scatter(ctx, out, torch.ones(m, n, device=device)), "input_tensor .* not on the symmetric heap"),
+        (lambda: fast_reduce_scatter(ctx, out, ctx.ones((m * n,), dtype=f32)), "input_tensor has shape .* 2-D"),
+        (lambda: fast_reduce_scatter(ctx, out, inp, block_m=12), "block_m=12; give a power of two"),
+        (lambda: fast_reduce_scatter(ctx, out, inp, num_sms=-1), "num_sms=-1; give a positive int"),
+        (lambda: fast(ctx, out, a, torch.ones(k + 1, n, device=device)), "inner dimensions must match"),
+        (lambda: fast(ctx, torch.zeros(4, n + 1, device=device), a, b), r"it must be \(M / world_size, N\)"),
+        (lambda: fast(ctx, out, a, b.to(torch.bfloat16)), "one dtype"),
+        (lambda: fast(ctx, out, a, b, staging_buffer=torch.zeros(m, n, device=device)),
+         "staging_buffer .* not on the symmetric heap"),
+        (lambda: fast(ctx, out, a, b, staging_buffer=ctx.zeros((m, n + 1), dtype=f32)),
+         r"staging_buffer is \(%d, 6\) torch.float32; it must be \(M, N\)" % m),
+        (lambda: fast(ctx, out, a, b, sync="yes"), "sync='yes'; give True or False"),
+        (lambda: fast(ctx, out, a, b, workspace=object()), "give the FusedWorkspace"),
+        (lambda: fast(ctx, out, a, b, block_n=3), "block_n=3; give a power of two"),
+        (lambda: pre(ctx, out, a, b, staging_buffer=ctx.zeros((m, n), dtype=torch.float16)),
+         r"staging_buffer is .* torch.float16; it must be .* torch.float32"),
+    ]
+    if world > 1:  # M = 4 W + 1 rows cannot be split over the ranks
+        odd = ctx.ones((m + 1, n), dtype=f32)
+        asserted.append((lambda: fast_reduce_scatter(ctx, out, odd), "divisible by world_size"))
+        refused += [(lambda: fast(ctx, out, torch.ones(m + 1, k, device=device), b), "divisible by world_size"),
+                    (lambda: pre(ctx, out, torch.ones(m + 1, k, device=device), b), "divisible by world_size")]
+    for cases, kind in ((asserted, AssertionError), (refused, ValueError)):
+        for call, words in cases:
+            with pytest.raises(aperture.Error, match=words) as caught:
+                call()
+                pytest.fail(f"not refused: the case expecting {words!r}")
+            assert isinstance(caught.value, ValueError) and isinstance(caught.value, kind), (words, caught.value)
+    # Nothing above reached a collective or allocated: the ranks are still in step.
+    fast_reduce_scatter(ctx, out, inp)
+    assert bool((out == world).all())
+
+
+def test_fast_names_are_iris_ops_and_ctx_ops():
+    for name in ("matmul_reduce_scatter_fast", "matmul_reduce_scatter_fast_preamble", "fast_reduce_scatter",
+                 "TRITONBLAS_AVAILABLE"):
+        assert name in iris.ops.__all__, name
+    assert iris.ops.TRITONBLAS_AVAILABLE is True  # the operations Iris guards by it all run here
+    assert iris.ops.fast_reduce_scatter is fast_reduce_scatter  # iris.ops.<name> the function, as in Iris
+    for name in ("matmul_reduce_scatter_fast", "matmul_reduce_scatter_fast_preamble", "fast_reduce_scatter"):
+        assert callable(getattr(iris.ops, name)) and callable(getattr(iris.ops.OpsNamespace, name)), name
+
+
 # ---- module paths ------------------------------------------------------------------------------
 
 def test_the_modules_are_at_iris_paths_and_not_re_exported():
@@ -456,6 +594,8 @@ def test_an_iris_program_imports_the_modules_unmodified(tmp_path):
         from iris.ops.all_gather_matmul_m import all_gather_matmul_m
         from iris.ops.matmul_all_reduce_hbm_buffer import (
             matmul_all_reduce_hbm_buffer, matmul_all_reduce_hbm_buffer_preamble)
+        from iris.ops.matmul_reduce_scatter_fast import fast_reduce_scatter, matmul_reduce_scatter_fast
+        import iris.ops.matmul_reduce_scatter_fast
         import iris.ops.reduce_scatter_auto
         import aperture.iris
         assert iris.ops.reduce_scatter_auto is aperture.iris.ops.reduce_scatter_auto  # one module, two names
@@ -467,6 +607,13 @@ def test_an_iris_program_imports_the_modules_unmodified(tmp_path):
         reduce_scatter_auto(shmem, out, C)
         ws = matmul_all_reduce_hbm_buffer(shmem, out, shmem.ones((8, 4)), torch.ones(4, 6), block_m=8, block_n=8)
         assert out.tolist() == [[4.0] * 6] * 8 and ws["iteration"] == 1
+        # Re-exported, as Iris's iris/ops/__init__.py does: iris.ops.<name> stays the function.
+        assert iris.ops.fast_reduce_scatter is fast_reduce_scatter and iris.ops.TRITONBLAS_AVAILABLE
+        assert iris.ops.matmul_reduce_scatter_fast is matmul_reduce_scatter_fast
+        fast_reduce_scatter(shmem, out, C)
+        assert out.tolist() == [[2.0] * 6] * 8
+        ws = shmem.ops.matmul_reduce_scatter_fast(out, torch.ones(8, 4), torch.ones(4, 6))
+        assert out.tolist() == [[4.0] * 6] * 8 and ws.operation == "matmul_reduce_scatter_fast"
         print("ok", tuple(scratch.shape))
     """))
     run = run_through_shim(prog)
