@@ -391,6 +391,75 @@ def test_async_op_false_ends_with_a_barrier_and_true_does_not(ctx, monkeypatch):
     assert bool((out == 4 * world).all())
 
 
+@on_the_heap
+def test_matmul_all_reduce_takes_iris_newest_and_older_argument_orders(ctx, monkeypatch):
+    # Newest Iris: (ctx, C, A, B, async_op, config, workspace); older: (..., bias, async_op, config,
+    # workspace). A bool fifth is async_op, a tensor bias; None is read by what follows it.
+    rank, world = ctx.get_rank(), ctx.get_num_ranks()
+    dtype = torch.float32
+    m, k, n = 6, 16, 10
+    barriers = []
+    real_barrier = ctx.barrier
+    monkeypatch.setattr(ctx, "barrier", lambda *args, **kwargs: (barriers.append(1), real_barrier(*args, **kwargs)))
+    config = iris.ops.FusedConfig(block_size_m=16)
+    out = ctx.zeros((m, n), dtype=dtype)
+    ws = iris.ops.matmul_all_reduce_preamble(ctx, out, ctx.zeros((m, k)), ctx.zeros((k, n)), config=config)
+    assert ws.call_counter == 0
+    forms = [  # (what follows B, whether a bias is added, whether the call ends with a barrier)
+        (lambda bias: (True, config, ws), False, False),
+        (lambda bias: (False, config, ws), False, True),
+        (lambda bias: (bias, True, config, ws), True, False),
+        (lambda bias: (bias, False), True, True),
+        (lambda bias: (None, True, config, ws), False, False),  # a bool sixth: the older order
+        (lambda bias: (None, None, config), False, True),  # a FusedConfig seventh: the older order
+        (lambda bias: (None, config, ws), False, True),  # a FusedConfig sixth: the newest order
+        (lambda bias: (None, None, ws), False, True),  # a FusedWorkspace seventh: the newest order
+        (lambda bias: (None,), False, True),  # either order: no bias, a barrier
+        (lambda bias: (None, True), False, False),  # a bool sixth: the older order, async
+    ]
+    for step, (follows, with_bias, barrier) in enumerate(forms):
+        a, b, bias = rank_inputs(rank, m, k, n, step)
+        barriers.clear()
+        got = iris.ops.matmul_all_reduce(ctx, out, on_heap(ctx, a, dtype), on_heap(ctx, b, dtype),
+                                         *follows(on_heap(ctx, bias, dtype)))
+        assert len(barriers) == int(barrier), (step, len(barriers))
+        real_barrier()
+        reference = torch.zeros(m, n, dtype=torch.float64)
+        magnitude = torch.zeros(m, n, dtype=torch.float64)
+        for q in range(world):
+            aq, bq, biasq = rank_inputs(q, m, k, n, step)
+            reference += aq @ bq + (biasq[:, None] if with_bias else 0)
+            magnitude += aq.abs() @ bq.abs() + (biasq.abs()[:, None] if with_bias else 0)
+        assert_within(out, reference, magnitude, dtype, world, k, f"matmul_all_reduce form {step}")
+        if any(x is ws for x in follows(None)):
+            assert got is ws
+    # call_counter: the calls made with ws since its preamble (forms 0-2, 4, 6 and 7 pass it).
+    assert ws.call_counter == 6
+    # ctx.ops takes the same orders.
+    a, b = ctx.ones((m, k), dtype=dtype), ctx.ones((k, n), dtype=dtype)
+    barriers.clear()
+    assert ctx.ops.matmul_all_reduce(out, a, b, True, config, ws) is ws and not barriers and ws.call_counter == 7
+    real_barrier()
+    assert bool((out == k * world).all())
+    # Another shape prepares the workspace again, and the count starts over.
+    ctx.ops.matmul_all_reduce(ctx.zeros((m, n + 1), dtype=dtype), a, ctx.ones((k, n + 1), dtype=dtype), workspace=ws)
+    assert ws.call_counter == 1
+    cases = [
+        (lambda: iris.ops.matmul_all_reduce(ctx, out, a, b, 1), "the fifth argument is a int; give async_op"),
+        (lambda: iris.ops.matmul_all_reduce(ctx, out, a, b, True, config, ws, None), "too many positional"),
+        (lambda: iris.ops.matmul_all_reduce(ctx, out, a, b, True, async_op=False), "multiple values .*async_op"),
+        (lambda: iris.ops.matmul_all_reduce(ctx, out, a, b, ctx.ones(m), bias=None), "multiple values .*bias"),
+        (lambda: ctx.ops.matmul_all_reduce(out, a, b, sync=True), "unexpected keyword .*sync"),
+    ]
+    for call, words in cases:
+        with pytest.raises(aperture.Error, match=words) as caught:
+            call()
+            pytest.fail(f"not refused: the case expecting {words!r}")
+        assert isinstance(caught.value, TypeError)  # what Python raises for such a call
+    ctx.ops.matmul_all_reduce(out, a, b)  # nothing above reached a collective: the ranks are in step
+    assert bool((out == k * world).all())
+
+
 # ---- bad input ---------------------------------------------------------------------------------
 
 @on_the_heap
@@ -408,7 +477,7 @@ def test_bad_input_is_refused_with_aperture_error_before_any_collective(ctx):
                                            ctx.ones((6, 2 * world), dtype=torch.float64)), "float16, bfloat16 or float32"),
         (lambda: ctx.ops.matmul_all_reduce(torch.zeros(4, 2 * world, device=out.device), a, b), "not on the symmetric heap"),
         (lambda: ctx.ops.matmul_all_reduce(out, a, b, bias=ctx.ones(2 * world + 1)), "1-D tensor of the product's 4 rows"),
-        (lambda: iris.ops.matmul_all_reduce(ctx, out, a, b, False), "pass async_op by keyword"),
+        (lambda: iris.ops.matmul_all_reduce(ctx, out, a, b, bias=True), "bias=True: bias is a row-bias tensor"),
         (lambda: ctx.ops.matmul_all_reduce(out, a, b, config=iris.ccl.Config()), "FusedConfig"),
         (lambda: ctx.ops.matmul_all_reduce(out, a, b, workspace=object()), "FusedWorkspace"),
         (lambda: ctx.ops.matmul_all_reduce(out, a.view(-1), b), "2-D"),

@@ -62,8 +62,10 @@ class OpsNamespace:
         # Weak, as ctx.ccl: the context owns this object.
         self._shmem = weakref.proxy(ctx)
 
-    def matmul_all_reduce(self, output_tensor, A, B, bias=None, async_op=False, config=None, workspace=None):
-        return matmul_all_reduce(self._shmem, output_tensor, A, B, bias, async_op, config, workspace)
+    def matmul_all_reduce(self, output_tensor, A, B, *args, **kwargs):
+        # Either of Iris's orders after B (async_op, config, workspace, or the older bias first):
+        # matmul_all_reduce reads them.
+        return matmul_all_reduce(self._shmem, output_tensor, A, B, *args, **kwargs)
 
     def all_gather_matmul(self, output_tensor, A_sharded, B, bias=None, async_op=False, config=None, workspace=None):
         return all_gather_matmul(self._shmem, output_tensor, A_sharded, B, bias, async_op, config, workspace)

@@ -22,11 +22,13 @@ Communicator then reads them where they lie): the output of matmul_all_reduce, m
 and matmul_reduce_scatter, and A_sharded of all_gather_matmul.
 """
 
+import inspect
+
 import torch
 
 from aperture._error import ErrorCode
 
-from .._errors import IrisValueError
+from .._errors import IrisTypeError, IrisValueError
 from .config import FusedConfig
 from .workspace import FusedWorkspace
 
@@ -154,27 +156,81 @@ def matmul_all_reduce_preamble(ctx, output_tensor, A, B, config=None, workspace=
     m, n, k = _all_reduce_shapes(name, ctx, output_tensor, A, B)
     workspace = _prepared(ctx, workspace, "matmul_all_reduce", (m, n, k), A.dtype, config.all_reduce_variant,
                           None if output_tensor.is_contiguous() else (m, n))
+    workspace.call_counter = 0
     output_tensor.zero_()
     ctx.barrier()
     return workspace
 
 
-def matmul_all_reduce(ctx, output_tensor, A, B, bias=None, async_op=False, config=None, workspace=None):
-    """output_tensor (M, N) = the sum over ranks of A @ B + bias[:, None]. Collective."""
+# The two orders Iris has given matmul_all_reduce's arguments after B: the newest (no bias; here
+# bias may still come by keyword) and the older one, with a row bias fifth.
+_ALL_REDUCE_NEWEST = inspect.signature(lambda async_op=False, config=None, workspace=None, *, bias=None: None)
+_ALL_REDUCE_OLDER = inspect.signature(lambda bias=None, async_op=False, config=None, workspace=None: None)
+
+
+def _all_reduce_arguments(name, args, kwargs):
+    """(bias, async_op, config, workspace) from what followed B. The fifth positional argument is
+    async_op when it is a bool (Iris's newest order: async_op, config, workspace) and bias when it
+    is a tensor (the older: bias, async_op, config, workspace). None is either one's default, and
+    the arguments after it decide: a bool sixth, a FusedConfig seventh or an eighth at all are the
+    older order, anything else the newest; where nothing decides, all of them are None, which
+    means the same in both orders (no bias, a barrier at the end, the default config and a new
+    workspace)."""
+    first = args[0] if args else None
+    if args and first is not None and not isinstance(first, (bool, torch.Tensor)):
+        _refuse(name, f"the fifth argument is a {type(first).__name__}; give async_op (True or False, Iris's "
+                      "newest order: async_op, config, workspace) or bias (a tensor or None, its older order: bias, "
+                      "async_op, config, workspace)", IrisTypeError)
+    older = isinstance(first, torch.Tensor) or (first is None and (
+        len(args) >= 4 or (len(args) >= 2 and isinstance(args[1], bool))
+        or (len(args) >= 3 and isinstance(args[2], FusedConfig))))
+    signature = _ALL_REDUCE_OLDER if older else _ALL_REDUCE_NEWEST
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as e:
+        wrong = str(e)
+    else:
+        wrong = None
+    if wrong is not None:
+        _refuse(name, f"{wrong}: it takes (ctx, output_tensor, A, B, async_op=False, config=None, workspace=None, *, "
+                      "bias=None), Iris's newest order, or (ctx, output_tensor, A, B, bias=None, async_op=False, "
+                      "config=None, workspace=None), its older one", IrisTypeError)
+    bound.apply_defaults()
+    given = bound.arguments
+    if isinstance(given["bias"], bool):
+        _refuse(name, f"bias={given['bias']}: bias is a row-bias tensor or None; async_op is the fifth positional "
+                      "argument or the keyword async_op=")
+    return given["bias"], given["async_op"], given["config"], given["workspace"]
+
+
+def matmul_all_reduce(ctx, output_tensor, A, B, *args, **kwargs):
+    """output_tensor (M, N) = the sum over ranks of A @ B (+ bias[:, None]). Collective.
+
+    Takes Iris's newest order, ``(ctx, output_tensor, A, B, async_op=False, config=None,
+    workspace=None)``, with ``bias=`` as a keyword, and its older one, ``(ctx, output_tensor, A, B,
+    bias=None, async_op=False, config=None, workspace=None)``: a bool fifth is async_op, a tensor
+    bias (_all_reduce_arguments says how None is read). ``workspace.call_counter`` counts the
+    calls since the workspace was prepared for this shape, as Iris's does."""
     name = "matmul_all_reduce"
+    bias, async_op, config, workspace = _all_reduce_arguments(name, args, kwargs)
     config = _check_config(name, config, ctx.get_num_ranks())
     _check_workspace(name, workspace)
     m, n, k = _all_reduce_shapes(name, ctx, output_tensor, A, B)
     bias = _check_bias(name, bias, m, output_tensor)
     _check_on_heap(name, ctx, "output_tensor", output_tensor)
     contiguous = output_tensor.is_contiguous()
+    fresh = workspace is None or not workspace.matches(name, (m, n, k), A.dtype, int(ctx.get_num_ranks()),
+                                                       config.all_reduce_variant)
     workspace = _prepared(ctx, workspace, name, (m, n, k), A.dtype, config.all_reduce_variant,
                           None if contiguous else (m, n))
+    if fresh:
+        workspace.call_counter = 0
     target = output_tensor if contiguous else workspace.aux_buffer
     _product(A, B, bias, target)
     ctx._comm().all_reduce(target, "sum")
     if target is not output_tensor:
         output_tensor.copy_(target)
+    workspace.call_counter += 1
     return _finish(ctx, workspace, async_op)
 
 
