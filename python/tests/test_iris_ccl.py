@@ -420,6 +420,15 @@ def test_newest_ccl_forms(ctx, team):
         ctx.ccl.reduce_scatter(out, inp, config=small, workspace=ws)
     ctx.ccl.reduce_scatter(out, inp, config=small)  # without the workspace: runs
     assert torch.equal(out.cpu().double(), total)
+    # One Iris version's variants (tests/ccl/test_reduce_scatter.py, index file 63609287024): a
+    # chunk of the flattened sum at the rank's offset ("inreg", "twophase"; "auto" at 8 ranks) or
+    # the rank's tiles ("auto" below): the whole reduction, written here, reads right for both.
+    for variant in ("inreg", "twophase", "auto"):
+        out.fill_(-1)
+        ctx.barrier()
+        ctx.ccl.reduce_scatter(out, inp, config=Config(reduce_scatter_variant=variant, block_size_m=2,
+                                                       block_size_n=4))
+        assert torch.equal(out.cpu().double(), total), variant
     ctx.barrier()
 
 
@@ -652,8 +661,13 @@ def test_reduce_op_is_irises_int_enum(ctx, team):
 
 
 def test_bad_input_is_an_aperture_error(ctx, team, monkeypatch):
-    with pytest.raises(aperture.Error, match="out of range"):
-        ctx.ccl.broadcast(ctx.zeros(4), src=team.size)
+    # Iris's newest tests match "src must be in" / "dst must be in" (test_broadcast, test_reduce).
+    for src in (team.size, -1):
+        with pytest.raises(ValueError, match="out of range.*src must be in") as refused:
+            ctx.ccl.broadcast(ctx.zeros(4), src=src)
+        assert isinstance(refused.value, aperture.Error)
+        with pytest.raises(ValueError, match="dst must be in"):
+            ctx.ccl.reduce(ctx.zeros(4), ctx.zeros(4), dst=src)
     with pytest.raises(aperture.Error, match="out of range"):
         ctx.broadcast(1, src=-1)
     with pytest.raises(aperture.Error, match="out of memory"):

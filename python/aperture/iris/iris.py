@@ -332,8 +332,10 @@ class Iris:
 
     def _check_rank(self, rank, call, name):
         if not isinstance(rank, (int, np.integer)) or not 0 <= int(rank) < self.num_ranks:
+            # "<name> must be in [0, world_size)": the words Iris's tests match.
             raise IrisValueError(f"aperture: iris: {call}: {name}={rank!r} is out of range for this {self.num_ranks}-rank "
-                                 f"job; give 0..{self.num_ranks - 1}", code=aperture.ErrorCode.invalid_argument)
+                                 f"job: {name} must be in [0, {self.num_ranks}), 0..{self.num_ranks - 1}",
+                                 code=aperture.ErrorCode.invalid_argument)
 
     # ---- host-side addresses, and Iris's SDMA-branch transfers ---------------------------
     def translate(self, ptr, from_rank, to_rank):

@@ -23,7 +23,10 @@ ALL_TO_ALL_VARIANTS = ("default",)
 # version (index file 63523613900); like the others, a name for Iris's kernel, not aperture's.
 ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "one_shot_legacy", "spinlock", "push", "two_shot_push",
                        "ll", "ll128", "rccl_ll", "auto")
-REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push", "ring_chunked")
+# "inreg", "twophase", "auto": one Iris version's (tests/ccl/test_reduce_scatter.py, index file
+# 63609287024); its chunk-per-rank layout reads right too, since an output of the input's size
+# receives the whole reduction here (IrisCCL.reduce_scatter).
+REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push", "ring_chunked", "inreg", "twophase", "auto")
 REDUCE_VARIANTS = ("two_shot", "one_shot", "ring")
 BARRIER_MODES = ("device", "host")
 
