@@ -101,10 +101,12 @@ std::uint64_t bytes_touched(EngineOp op, std::uint64_t bytes, std::uint8_t eleme
 }
 
 constexpr const char* kNoAnswer = "no answer";
+constexpr const char* kStopped = "the service stopped";
 
-// Tests `requests` until all have completed (""), an MPI error (its text) or `deadline` (kNoAnswer).
+// Tests `requests` until all have completed (""), an MPI error (its text), `deadline` (kNoAnswer)
+// or, where `stop` is given, until it is set (kStopped).
 std::string wait_until(std::vector<MPI_Request>& requests, std::chrono::steady_clock::time_point deadline,
-                       bool yield_while_waiting) {
+                       bool yield_while_waiting, const std::atomic<bool>* stop = nullptr) {
   const auto timeout = deadline - std::chrono::steady_clock::now();
   Backoff backoff(timeout.count() > 0 ? static_cast<std::uint64_t>(
                                             std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count())
@@ -115,19 +117,20 @@ std::string wait_until(std::vector<MPI_Request>& requests, std::chrono::steady_c
     const int code = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (code != MPI_SUCCESS) return "MPI_Testall: " + mpi_text(code);
     if (done) return {};
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return kStopped;
     if (!backoff.pause()) return kNoAnswer;
   }
 }
 
 // Waits for point-to-point `requests`, of which the first `receives` are receives and the rest
-// sends, until `deadline`. "" when all completed; what failed otherwise. At the deadline a
-// receive still pending is cancelled, so its buffer is free again; a send is let go (freed): MPI
-// cannot be relied on to take a send back (MPI-4 deprecates cancelling one), and one to a rank
-// that is gone may never end.
+// sends, until `deadline` (or `stop`, as wait_until). "" when all completed; what failed
+// otherwise. Given up, a receive still pending is cancelled, so its buffer is free again; a send
+// is let go (freed): MPI cannot be relied on to take a send back (MPI-4 deprecates cancelling
+// one), and one to a rank that is gone may never end.
 std::string complete_all(std::vector<MPI_Request>& requests, std::chrono::steady_clock::time_point deadline,
-                         bool yield_while_waiting, std::size_t receives) {
-  std::string why = wait_until(requests, deadline, yield_while_waiting);
-  if (why != kNoAnswer) return why;
+                         bool yield_while_waiting, std::size_t receives, const std::atomic<bool>* stop = nullptr) {
+  std::string why = wait_until(requests, deadline, yield_while_waiting, stop);
+  if (why != kNoAnswer && why != kStopped) return why;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     MPI_Request& r = requests[i];
     if (r == MPI_REQUEST_NULL) continue;
@@ -246,7 +249,7 @@ class Service {
       WireRequest request;
       if (MPI_Recv(&request, sizeof request, MPI_BYTE, status.MPI_SOURCE, kRequestTag, comm_, MPI_STATUS_IGNORE) ==
           MPI_SUCCESS)
-        serve(status.MPI_SOURCE, request);
+        serve(status.MPI_SOURCE, request, stop);
       return true;
     });
   }
@@ -271,7 +274,10 @@ class Service {
   }
 
   // Applies one request from `origin` and answers it. Never throws: a failure is the reply's.
-  void serve(int origin, const WireRequest& w) {
+  // Its waits end early once the thread is told to stop: every engine is closed then, and a close
+  // is collective, so only a request whose origin gave up on it long ago can still be here (one
+  // that reached a rank while it was stopped, say), and no origin waits for its answer.
+  void serve(int origin, const WireRequest& w, const std::atomic<bool>& stop) {
     const auto deadline = deadline_from_now();
     WireReply reply;
     std::string failure;
@@ -288,9 +294,9 @@ class Service {
       failure = "a request with data but no piece size";
     try {
       switch (w.op) {
-        case EngineOp::put: receive_put(origin, w, target.get(), failure, deadline); break;
+        case EngineOp::put: receive_put(origin, w, target.get(), failure, deadline, stop); break;
         case EngineOp::get:
-          if (failure.empty()) failure = send_get(origin, w, *target, deadline);
+          if (failure.empty()) failure = send_get(origin, w, *target, deadline, stop);
           break;
         case EngineOp::fetch_op:
         case EngineOp::compare_swap: {
@@ -316,13 +322,13 @@ class Service {
     }
     std::vector<MPI_Request> sent(1, MPI_REQUEST_NULL);
     if (MPI_Isend(&reply, sizeof reply, MPI_BYTE, origin, w.tag + 1, comm_, &sent[0]) == MPI_SUCCESS)
-      (void)complete_all(sent, deadline, true, 0);  // an origin that is gone: nothing more to do
+      (void)complete_all(sent, deadline, true, 0, &stop);  // an origin that is gone: nothing more to do
   }
 
   // A put's pieces into the memory (or, after a failure, received and dropped, so the origin's
   // sends complete and it reads the failure in the reply).
   void receive_put(int origin, const WireRequest& w, Target* target, std::string& failure,
-                   std::chrono::steady_clock::time_point deadline) {
+                   std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& stop) {
     std::vector<char> dropped;
     for (std::uint64_t done = 0; done < w.bytes; done += w.piece) {
       const std::uint64_t n = std::min(w.piece, w.bytes - done);
@@ -344,7 +350,7 @@ class Service {
       }
       std::vector<MPI_Request> piece(1, MPI_REQUEST_NULL);
       const int code = MPI_Irecv(into, static_cast<int>(n), MPI_BYTE, origin, w.tag, comm_, &piece[0]);
-      std::string why = code == MPI_SUCCESS ? complete_all(piece, deadline, true, 1) : "MPI_Irecv: " + mpi_text(code);
+      std::string why = code == MPI_SUCCESS ? complete_all(piece, deadline, true, 1, &stop) : "MPI_Irecv: " + mpi_text(code);
       if (!why.empty()) {
         if (failure.empty()) failure = "receiving the put's data: " + why;
         return;  // the origin is gone or broken: stop here
@@ -354,7 +360,8 @@ class Service {
     }
   }
 
-  std::string send_get(int origin, const WireRequest& w, Target& target, std::chrono::steady_clock::time_point deadline) {
+  std::string send_get(int origin, const WireRequest& w, Target& target, std::chrono::steady_clock::time_point deadline,
+                       const std::atomic<bool>& stop) {
     for (std::uint64_t done = 0; done < w.bytes; done += w.piece) {
       const std::uint64_t n = std::min(w.piece, w.bytes - done);
       void* from = target.memory->direct(w.offset + done);
@@ -367,7 +374,7 @@ class Service {
       }
       std::vector<MPI_Request> piece(1, MPI_REQUEST_NULL);
       const int code = MPI_Isend(from, static_cast<int>(n), MPI_BYTE, origin, w.tag, comm_, &piece[0]);
-      std::string why = code == MPI_SUCCESS ? complete_all(piece, deadline, true, 0) : "MPI_Isend: " + mpi_text(code);
+      std::string why = code == MPI_SUCCESS ? complete_all(piece, deadline, true, 0, &stop) : "MPI_Isend: " + mpi_text(code);
       if (!why.empty()) return "sending the get's data: " + why;
     }
     return {};
