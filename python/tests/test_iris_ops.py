@@ -77,6 +77,18 @@ def rank_inputs(r, m, k, n, step):
     return matrix(m, k, 10 * r + step), matrix(k, n, 10 * r + step + 5), vector(m, 10 * r + step + 7)
 
 
+def all_reduced_products(world, m, k, n, step, with_bias):
+    """The sum over ranks of A @ B (+ bias by row) at `step`, and the sum of magnitudes that bounds
+    its rounding error (float64)."""
+    reference = torch.zeros(m, n, dtype=torch.float64)
+    magnitude = torch.zeros(m, n, dtype=torch.float64)
+    for q in range(world):
+        aq, bq, biasq = rank_inputs(q, m, k, n, step)
+        reference += aq @ bq + (biasq[:, None] if with_bias else 0)
+        magnitude += aq.abs() @ bq.abs() + (biasq.abs()[:, None] if with_bias else 0)
+    return reference, magnitude
+
+
 # ---- every operation, every dtype, values per rank and per element ----------------------------
 
 @on_the_heap
@@ -94,12 +106,7 @@ def test_matmul_all_reduce_sums_every_ranks_product_and_bias(ctx, dtype):
         if workspace is not None:
             assert got is workspace  # passed back: the same workspace, reused
         workspace = got
-        reference = torch.zeros(m, n, dtype=torch.float64)
-        magnitude = torch.zeros(m, n, dtype=torch.float64)
-        for q in range(world):
-            aq, bq, biasq = rank_inputs(q, m, k, n, step)
-            reference += aq @ bq + (biasq[:, None] if with_bias else 0)
-            magnitude += aq.abs() @ bq.abs() + (biasq.abs()[:, None] if with_bias else 0)
+        reference, magnitude = all_reduced_products(world, m, k, n, step, with_bias)
         assert_within(out, reference, magnitude, dtype, world, k, f"matmul_all_reduce step {step}")
 
 
@@ -186,12 +193,7 @@ def test_matmul_reduce_scatter_keeps_this_ranks_column_block_of_the_sum(ctx, dty
         if workspace is not None:
             assert got is workspace and got.aux_buffer.data_ptr() == aux
         workspace, aux = got, got.aux_buffer.data_ptr()
-        reference = torch.zeros(m, n, dtype=torch.float64)
-        magnitude = torch.zeros(m, n, dtype=torch.float64)
-        for q in range(world):
-            aq, bq, biasq = rank_inputs(q, m, k, n, step)
-            reference += aq @ bq + (biasq[:, None] if with_bias else 0)
-            magnitude += aq.abs() @ bq.abs() + (biasq.abs()[:, None] if with_bias else 0)
+        reference, magnitude = all_reduced_products(world, m, k, n, step, with_bias)
         cols = slice(rank * n_local, (rank + 1) * n_local)
         assert_within(out, reference[:, cols], magnitude[:, cols], dtype, world, k, f"matmul_reduce_scatter step {step}")
 
@@ -424,12 +426,7 @@ def test_matmul_all_reduce_takes_iris_newest_and_older_argument_orders(ctx, monk
                                          *follows(on_heap(ctx, bias, dtype)))
         assert len(barriers) == int(barrier), (step, len(barriers))
         real_barrier()
-        reference = torch.zeros(m, n, dtype=torch.float64)
-        magnitude = torch.zeros(m, n, dtype=torch.float64)
-        for q in range(world):
-            aq, bq, biasq = rank_inputs(q, m, k, n, step)
-            reference += aq @ bq + (biasq[:, None] if with_bias else 0)
-            magnitude += aq.abs() @ bq.abs() + (biasq.abs()[:, None] if with_bias else 0)
+        reference, magnitude = all_reduced_products(world, m, k, n, step, with_bias)
         assert_within(out, reference, magnitude, dtype, world, k, f"matmul_all_reduce form {step}")
         if any(x is ws for x in follows(None)):
             assert got is ws
