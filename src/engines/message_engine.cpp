@@ -243,6 +243,7 @@ class Service {
     // Requests come in bursts: yield for 2 ms after each before going back to sleeping.
     run_idle_loop(stop, std::chrono::milliseconds(2), [this, &stop] {
       test_unfinished(stop);
+      if (stop.load(std::memory_order_relaxed)) return false;  // start() may be joining us, under mutex_
       int flag = 0;
       MPI_Status status;
       if (MPI_Iprobe(MPI_ANY_SOURCE, kRequestTag, comm_, &flag, &status) != MPI_SUCCESS || !flag) return false;
@@ -255,7 +256,7 @@ class Service {
   }
 
   // Tests the barriers of closes that gave up; the thread stops itself once they have completed
-  // and no engine is open (it takes mutex_ no more after that).
+  // and no engine is open, and then takes mutex_ no more (run's poll returns at once).
   void test_unfinished(std::atomic<bool>& stop) {
     if (unfinished_count_.load(std::memory_order_relaxed) == 0) return;
     std::lock_guard lock(mutex_);

@@ -13,7 +13,9 @@
 // must be gone after about APERTURE_TIMEOUT, the barrier's request left pending. MPI may not
 // cancel a collective's request; Open MPI aborts the job when asked to (what a close did before
 // 2026-12-05). Woken, rank 1 closes too, and its barrier meets rank 0's pending one at once (well
-// within the timeout): rank 0's service thread goes on progressing it.
+// within the timeout): rank 0's service thread goes on progressing it. Last, a new engine on both
+// ranks (rank 0's service thread, ended once that barrier completed, starts again) serves puts
+// and gets both ways.
 #include <aperture/aperture.h>
 #include <aperture/detail/env_timeout.h>  // timeout_seconds(): the library's own reading
 
@@ -137,6 +139,39 @@ TEST(MultinodeEngine, ClosingWhileARankIsStoppedEndsAtTheTimeout) {
   team.barrier();
   if (me == 0 && !::testing::Test::HasFailure())
     std::printf("PASS engine_stall: a close with a stopped rank ended at the timeout\n");
+  team.barrier();
+}
+
+TEST(MultinodeEngine, AnEngineOpenedAfterAGivenUpCloseServes) {
+  // After the test above, rank 0's service thread ended once its given-up barrier completed; a
+  // new engine starts a new one, and calls both ways are applied (values per rank and element).
+  aperture::Team team = aperture::Team::from_env();
+  ASSERT_TRUE(team.size() == 2 && team.node_count() == 2) << kNeedsTwoNodes;
+  const int me = team.rank(), peer = 1 - me;
+  auto provider = aperture::make_provider("shm", team);
+  aperture::Allocation a = provider->allocate(4096);
+  ASSERT_TRUE(a.map.engine().attached()) << "2 nodes but no engine attached to the shm heap's map";
+  auto* words = a.as<std::int64_t>();
+  for (int i = 0; i < 16; ++i) words[i] = -1;
+  team.barrier();
+  aperture::PeerView peers = a.map.peer_view();
+  std::int64_t mine[8], theirs[8];
+  for (int i = 0; i < 8; ++i) mine[i] = 1000 * (me + 1) + i;
+  peers.put(&words[8 * me], mine, 8, peer);  // into the peer's slot [8 me, 8 me + 8)
+  team.barrier();
+  peers.get(theirs, &words[8 * me], 8, peer);  // read back what this rank put there
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_TRUE(test::counted(theirs[i] == mine[i])) << test::text("rank %d's put [%d] read back as %lld", me, i,
+                                                                    static_cast<long long>(theirs[i]));
+    EXPECT_TRUE(test::counted(words[8 * peer + i] == 1000 * (peer + 1) + i))
+        << test::text("rank %d's word %d from rank %d is %lld", me, 8 * peer + i, peer,
+                      static_cast<long long>(words[8 * peer + i]));
+    EXPECT_TRUE(test::counted(words[8 * me + i] == -1)) << test::text("rank %d's own slot [%d] was written", me, i);
+  }
+  team.barrier();
+  provider->free(a);
+  if (me == 0 && !::testing::Test::HasFailure())
+    std::printf("PASS engine_stall: an engine opened after a given-up close serves both ways\n");
   team.barrier();
 }
 
