@@ -24,6 +24,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -155,18 +156,21 @@ TEST(MultinodeEngine, AnEngineOpenedAfterAGivenUpCloseServes) {
   for (int i = 0; i < 16; ++i) words[i] = -1;
   team.barrier();
   aperture::PeerView peers = a.map.peer_view();
+  // Each rank's 8 words go to its own slot of the peer's copy: [8 rank, 8 rank + 8).
+  std::int64_t* my_slot = words + 8 * static_cast<std::size_t>(me);
+  const std::int64_t* peer_slot = words + 8 * static_cast<std::size_t>(peer);
   std::int64_t mine[8], theirs[8];
   for (int i = 0; i < 8; ++i) mine[i] = 1000 * (me + 1) + i;
-  peers.put(&words[8 * me], mine, 8, peer);  // into the peer's slot [8 me, 8 me + 8)
+  peers.put(my_slot, mine, 8, peer);
   team.barrier();
-  peers.get(theirs, &words[8 * me], 8, peer);  // read back what this rank put there
+  peers.get(theirs, my_slot, 8, peer);  // read back what this rank put there
   for (int i = 0; i < 8; ++i) {
     EXPECT_TRUE(test::counted(theirs[i] == mine[i])) << test::text("rank %d's put [%d] read back as %lld", me, i,
                                                                     static_cast<long long>(theirs[i]));
-    EXPECT_TRUE(test::counted(words[8 * peer + i] == 1000 * (peer + 1) + i))
+    EXPECT_TRUE(test::counted(peer_slot[i] == 1000 * (peer + 1) + i))
         << test::text("rank %d's word %d from rank %d is %lld", me, 8 * peer + i, peer,
-                      static_cast<long long>(words[8 * peer + i]));
-    EXPECT_TRUE(test::counted(words[8 * me + i] == -1)) << test::text("rank %d's own slot [%d] was written", me, i);
+                      static_cast<long long>(peer_slot[i]));
+    EXPECT_TRUE(test::counted(my_slot[i] == -1)) << test::text("rank %d's own slot [%d] was written", me, i);
   }
   team.barrier();
   provider->free(a);
