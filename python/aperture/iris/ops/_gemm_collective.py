@@ -111,6 +111,8 @@ def _prepared(ctx, workspace, operation, shape, dtype, variant="", aux_shape=Non
     dtype and world size; its aux_buffer (on the heap) reallocated when its shape or dtype differ.
     Allocation is collective: every rank makes the same calls."""
     workspace = workspace if workspace is not None else FusedWorkspace()
+    if not workspace.matches(operation, shape, dtype, int(ctx.get_num_ranks()), variant):
+        workspace.call_counter = 0  # Iris counts the calls since the workspace was made for this call
     workspace.operation, workspace.shape, workspace.dtype = operation, tuple(shape), dtype
     workspace.world_size, workspace.variant = int(ctx.get_num_ranks()), variant
     if aux_shape is not None:
@@ -219,12 +221,8 @@ def matmul_all_reduce(ctx, output_tensor, A, B, *args, **kwargs):
     bias = _check_bias(name, bias, m, output_tensor)
     _check_on_heap(name, ctx, "output_tensor", output_tensor)
     contiguous = output_tensor.is_contiguous()
-    fresh = workspace is None or not workspace.matches(name, (m, n, k), A.dtype, int(ctx.get_num_ranks()),
-                                                       config.all_reduce_variant)
     workspace = _prepared(ctx, workspace, name, (m, n, k), A.dtype, config.all_reduce_variant,
                           None if contiguous else (m, n))
-    if fresh:
-        workspace.call_counter = 0
     target = output_tensor if contiguous else workspace.aux_buffer
     _product(A, B, bias, target)
     ctx._comm().all_reduce(target, "sum")
