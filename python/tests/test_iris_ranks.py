@@ -520,9 +520,21 @@ def test_all_reduce_rmsnorm_direct_launch_passes_what_tritons_jit_passes(monkeyp
     _fused._launch_compiled(flags, plan, args(table))  # through the JIT
     _fused._launch_compiled(flags, plan, args(table))  # direct
     _fused._launch_compiled(flags, plan, args(new_table))  # direct, with a table the cache has not seen
-    assert len(flags.launchers) == 1 and len(launches) == 3
-    through_jit, direct, direct_new_table = launches
+    hooks = triton.knobs.runtime
+    profiler = []
+    hooks.launch_enter_hook.add(profiler.append)
+    try:
+        _fused._launch_compiled(flags, plan, args(table))  # direct, with a hook listening
+    finally:
+        hooks.launch_enter_hook.remove(profiler.append)
+    assert len(flags.launchers) == 1 and len(launches) == 4
+    through_jit, direct, direct_new_table, direct_hooked = launches
     assert direct[:3] == (plan.grid[0], 1, 1) and all(isinstance(g, int) for g in direct[:3])
+    # With no hook registered, no hook metadata and no hooks go to the launcher (Triton 3.6 would
+    # pass its two empty chains); with one, the launch is Triton's own, hooks and all.
+    assert direct[3:9] == ("stream", "function", "metadata", None, None, None)
+    assert direct_hooked[7] is hooks.launch_enter_hook and direct_hooked[8] is hooks.launch_exit_hook
+    assert direct_hooked[:6] + direct_hooked[9:] == direct[:6] + direct[9:]
     assert len(direct) == len(through_jit)
     for got, want in zip(direct[9:], through_jit[9:]):
         # A tensor goes to the direct launch as its address, which Triton's launcher takes as is.

@@ -160,7 +160,7 @@ class _RowFlags:
         self.failed = torch.zeros(1, dtype=torch.int32, device=self.counters.device)  # local only
         self.epoch = 0
         self.plans = {}  # (tokens, hidden, residual?, device) -> _Plan
-        self.launchers = {}  # _launch_key -> a compiled kernel's launcher (GPU only)
+        self.launchers = {}  # _launch_key -> _DirectLaunch of the compiled kernel (GPU only)
         # The flags' device addresses, and the last heap table's, read once instead of by a
         # data_ptr() call each on every call: they stay the same (the table changes only when the
         # host object gives the heap a new one, which _pointers' identity test sees).
@@ -302,25 +302,55 @@ def _launch_key(plan, args, pointers=None):
             p[7] % 16 == 0, hidden, stride_p, stride_r, stride_o, max(epoch, budget, tokens) < 2 ** 31)
 
 
+class _DirectLaunch:
+    """A compiled kernel's launch at a fixed grid, as Triton's ``CompiledKernel[grid]`` does it,
+    less the work a launch hook needs when none is registered: Triton 3.6 keeps its launch hooks
+    as chains that are never None, so each of its launches builds the hooks' metadata (a LazyDict)
+    and calls both chains, empty or not (about 1 us of Python on the 2-core machine; the launch
+    itself is Triton's C launcher either way). When a profiler has added a hook, the launch is
+    Triton's own, which calls it."""
+
+    def __init__(self, compiled, grid):
+        self.tritons = compiled[grid]  # also loads the module: function and packed_metadata are set
+        self.run, self.function, self.packed_metadata = compiled.run, compiled.function, compiled.packed_metadata
+        self.grid = grid
+        self.stream_of = triton.runtime.driver.active.get_current_stream
+
+    def __call__(self, device, *args):
+        runtime = triton.knobs.runtime
+        if _listening(runtime.launch_enter_hook) or _listening(runtime.launch_exit_hook):
+            self.tritons(*args)
+            return
+        self.run(self.grid[0], self.grid[1], self.grid[2], self.stream_of(device), self.function, self.packed_metadata,
+                 None, None, None, *args)
+
+
+def _listening(hook):
+    """Whether a Triton launch hook would do anything: a chain with hooks in it (Triton 3.6), or
+    any hook at all where a version keeps a plain callable or None."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 def _launch_compiled(flags, plan, args):
     """Launches the kernel on the GPU. The first call with a given _launch_key goes through
     Triton's JIT (which compiles, or finds the compiled kernel, and launches it); later ones launch
-    that compiled kernel directly (CompiledKernel[grid]), skipping the JIT's per-call binding and
+    that compiled kernel directly (_DirectLaunch), skipping the JIT's per-call binding and
     specialisation of 23 arguments, most of the launch's host time. The direct launch hands the
     pointer arguments over as addresses (ints), which Triton's launcher takes as they are: for a
     tensor it would call data_ptr() again and ask the driver about the address
     (cuPointerGetAttribute), eight times a call. The operands were checked on this device already."""
     pointers = _pointers(args, flags)
     key = _launch_key(plan, args, pointers)
-    launcher = flags.launchers.get(key)
-    if launcher is not None:
+    launch = flags.launchers.get(key)
+    if launch is not None:
         (_, _, _, _, _, _, _, epoch, budget, _, tokens, hidden, stride_p, stride_r, stride_o, eps) = args
-        launcher(pointers[0], pointers[1], pointers[2], pointers[3], pointers[4], pointers[5], pointers[6], epoch,
-                 budget, pointers[7], tokens, hidden, stride_p, stride_r, stride_o, eps, *plan.constexpr_values)
+        device = key[1]  # the current device, which the key holds
+        launch(device, pointers[0], pointers[1], pointers[2], pointers[3], pointers[4], pointers[5], pointers[6], epoch,
+               budget, pointers[7], tokens, hidden, stride_p, stride_r, stride_o, eps, *plan.constexpr_values)
         return
     compiled = _ar_rmsnorm_kernel[plan.grid](*args, **plan.constexprs, **plan.options)
     if isinstance(compiled, triton.compiler.CompiledKernel):
-        flags.launchers[key] = compiled[plan.grid]
+        flags.launchers[key] = _DirectLaunch(compiled, plan.grid)
 
 
 def all_reduce_rmsnorm(ctx, partial, residual, weight, eps=1e-6, group=None, async_op=False, config=None,
