@@ -545,6 +545,45 @@ def test_all_reduce_rmsnorm_direct_launch_passes_what_tritons_jit_passes(monkeyp
     assert sum(isinstance(w, torch.Tensor) for w in through_jit[9:]) == 8  # the kernel's eight pointers
 
 
+def test_all_reduce_rmsnorm_direct_launch_calls_the_c_launch_as_tritons_launcher_does(monkeypatch):
+    # The direct launch calls the C launch of Triton's CUDA launcher itself, past the launcher's
+    # Python (scratch buffers, none for this kernel, and two flags). It must pass what the
+    # launcher passes, in its order: a Triton whose launcher changes that fails here. A launcher
+    # with scratch to allocate is called whole.
+    import triton.compiler.compiler as compiler
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    c_calls = []
+    launcher = object.__new__(CudaLauncher)  # no kernel to build it from
+    launcher.num_ctas, launcher.launch_cooperative_grid, launcher.launch_pdl = 1, "cooperative", "pdl"
+    launcher.global_scratch_size = launcher.profile_scratch_size = 0
+    launcher.global_scratch_align = launcher.profile_scratch_align = 1
+    launcher.launch = lambda *launch: c_calls.append(launch)
+
+    class StandInCompiled(compiler.CompiledKernel):
+        def __init__(self):  # no module to load
+            self.function, self.packed_metadata, self._run = "function", "metadata", launcher
+
+        def _init_handles(self):
+            pass
+
+    class StandInDriver:
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device):
+            return f"stream of {device}"
+
+    monkeypatch.setattr(compiler.driver, "_active", StandInDriver())
+    args = tuple(range(100, 123))  # 23: the kernel's 16 arguments and 7 constexprs
+    direct = _fused._DirectLaunch(StandInCompiled(), (5, 1, 1))
+    launcher(5, 1, 1, "stream of 3", "function", "metadata", None, None, None, *args)  # Triton's launch, no hooks
+    direct(3, *args)
+    assert len(c_calls) == 2 and c_calls[1] == c_calls[0]
+    launcher.global_scratch_size = 64
+    assert _fused._DirectLaunch(StandInCompiled(), (5, 1, 1)).c_launch is None
+
+
 def test_all_reduce_rmsnorm_gives_up_on_a_missing_rank(shmem, team, monkeypatch):
     # Rank 0 does not call; every other rank's kernel waits about APERTURE_TIMEOUT (1 s here) for
     # rank 0's rows, then returns, and the call raises aperture.Error: no hang.
