@@ -306,9 +306,9 @@ class _DirectLaunch:
     """A compiled kernel's launch at a fixed grid, as Triton's ``CompiledKernel[grid]`` does it,
     less the work a launch hook needs when none is registered: Triton 3.6 keeps its launch hooks
     as chains that are never None, so each of its launches builds the hooks' metadata (a LazyDict)
-    and calls both chains, empty or not (about 1 us of Python on the 2-core machine:
-    bench/results/2026-12-07-cpu-2core/launch-hooks; the launch itself is Triton's C launcher
-    either way). When a profiler has added a hook, the launch is Triton's own, which calls it."""
+    and calls both chains, empty or not (1.6-1.8 us a call on an H100:
+    bench/results/2026-12-07-h100-x1). When a profiler has added a hook, the launch is Triton's
+    own, which calls it."""
 
     def __init__(self, compiled, grid):
         self.tritons = compiled[grid]  # also loads the module: function and packed_metadata are set
