@@ -288,7 +288,7 @@ def _pointers(args, flags=None):
     return operands + flags.flag_addresses + (flags.bases_address,)
 
 
-def _launch_key(plan, args, pointers=None):
+def _launch_key(plan, args, pointers=None, device=None):
     """What Triton (3.6) specialises the kernel on besides the plan's constexprs and options, for
     these arguments: each tensor's dtype and whether its address is a multiple of 16, and the ints
     that are specialised (H, the strides: exactly, so also their classes "1", "multiple of 16");
@@ -297,7 +297,8 @@ def _launch_key(plan, args, pointers=None):
     (partial, res, weight, out, ready, done, failed, epoch, budget, heap_bases, tokens, hidden, stride_p, stride_r,
      stride_o, _) = args
     p = _pointers(args) if pointers is None else pointers
-    return (plan, torch.cuda.current_device(), partial.dtype, weight.dtype, p[0] % 16 == 0, p[1] % 16 == 0,
+    device = torch.cuda.current_device() if device is None else device
+    return (plan, device, partial.dtype, weight.dtype, p[0] % 16 == 0, p[1] % 16 == 0,
             p[2] % 16 == 0, p[3] % 16 == 0, p[4] % 16 == 0, p[5] % 16 == 0, p[6] % 16 == 0, heap_bases.dtype,
             p[7] % 16 == 0, hidden, stride_p, stride_r, stride_o, max(epoch, budget, tokens) < 2 ** 31)
 
@@ -353,11 +354,11 @@ def _launch_compiled(flags, plan, args):
     tensor it would call data_ptr() again and ask the driver about the address
     (cuPointerGetAttribute), eight times a call. The operands were checked on this device already."""
     pointers = _pointers(args, flags)
-    key = _launch_key(plan, args, pointers)
+    device = torch.cuda.current_device()
+    key = _launch_key(plan, args, pointers, device)
     launch = flags.launchers.get(key)
     if launch is not None:
         (_, _, _, _, _, _, _, epoch, budget, _, tokens, hidden, stride_p, stride_r, stride_o, eps) = args
-        device = key[1]  # the current device, which the key holds
         launch(device, pointers[0], pointers[1], pointers[2], pointers[3], pointers[4], pointers[5], pointers[6], epoch,
                budget, pointers[7], tokens, hidden, stride_p, stride_r, stride_o, eps, *plan.constexpr_values)
         return
