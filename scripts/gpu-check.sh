@@ -346,9 +346,15 @@ part_python() {
   # kernels in the three files named below; three runs split less evenly took 298 s, these four
   # 155-230 s (run 54: beside each other each run is slower than its tests' sum alone).
   local every="cuda-ipc cuda-vmm nvshmem nccl"  # every GPU provider, at one rank
+  # The runs side by side share the CPUs evenly for torch's OpenMP threads, which otherwise spin
+  # against each other's (src/launcher/cpu_share.h: `aperture launch` shares them so between ranks).
+  local cpus half quarter
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  half=${OMP_NUM_THREADS:-$(( cpus / 2 > 0 ? cpus / 2 : 1 ))}
+  quarter=${OMP_NUM_THREADS:-$(( cpus / 4 > 0 ? cpus / 4 : 1 ))}
   if [[ -n ${PYTHON_TESTS:-} ]]; then
-    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-own-jobs 1 -m multiprocess "${tests[@]}"
-    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1 1 -m "not multiprocess" "${tests[@]}"
+    OMP_NUM_THREADS=$half APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-own-jobs 1 -m multiprocess "${tests[@]}"
+    OMP_NUM_THREADS=$half APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1 1 -m "not multiprocess" "${tests[@]}"
   else
     local own_apart=(test_iris_distributed.py) compiles_apart=(test_iris_x_codegen.py test_iris_x_gemm.py test_iris_x_prefill.py)
     local file own_rest=() other_rest=()
@@ -361,12 +367,12 @@ part_python() {
       [[ " ${own_apart[*]} " == *" ${file##*/} "* ]] || own_rest+=("$file")
       [[ " ${compiles_apart[*]} " == *" ${file##*/} "* ]] || other_rest+=("$file")
     done
-    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-own-jobs-distributed 1 -m multiprocess \
+    OMP_NUM_THREADS=$quarter APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-own-jobs-distributed 1 -m multiprocess \
       "${own_apart[@]/#/$root/python/tests/}"
-    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-own-jobs-others 1 -m multiprocess "${own_rest[@]}"
-    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-iris-x-kernels 1 -m "not multiprocess" \
+    OMP_NUM_THREADS=$quarter APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-own-jobs-others 1 -m multiprocess "${own_rest[@]}"
+    OMP_NUM_THREADS=$quarter APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-iris-x-kernels 1 -m "not multiprocess" \
       "${compiles_apart[@]/#/$root/python/tests/}"
-    APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-others 1 -m "not multiprocess" "${other_rest[@]}"
+    OMP_NUM_THREADS=$quarter APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-others 1 -m "not multiprocess" "${other_rest[@]}"
   fi
   pytest_join_beside || ok=0
   CUDA_VISIBLE_DEVICES=0 APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" pytest_step np2-one-gpu 2 "${tests[@]}" || ok=0

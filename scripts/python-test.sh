@@ -131,11 +131,15 @@ fi
 step install install_package
 if [[ ${#failed[@]} == 0 ]]; then
   read -ra ranks <<<"${APERTURE_PYTHON_RANKS:-1 2 4}"
+  # The first two runs go side by side: half the CPUs each for torch's OpenMP threads, which
+  # otherwise spin against each other's (src/launcher/cpu_share.h shares them so between ranks).
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  half=${OMP_NUM_THREADS:-$(( cpus / 2 > 0 ? cpus / 2 : 1 ))}
   if [[ ${ranks[0]} == 1 ]]; then
-    step_beside "pytest np1 (shm)" env APERTURE_TEST_PROVIDERS=shm bash scripts/pytest-ranks.sh 1 python/tests "$@"
+    step_beside "pytest np1 (shm)" env OMP_NUM_THREADS="$half" APERTURE_TEST_PROVIDERS=shm bash scripts/pytest-ranks.sh 1 python/tests "$@"
     ranks=("${ranks[@]:1}")
   fi
-  step "pytest (1 rank, no launcher)" env APERTURE_TEST_PROVIDERS=shm "$PYTHON" -m pytest -q -p no:cacheprovider python/tests "$@"
+  step "pytest (1 rank, no launcher)" env OMP_NUM_THREADS="$half" APERTURE_TEST_PROVIDERS=shm "$PYTHON" -m pytest -q -p no:cacheprovider python/tests "$@"
   await_beside
   for n in "${ranks[@]}"; do
     step "pytest np$n (shm)" env APERTURE_TEST_PROVIDERS=shm bash scripts/pytest-ranks.sh "$n" python/tests "$@"

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_share.h"
 #include "launch_modes.h"
 #include "line_forwarder.h"
 #include "nccl_host_id.h"
@@ -141,6 +142,9 @@ class LocalJob {
 
     const std::vector<std::string> gpus =
         options_.nodes > 1 ? machine_gpus(std::getenv("CUDA_VISIBLE_DEVICES")) : std::vector<std::string>{};
+    // The ranks share this machine's CPUs, simulated nodes too (cpu_share.h).
+    const std::optional<std::string> omp_threads =
+        shared_omp_threads(options_.ranks, usable_cpus(), std::getenv("OMP_NUM_THREADS"));
     for (int r = 0; r < options_.ranks; ++r) {
       const NodePlace place = node_place(r, options_.ranks, options_.nodes);
       SpawnRequest request;
@@ -178,6 +182,7 @@ class LocalJob {
       const int torch_port = options_.nodes > 1 ? 0 : master_port;
       for (auto& variable : torch_variables(r, options_.ranks, place.local_rank, place.local_size, torch_port))
         env.push_back(std::move(variable));
+      if (omp_threads) env.emplace_back("OMP_NUM_THREADS", *omp_threads);
       request.env = environment_with(env);
       request.process_group = pgid_;
       request.inherit_stdin = r == 0 && stdin_for_rank0;

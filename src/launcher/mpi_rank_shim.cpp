@@ -24,6 +24,7 @@
 #include "launcher/args.h"
 #include "launcher/launch.h"
 
+#include "cpu_share.h"
 #include "mpirun_flags.h"
 #include "nccl_host_id.h"
 #include "node_gpus.h"
@@ -51,6 +52,12 @@ int mpi_rank_main(int argc, char** argv) {
                                              std::pair{"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
                                              std::pair{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}})
     if (const char* value = std::getenv(mpi_name)) ::setenv(torch_name, value, 1);
+  // mpirun's local size counts every rank on this machine, simulated nodes too, and the ranks are
+  // not bound (--bind-to none): they share the CPUs mpirun may use (cpu_share.h).
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    if (auto threads = shared_omp_threads(static_cast<int>(std::strtol(local, nullptr, 10)), usable_cpus(),
+                                          std::getenv("OMP_NUM_THREADS")))
+      ::setenv("OMP_NUM_THREADS", threads->c_str(), 1);
   // Nodes split out of this machine by APERTURE_NODES (`aperture launch --mpi --nodes K` without a
   // hostfile): NCCL_HOSTID per node (nccl_host_id.h), each node's own GPUs where there is one per
   // rank (node_gpus.h), and the node's local rank and size in place of mpirun's, which count the

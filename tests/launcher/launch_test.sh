@@ -130,5 +130,33 @@ out=$("$aperture" launch --iris -n 2 -- "$fake_bin/python3" prog.py --x 1 2>&1);
 check "--iris: every rank runs python -m aperture.iris with the program's arguments" $? "$out"
 rm -rf "$fake_bin"
 
+# 7. OMP_NUM_THREADS: ranks sharing the machine share its CPUs evenly (at least 1 each); one rank
+# alone, or a value the user set, is left as it is. nproc counts the affinity mask, as the launcher
+# does, once the variables nproc itself honours are unset.
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+show_threads='echo "threads=${OMP_NUM_THREADS-unset}"'
+for n in 2 3; do
+  want=$(( cpus / n > 0 ? cpus / n : 1 ))
+  out=$(env -u OMP_NUM_THREADS "$aperture" launch -n $n -- sh -c "$show_threads" 2>&1)
+  [ "$(echo "$out" | grep -c "threads=$want\$")" -eq $n ]
+  check "-n $n on $cpus CPUs: OMP_NUM_THREADS=$want in every rank" $? "$out"
+done
+out=$(env -u OMP_NUM_THREADS "$aperture" launch -n 1 -- sh -c "$show_threads" 2>&1)
+echo "$out" | grep -q "threads=unset$"; check "-n 1: OMP_NUM_THREADS stays unset" $? "$out"
+out=$(OMP_NUM_THREADS=7,2 "$aperture" launch -n 2 -- sh -c "$show_threads" 2>&1)
+[ "$(echo "$out" | grep -c 'threads=7,2$')" -eq 2 ]; check "-n 2: the user's OMP_NUM_THREADS is kept" $? "$out"
+out=$(env -u OMP_NUM_THREADS taskset -c 0 "$aperture" launch -n 2 -- sh -c "$show_threads" 2>&1)
+[ "$(echo "$out" | grep -c 'threads=1$')" -eq 2 ]; check "-n 2 under taskset -c 0: 1 thread each" $? "$out"
+# Under --mpi the rank shim sets it from mpirun's local size (where Open MPI is installed, as in CI).
+if command -v mpirun >/dev/null 2>&1; then
+  want=$(( cpus / 2 > 0 ? cpus / 2 : 1 ))
+  out=$(env -u OMP_NUM_THREADS "$aperture" launch --mpi -n 2 -- sh -c "$show_threads" 2>&1)
+  [ "$(echo "$out" | grep -c "threads=$want\$")" -eq 2 ]; check "--mpi -n 2: OMP_NUM_THREADS=$want in every rank" $? "$out"
+  out=$(OMP_NUM_THREADS=3 "$aperture" launch --mpi -n 2 -- sh -c "$show_threads" 2>&1)
+  [ "$(echo "$out" | grep -c 'threads=3$')" -eq 2 ]; check "--mpi -n 2: the user's OMP_NUM_THREADS is kept" $? "$out"
+else
+  echo "note - no mpirun on PATH: the --mpi checks of OMP_NUM_THREADS did not run"
+fi
+
 if [ $failures -ne 0 ]; then echo "$failures launcher check(s) failed"; exit 1; fi
 echo "all launcher checks passed"

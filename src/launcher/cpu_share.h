@@ -1,0 +1,27 @@
+// src/launcher/cpu_share.h — OpenMP threads for ranks that share one machine's CPUs.
+//
+// PyTorch's CPU operators, like any OpenMP program, start one thread per CPU they may run on, and
+// OpenMP's threads spin while they wait for each other. N ranks on one machine then run N threads
+// per CPU and spend their time spinning: four processes on 2 CPUs took 7-10 s for reference
+// arithmetic (float64 matmuls) that one process alone did in 0.35 s, and 0.9 s each at one thread.
+// torchrun sets OMP_NUM_THREADS=1 for the same reason; `aperture launch` gives each rank an even
+// share of the CPUs instead, so one rank per machine or a few per machine keep their cores busy.
+// A value the user set, even "1" or a list, is left as it is.
+//
+// Private to src/launcher.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace aperture::launcher {
+
+// The CPUs this process may run on (its affinity mask: `taskset` and cpusets narrow it), at least 1.
+int usable_cpus();
+
+// OMP_NUM_THREADS for each of `ranks_sharing` ranks that run on `cpus` CPUs: cpus / ranks_sharing,
+// at least 1. nullopt, leaving the variable as it is, when the user set it (`user_value` not null
+// and not empty) or when one rank has the CPUs to itself.
+std::optional<std::string> shared_omp_threads(int ranks_sharing, int cpus, const char* user_value);
+
+}  // namespace aperture::launcher
