@@ -53,6 +53,8 @@ const char* const kLaunchUsage =
     "itself failed; otherwise the failing rank's status.\n"
     "\n"
     "Environment: APERTURE_TIMEOUT (seconds, default 60) bounds every collective call of the ranks.\n"
+    "With two ranks or more and OMP_NUM_THREADS unset, each rank gets OMP_NUM_THREADS = this\n"
+    "machine's usable CPUs / ranks (at least 1): OpenMP threads of ranks sharing CPUs spin.\n"
     "Rank 0 reads the launcher's stdin when it is not a terminal; the other ranks read /dev/null.\n"
     "\n"
     "example: aperture launch -n 4 -- ./my_program --size 1M\n";
