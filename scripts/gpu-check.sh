@@ -4,9 +4,8 @@
 # The tests themselves are CTest tests with a label per part (tests/gpu/CMakeLists.txt says which)
 # and pytest files; this script only builds, selects and judges.
 #
-#   scripts/gpu-check.sh core        build; gpu, churn, proxy, collectives
-#   scripts/gpu-check.sh rest        build (up to date after core); sanitize, bulk, examples, gemm, python,
-#                                    compare
+#   scripts/gpu-check.sh core        build; gpu, churn, bulk, proxy, collectives
+#   scripts/gpu-check.sh rest        build (up to date after core); sanitize, examples, gemm, python, compare
 #   scripts/gpu-check.sh all         both (more than one 10-minute call on one H200)
 #   scripts/gpu-check.sh gpu proxy   any parts, in that order (build comes first unless NO_BUILD=1)
 #   scripts/gpu-check.sh --dry-run core   the plan: every command, nothing run
@@ -16,7 +15,8 @@
 # (2026-12-07, bench/results/2026-12-07-h100-x1 runs 4-7) the parts took: build 97 s, gpu 28,
 # churn 23, proxy 167, collectives 132, sanitize 112, bulk 47, examples 2, gemm 8, python 621
 # (compare beside it): `core` with sanitize overran 540 s, and python too, its four one-rank runs
-# slowed by each other's OpenMP threads (since shared out: part_python). Sanitize moved to `rest`.
+# slowed by each other's OpenMP threads (since shared out: part_python). Sanitize moved to `rest`
+# and bulk back to `core`: 494 s and 122 s + python by that machine's times.
 #
 # Parts (each a ctest label of the stand-alone build of tests/gpu, unless said):
 #   build        cmake -S tests/gpu (the library with MPI where found, `aperture`, its bench,
@@ -74,8 +74,8 @@ if [[ ${1:-} == --dry-run ]]; then dry_run=1; shift; fi
 parts=()
 for arg in "${@:-core}"; do
   case $arg in
-    core) parts+=(build gpu churn proxy collectives) ;;
-    rest) parts+=(build sanitize bulk examples gemm python compare) ;;
+    core) parts+=(build gpu churn bulk proxy collectives) ;;
+    rest) parts+=(build sanitize examples gemm python compare) ;;
     all) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize python iris-upstream compare) ;;
     build|gpu|churn|bulk|proxy|examples|collectives|gemm|sanitize|python|iris-upstream|compare) parts+=("$arg") ;;
     *) sed -n '2,12p' "${BASH_SOURCE[0]}" >&2; echo "gpu-check: unknown part '$arg'" >&2; exit 2 ;;
