@@ -2,8 +2,9 @@
 //
 // PyTorch's CPU operators, like any OpenMP program, start one thread per CPU they may run on, and
 // OpenMP's threads spin while they wait for each other. N ranks on one machine then run N threads
-// per CPU and spend their time spinning: four processes on 2 CPUs took 7-10 s for reference
-// arithmetic (float64 matmuls) that one process alone did in 0.35 s, and 0.9 s each at one thread.
+// per CPU and spend their time spinning: four processes of float64 matmuls on 16 CPUs took 64 s
+// each, against 2.2 s for one alone and about 2 s each at 4 threads
+// (bench/results/2026-12-07-h100-x1/run8-omp-threads-side-by-side).
 // torchrun sets OMP_NUM_THREADS=1 for the same reason; `aperture launch` gives each rank an even
 // share of the CPUs instead, so one rank per machine or a few per machine keep their cores busy.
 // A value the user set, even "1" or a list, is left as it is.
