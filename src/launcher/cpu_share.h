@@ -17,7 +17,7 @@
 
 namespace aperture::launcher {
 
-// The CPUs this process may run on (its affinity mask: `taskset` and cpusets narrow it), at least 1.
+// The CPUs this process may run on (its affinity mask, which taskset and cpusets narrow), >= 1.
 int usable_cpus();
 
 // OMP_NUM_THREADS for each of `ranks_sharing` ranks that run on `cpus` CPUs: cpus / ranks_sharing,
