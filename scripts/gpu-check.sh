@@ -4,19 +4,19 @@
 # The tests themselves are CTest tests with a label per part (tests/gpu/CMakeLists.txt says which)
 # and pytest files; this script only builds, selects and judges.
 #
-#   scripts/gpu-check.sh core        build; gpu, churn, bulk, proxy, collectives
-#   scripts/gpu-check.sh rest        build (up to date after core); sanitize, examples, gemm, python, compare
+#   scripts/gpu-check.sh core        build; gpu, churn, bulk, proxy, collectives, examples, gemm
+#   scripts/gpu-check.sh rest        build (up to date after core); sanitize, python, compare
 #   scripts/gpu-check.sh all         both (more than one 10-minute call on one H200)
 #   scripts/gpu-check.sh gpu proxy   any parts, in that order (build comes first unless NO_BUILD=1)
 #   scripts/gpu-check.sh --dry-run core   the plan: every command, nothing run
 #
 # On one GPU, `core` and then `rest` are the two device calls (each within GPU_CHECK_BUDGET_S,
 # default 540 s); the build stays in BUILD_DIR between calls on the same machine. On an H100
-# (2026-12-07, bench/results/2026-12-07-h100-x1 runs 4-7) the parts took: build 97 s, gpu 28,
-# churn 23, proxy 167, collectives 132, sanitize 112, bulk 47, examples 2, gemm 8, python 621
-# (compare beside it): `core` with sanitize overran 540 s, and python too, its four one-rank runs
-# slowed by each other's OpenMP threads (since shared out: part_python). Sanitize moved to `rest`
-# and bulk back to `core`: 494 s and 122 s + python by that machine's times.
+# (2026-12-07, bench/results/2026-12-07-h100-x1 runs 9-10, 6752355) `core` took 451 s (build 69,
+# gpu 27, churn 17, bulk 46, proxy 161, collectives 125) and `rest` 539 s (sanitize 113,
+# examples 2, gemm 8, python 410 with compare beside it), its last example cut off by the budget:
+# examples and gemm moved to `core`, and the Iris tests under mpirun at one rank beside the
+# one-rank pytest runs (about 30 s): by those times 461 s and about 500 s.
 #
 # Parts (each a ctest label of the stand-alone build of tests/gpu, unless said):
 #   build        cmake -S tests/gpu (the library with MPI where found, `aperture`, its bench,
@@ -74,8 +74,8 @@ if [[ ${1:-} == --dry-run ]]; then dry_run=1; shift; fi
 parts=()
 for arg in "${@:-core}"; do
   case $arg in
-    core) parts+=(build gpu churn bulk proxy collectives) ;;
-    rest) parts+=(build sanitize examples gemm python compare) ;;
+    core) parts+=(build gpu churn bulk proxy collectives examples gemm) ;;
+    rest) parts+=(build sanitize python compare) ;;
     all) parts+=(build gpu churn bulk proxy examples collectives gemm sanitize python iris-upstream compare) ;;
     build|gpu|churn|bulk|proxy|examples|collectives|gemm|sanitize|python|iris-upstream|compare) parts+=("$arg") ;;
     *) sed -n '2,12p' "${BASH_SOURCE[0]}" >&2; echo "gpu-check: unknown part '$arg'" >&2; exit 2 ;;
@@ -203,6 +203,18 @@ pytest_join_beside() {
   beside_jobs=() beside_steps=()
   return "$all"
 }
+# iris_mpirun_step N: the Iris host and device tests at N ranks under plain mpirun on GPU 0 (sets
+# $rc and $took); iris_mpirun_verdict N adds its verdict to pytest_verdict, false when it failed.
+iris_mpirun_step() {
+  run "python.iris-mpirun-np$1" 200 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 CUDA_VISIBLE_DEVICES=0 \
+    mpirun --oversubscribe --bind-to none -n "$1" "$python" -m pytest -q -rs -p no:cacheprovider --color=no \
+    "$root/python/tests/test_iris_host.py" "$root/python/tests/test_iris_device.py"
+}
+iris_mpirun_verdict() {
+  if (( rc == 0 )); then pytest_verdict+="iris mpirun np$1: passed; "; return 0; fi
+  pytest_verdict+="iris mpirun np$1: FAIL$(not_begun); "
+  return 1
+}
 pytest_judge() {  # pytest_judge NAME RANKS: the verdict of pytest_run's $rc, $took and log
   local name=$1 ranks=$2
   local log="$log_dir/python.$name.log" times="$log_dir/python.$name.times" line skips allowed=0 other step_took=$took
@@ -324,9 +336,11 @@ part_python() {
     echo "scripts/pytest-ranks.sh 1 -rs -m multiprocess python/tests/test_iris_distributed.py &"
     echo "scripts/pytest-ranks.sh 1 -rs -m multiprocess python/tests/test_*.py (the other files) &"
     echo "scripts/pytest-ranks.sh 1 -rs -m 'not multiprocess' python/tests/test_iris_x_{codegen,gemm,prefill}.py &"
-    echo "scripts/pytest-ranks.sh 1 -rs -m 'not multiprocess' python/tests/test_*.py (the other files) &; wait"
+    echo "scripts/pytest-ranks.sh 1 -rs -m 'not multiprocess' python/tests/test_*.py (the other files) &"
+    echo "mpirun -n 1 pytest test_iris_host.py test_iris_device.py &; wait"
     echo "CUDA_VISIBLE_DEVICES=0 scripts/pytest-ranks.sh 2 -rs python/tests"
-    echo "mpirun -n 1|2 pytest test_iris_host.py test_iris_device.py; examples/iris/*.py under aperture launch -n 2"
+    echo "CUDA_VISIBLE_DEVICES=0 scripts/pytest-ranks.sh 2 --mpi --nodes 2 -rs test_triton_proxy.py (+ two Iris cases)"
+    echo "mpirun -n 2 pytest test_iris_host.py test_iris_device.py; examples/iris/*.py under aperture launch -n 2"
     return
   fi
   in_time python || return
@@ -376,7 +390,24 @@ part_python() {
       "${compiles_apart[@]/#/$root/python/tests/}"
     OMP_NUM_THREADS=$quarter APERTURE_TEST_GPU_PROVIDERS=$every pytest_step_beside np1-others 1 -m "not multiprocess" "${other_rest[@]}"
   fi
+  # The Iris tests under plain mpirun (pytest runs them under aperture launch): one rank beside
+  # the one-rank runs, two ranks after the runs that share the GPU between ranks.
+  local iris_mpirun_ok=1 iris_mpirun_np1_job=""
+  if "$python" -c 'import aperture, sys; sys.exit(not dict(s[:2] for s in aperture.provider_statuses())["mpi-window"])'; then
+    ( export OMP_NUM_THREADS=$quarter; iris_mpirun_step 1; echo "$rc $took" >"$log_dir/python.iris-mpirun-np1.status" ) &
+    iris_mpirun_np1_job=$!
+  else
+    iris_mpirun_ok=0
+    pytest_verdict+="iris mpirun: FAIL (the package was built without MPI on a machine that has it); "
+    ok=0
+  fi
   pytest_join_beside || ok=0
+  if [[ -n $iris_mpirun_np1_job ]]; then
+    wait "$iris_mpirun_np1_job"
+    rc=1 took=0
+    read -r rc took <"$log_dir/python.iris-mpirun-np1.status"
+    iris_mpirun_verdict 1 || ok=0
+  fi
   CUDA_VISIBLE_DEVICES=0 APERTURE_TEST_GPU_PROVIDERS="cuda-ipc cuda-vmm" pytest_step np2-one-gpu 2 "${tests[@]}" || ok=0
   # Triton kernels reaching another node through the GPU proxy: 2 ranks sharing GPU 0 as two
   # nodes. Two skips are this shape's: the refusal without an engine (this job has one) and the
@@ -390,18 +421,10 @@ part_python() {
     "$root/python/tests/test_iris_ccl.py::test_p2p_between_every_pair_of_ranks_across_nodes_too" \
     "$root/python/tests/test_iris_ccl.py::test_inline_device_barrier_orders_every_program_of_every_rank" || ok=0
   pytest_mode=() pytest_allowed=""
-  # The Iris tests under plain mpirun (pytest above ran them under aperture launch).
-  local iris_mpirun=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 CUDA_VISIBLE_DEVICES=0
-                     mpirun --oversubscribe --bind-to none -n)
-  if "$python" -c 'import aperture, sys; sys.exit(not dict(s[:2] for s in aperture.provider_statuses())["mpi-window"])'; then
-    for n in 1 2; do
-      run "python.iris-mpirun-np$n" 200 "${iris_mpirun[@]}" "$n" "$python" -m pytest -q -rs -p no:cacheprovider --color=no \
-        "$root/python/tests/test_iris_host.py" "$root/python/tests/test_iris_device.py"
-      (( rc == 0 )) && pytest_verdict+="iris mpirun np$n: passed; " || { pytest_verdict+="iris mpirun np$n: FAIL$(not_begun); "; ok=0; }
-    done
-  else
-    pytest_verdict+="iris mpirun: FAIL (the package was built without MPI on a machine that has it); "
-    ok=0
+  # The Iris tests under plain mpirun at two ranks (one rank ran beside the one-rank runs above).
+  if (( iris_mpirun_ok )); then
+    iris_mpirun_step 2
+    iris_mpirun_verdict 2 || ok=0
   fi
   local launcher
   launcher=$("$python" -c 'import aperture; print(aperture.program)')
