@@ -425,10 +425,14 @@ NB_MODULE(_core, m) {
       .def("close", [](CommunicatorBox& b) { b.comm.reset(); }, nb::call_guard<nb::gil_scoped_release>())
       .def("barrier", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().barrier(as_stream(stream)); },
            "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
-      .def("broadcast", [](CommunicatorBox& b, std::uintptr_t in, std::uintptr_t out, std::size_t count,
+      .def("broadcast", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out, std::size_t count,
                            aperture::DataType type, int root, std::uintptr_t stream) {
-        b.get().broadcast(as_pointer(in), as_pointer(out), count, type, root, as_stream(stream));
-      }, "inp"_a, "out"_a, "count"_a, "dtype"_a, "root"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
+        if (const auto* map = in_map)
+          b.get().broadcast(as_pointer(in), *map, as_pointer(out), count, type, root, as_stream(stream));
+        else
+          b.get().broadcast(as_pointer(in), as_pointer(out), count, type, root, as_stream(stream));
+      }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "root"_a, "stream"_a = 0,
+         nb::call_guard<nb::gil_scoped_release>())
       .def("all_gather", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out, std::size_t count,
                             aperture::DataType type, std::uintptr_t stream) {
         if (const auto* map = in_map)

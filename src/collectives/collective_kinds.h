@@ -36,7 +36,8 @@
   X(reduce_scatter_direct,      reduction, direct, true,  "reduce_scatter (direct)",       reduce_scatter_direct<Op>(g, h, in, c.in_bases, out, c.count))     \
   X(all_reduce_direct,          reduction, direct, true,  "all_reduce (direct)",           all_reduce_direct<Op>(g, h, in, c.in_bases, out, c.count))         \
   X(all_reduce_two_shot_direct, reduction, direct, true,  "all_reduce (two-shot, direct)", all_reduce_two_shot_direct<Op>(g, h, in, c.in_bases, out, c.count)) \
-  X(all_to_all_direct,          movement,  direct, true,  "all_to_all (direct)",           all_to_all_direct(g, h, in, c.in_bases, out, c.count))
+  X(all_to_all_direct,          movement,  direct, true,  "all_to_all (direct)",           all_to_all_direct(g, h, in, c.in_bases, out, c.count))             \
+  X(broadcast_direct,           movement,  direct, true,  "broadcast (direct)",            broadcast_direct(g, h, in, c.in_bases, out, c.count, c.root))
 // clang-format on
 
 namespace aperture::collectives::detail {

@@ -361,14 +361,25 @@ Error layouts_differ(const std::string& who, const std::uint64_t* status, int wo
                    "the form without in_map");
 }
 
+// The error of a zero-copy broadcast whose root gave an `out` overlapping its `in` (status word 1).
+Error root_overlaps(const std::string& who, const std::uint64_t* status) {
+  return Error(ErrorCode::invalid_argument,
+               who + ": on root " + std::to_string(status[1]) + " `out` overlaps `in` without being it, so root's " +
+                   "copy would overwrite what the other ranks still read; give out == in (in place) or buffers apart");
+}
+
 }  // namespace
 
 void Communicator::check_layouts(const char* call) {
-  if (kind_ != MemoryKind::host || call_handle_.status[0] != collectives::kStatusLayoutsDiffer) return;
+  if (kind_ != MemoryKind::host) return;
+  const std::uint64_t what = call_handle_.status[0];
+  if (what != collectives::kStatusLayoutsDiffer && what != collectives::kStatusRootOverlaps) return;
   std::uint64_t status[collectives::kStatusWords];
   std::memcpy(status, call_handle_.status, sizeof status);
   std::memset(call_handle_.status, 0, sizeof status);  // the call failed on every rank; the next may run
-  throw layouts_differ(std::string("Communicator::") + call + " (symmetric input)", status, size());
+  const std::string who = std::string("Communicator::") + call + " (symmetric input)";
+  if (what == collectives::kStatusRootOverlaps) throw root_overlaps(who, status);
+  throw layouts_differ(who, status, size());
 }
 
 void Communicator::all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
@@ -423,6 +434,21 @@ void Communicator::all_to_all(const void* in, const SymmetricAddressMap& in_map,
   check_layouts("all_to_all");
 }
 
+void Communicator::broadcast(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
+                             DataType type, int root, Stream stream) {
+  const std::size_t bytes = count * size_of(type);
+  if (hierarchy_ || broadcast_uses_ll(bytes)) return broadcast(in, out, count, type, root, stream);
+  if (root < 0 || root >= size())
+    throw Error(ErrorCode::invalid_argument, "Communicator::broadcast: root " + std::to_string(root) +
+                " is not a rank of this team of " + std::to_string(size()));
+  check_call("broadcast", count, type, false, stream, rank() == root ? count : 0, count, in, out);
+  // Every rank's `in` is checked: peers read root's at the offset of their own.
+  Call c{Kind::broadcast_direct, in, out, count, type, ReduceOp::sum, root};
+  c.in_bases = symmetric_input("broadcast", in_map, in, bytes);
+  APERTURE_COLLECTIVE_RUN(c, bytes, bytes);
+  check_layouts("broadcast");
+}
+
 void Communicator::all_to_all(const void* in, void* out, std::size_t count, DataType type, Stream stream) {
   check_call("all_to_all", count, type, false, stream, count * size(), count * size(), in, out);
   if (hierarchy_) return hierarchy_->all_to_all(in, out, count, type, stream);
@@ -454,6 +480,10 @@ void Communicator::check(Stream stream) {
     throw layouts_differ("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                              "): a zero-copy collective (a form with in_map) failed on every rank; results since are invalid",
                          status, size());
+  if (status[0] == collectives::kStatusRootOverlaps)
+    throw root_overlaps("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
+                            "): a zero-copy broadcast (the form with in_map) failed on every rank; results since are invalid",
+                        status);
   if (status[0] != 0)
     throw Error(ErrorCode::timeout, "Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                 "): a collective kernel's wait gave up after APERTURE_TIMEOUT (" +

@@ -336,8 +336,9 @@ TEST_P(CollectivesTest, BroadcastLLManyCallsChangingRoots) {
 
 // The zero-copy forms (the input is itself symmetric, peers read it in place): every size of
 // kCounts and a few pieces more, on the default and the tiny staging (many pieces, each without a
-// barrier), in place (all-gather) and where they fall back to the staged path (reductions with
-// `out` overlapping `in`), with staged calls in between on the same scratch.
+// barrier), in place (all-gather, broadcast) and where they fall back to the staged path
+// (reductions with `out` overlapping `in`, broadcast with root's), with staged calls in between on
+// the same scratch. The default Communicator broadcasts the small sizes on its push path.
 TEST_P(CollectivesTest, SymmetricInputsAreReadInPlace) {
   std::vector<std::uint64_t> counts = kCounts;
   counts.push_back(70000);  // several pieces of the default staging
@@ -381,9 +382,44 @@ TEST_P(CollectivesTest, SymmetricInputsAreReadInPlace) {
           for (std::uint64_t i = 0; i < count; ++i)
             m.expect(dst[i], folded<std::int64_t>(ReduceOp::sum, salt, i), "all_reduce " + what);
         }
+        for (int root = 0; root < n_; ++root) {  // broadcast from every root; only root's `sym` is read
+          world().barrier();                     // every peer has read `sym` before it is rewritten
+          const std::uint64_t salt = next_salt();
+          std::vector<std::int64_t> in = input<std::int64_t>(salt, count), out(count, -7);
+          if (me_ == root) std::copy(in.begin(), in.end(), sym);
+          else std::fill(sym, sym + count, std::int64_t{-5});
+          std::int64_t* dst = in_place ? sym : out.data();
+          comm->broadcast(sym, a.map, dst, count, aperture::DataType::int64, root);
+          for (std::uint64_t i = 0; i < count; ++i)
+            m.expect(dst[i], value<std::int64_t>(root, salt, i), "broadcast from " + std::to_string(root) + " " + what);
+        }
         world().barrier();  // `sym` is rewritten next: every peer has read it (the calls ensure it too)
       }
   report(m, "symmetric inputs");
+  // broadcast checks its root as the staged form does; an `out` overlapping root's `in` (not in
+  // place) fails on every rank, naming root, and the Communicator works on afterwards.
+  auto* sym = a.as<std::int64_t>();
+  const std::string no_root = test::error_of(
+      [&] { comm_->broadcast(sym, a.map, sym, 1, aperture::DataType::int64, n_); });
+  EXPECT_NE(no_root.find("is not a rank of this team"), std::string::npos) << no_root;
+  constexpr std::uint64_t kOverlapCount = 60000;  // past the push path's sizes; sym + 1 fits the allocation
+  const int last = n_ - 1;
+  std::vector<std::int64_t> apart(kOverlapCount);
+  const std::string overlapping = test::error_of([&] {
+    comm_->broadcast(sym, a.map, me_ == last ? sym + 1 : apart.data(), kOverlapCount, aperture::DataType::int64, last);
+  });
+  EXPECT_NE(overlapping.find("on root " + std::to_string(last) + " `out` overlaps `in`"), std::string::npos) << overlapping;
+  world().barrier();
+  const std::uint64_t salt = next_salt();
+  if (me_ == last) {
+    const std::vector<std::int64_t> in = input<std::int64_t>(salt, kOverlapCount);
+    std::copy(in.begin(), in.end(), sym);
+  }
+  comm_->broadcast(sym, a.map, apart.data(), kOverlapCount, aperture::DataType::int64, last);
+  Mismatches after;
+  for (std::uint64_t i = 0; i < kOverlapCount; ++i)
+    after.expect(apart[i], value<std::int64_t>(last, salt, i), "broadcast after the refused one");
+  report(after, "broadcast after a refusal");
   // A map of another rank count, or an `in` outside the allocation, is refused.
   std::int64_t x = 0;
   const std::string outside = test::error_of(

@@ -14,6 +14,15 @@
 //         roots every call): an eager broadcast that may run that many calls ahead. Its own epochs, slots and acknowledgements (handle.h's broadcast_*),
 //         so it leaves the other collectives' epoch chain alone; the safety argument is in
 //         detail/ll.h. Host memory only (the Communicator allocates the slots only there).
+//
+//     broadcast_direct(g, h, in, in_bases, out, count, root)   the same result, zero-copy: `in`
+//         is symmetric (in_bases: its own peer table; the same offset on every rank), and every
+//         other rank reads root's where it lies while root copies its own (nothing in place):
+//         one copy per rank, all at once, between two barriers. Only root's `in` is read, so only
+//         root's layout counts: root announces it at the first barrier, and where its `out`
+//         overlaps its `in` other than in place (which no broadcast can take: root's copy would
+//         overwrite what peers still read) every rank returns false with kStatusRootOverlaps in
+//         its status words, and the host raises aperture::Error from it.
 #pragma once
 
 #include <cstdint>
@@ -109,6 +118,36 @@ APERTURE_HD bool broadcast_ll(const Coop& g, const CollectiveHandle& h, const T*
   }
   g.sync();
   return ok;
+}
+
+template <class Coop, class T>
+APERTURE_HD bool broadcast_direct(const Coop& g, const CollectiveHandle& h, const T* in, const std::int64_t* in_bases,
+                                  T* out, std::uint64_t count, int root) {
+  const int me = h.rank;
+  const bool root_overlaps = me == root && in != out && detail::overlaps(in, count, out, count);
+  detail::Session<Coop> s(g, h);
+  bool ok = s.barrier_announcing(true, root_overlaps ? detail::kNeedsStaged : detail::kDisjoint);
+  if (ok && (me == root ? root_overlaps : s.announced(root) == detail::kNeedsStaged)) {
+    // Every rank alike, before anything moves.
+    if (g.thread_rank() == 0 && h.status != nullptr) {
+      h.status[1] = static_cast<std::uint64_t>(root);
+      h.status[0] = kStatusRootOverlaps;
+    }
+    s.finish();
+    return false;
+  }
+  if (ok) {
+    detail::for_each_piece<T>(g, count, detail::piece_capacity<T>(h, 1), [&](std::uint64_t at, std::uint64_t n, bool) {
+      if (me != root) {
+        aperture::get(g, out + at, in + at, n, me, root, in_bases);
+      } else if (out != in) {
+        aperture::copy(g, out + at, in + at, n);
+      }
+      return true;
+    });
+    s.barrier();  // root returns, and lets `in` be overwritten, only once every peer has read it
+  }
+  return s.finish() && ok;
 }
 
 }  // namespace aperture::collectives

@@ -135,14 +135,17 @@ class APERTURE_API Communicator {
   // all_gather in place, in == out + rank() * count with `out` in that allocation). Peers
   // then read the input where it lies: no copy into staging, and two barriers per call whatever
   // its size (the second keeps a rank from returning, and letting its input be overwritten,
-  // while a peer still reads it). The LL path still serves small sizes, and all_to_all's staged
-  // path those below tuning::all_to_all_direct_min_bytes; all_reduce runs one-shot or two-shot,
-  // zero-copy both, as the form without in_map would choose. Where `out` overlaps `in` in a way
-  // the zero-copy algorithm cannot take (any overlap, but all_gather and two-shot all_reduce in
-  // place), the staged algorithm runs. Every rank must lay out alike (all disjoint, or all the
-  // same overlap): the ranks compare their layouts at the call's first barrier, and where they
-  // differ the call fails on every rank with an aperture::Error (invalid_argument) naming the
-  // ranks; on GPU memory check() raises it.
+  // while a peer still reads it). The LL path still serves small sizes (broadcast's push path
+  // too), and all_to_all's staged path those below tuning::all_to_all_direct_min_bytes;
+  // all_reduce runs one-shot or two-shot, zero-copy both, as the form without in_map would
+  // choose. Where `out` overlaps `in` in a way the zero-copy algorithm cannot take (any overlap,
+  // but all_gather and two-shot all_reduce in place), the staged algorithm runs. Every rank must
+  // lay out alike (all disjoint, or all the same overlap): the ranks compare their layouts at the
+  // call's first barrier, and where they differ the call fails on every rank with an
+  // aperture::Error (invalid_argument) naming the ranks; on GPU memory check() raises it.
+  // broadcast reads root's `in` only, so root's layout alone counts: in place or apart, as the
+  // form without in_map; an `out` overlapping root's `in` otherwise fails the call on every rank
+  // the same way, naming root.
   void all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
                   Stream stream = nullptr);
   void reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
@@ -151,6 +154,8 @@ class APERTURE_API Communicator {
                   ReduceOp op, AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic, Stream stream = nullptr);
   void all_to_all(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
                   Stream stream = nullptr);
+  void broadcast(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
+                 int root, Stream stream = nullptr);
 
   // Typed forms: T is float, double, [u]int8_t, [u]int32_t, [u]int64_t (and __half, __nv_bfloat16,
   // __nv_fp8_e4m3, __nv_fp8_e5m2 under nvcc); the untyped forms take every DataType on any memory.
@@ -196,7 +201,8 @@ class APERTURE_API Communicator {
  private:
   void check_call(const char* call, std::size_t count, DataType type, bool reduces, Stream stream,
                   std::size_t in_elements, std::size_t out_elements, const void* in, const void* out) const;
-  // After a zero-copy call on host memory: throws if the ranks laid out in/out differently.
+  // After a zero-copy call on host memory: throws if the ranks laid out in/out differently, or a
+  // broadcast's root overlapped them.
   void check_layouts(const char* call);
   // The input's peer table for a zero-copy call, after checking `in_map` describes `in`.
   const std::int64_t* symmetric_input(const char* call, const SymmetricAddressMap& in_map, const void* in,

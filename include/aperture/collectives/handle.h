@@ -17,7 +17,9 @@
 //                                wait gave up, kStatusLayoutsDiffer once the ranks of a zero-copy
 //                                call laid out in/out differently (then words 1.. hold the mask
 //                                of the ranks whose `out` overlapped `in`, rank r at bit r % 64
-//                                of word 1 + r / 64).
+//                                of word 1 + r / 64), kStatusRootOverlaps once a zero-copy
+//                                broadcast's root gave an `out` overlapping its `in` other than
+//                                in place (word 1: that root).
 //   ll       [max_parts][2][world][ll_slot_bytes]  symmetric: what peers push to this rank on
 //                                the LL path (aperture/collectives/detail/ll.h); zeroed at construction
 //                                and used by nothing else. [p][e & 1][s]: rank s's lines for part
@@ -63,6 +65,7 @@ inline constexpr std::uint64_t kFlagStride = 8;
 inline constexpr std::uint64_t kStatusWords = 32;
 inline constexpr std::uint64_t kStatusWaitGaveUp = 1;
 inline constexpr std::uint64_t kStatusLayoutsDiffer = 2;
+inline constexpr std::uint64_t kStatusRootOverlaps = 3;
 
 struct CollectiveHandle {
   int rank = 0;

@@ -148,7 +148,7 @@ class Communicator(CollectiveObject):
     def broadcast(self, tensor, root):
         """In place: every rank's tensor becomes root's."""
         x = self._operand("broadcast", tensor, "tensor")
-        self._core.broadcast(x.address, x.address, x.count, x.data_type, int(root), x.stream)
+        self._core.broadcast(x.address, x.map, x.address, x.count, x.data_type, int(root), x.stream)
         return tensor
 
     @property
