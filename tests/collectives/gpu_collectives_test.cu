@@ -4,7 +4,8 @@
 // the default staging and a tiny one (many pieces, many blocks), and with the push (LL) path
 // always and never; LL calls of changing sizes launched back to back (the epoch halves reused
 // many times without the host in between) and replayed from a CUDA graph; a CUDA graph
-// replaying a captured all-reduce; the zero-copy forms on symmetric inputs; aperture::put by a
+// replaying a captured all-reduce; the zero-copy forms on symmetric inputs (broadcast's refusal of
+// an `out` overlapping root's `in` too); aperture::put by a
 // CoopBlock and by CoopWarps at odd offsets; every element type NCCL has with every reduction (sum, prod, min, max, avg),
 // against element_reference.h. Every element is checked on the host against values computed
 // there from one seed drawn by rank 0. Ranks may share one GPU (gpu-check runs 1, 2 and 3).
@@ -300,9 +301,49 @@ void symmetric_cases(aperture::Provider& provider, Communicator& comm, cudaStrea
                    [&](std::uint64_t i) { return value<T>(static_cast<int>(i / c), salt, me * count + i % c); },
                    "all_to_all" + suffix);
       }
+      for (int root = 0; root < n; ++root) {  // broadcast: only root's `sym` is read
+        const std::uint64_t salt = next_salt();
+        DeviceBuffer<T> out(count);
+        out.poison();
+        comm.barrier(stream);  // every peer has read `sym` before it is rewritten
+        comm.check(stream);
+        upload(me == root ? input<T>(salt, count) : std::vector<T>(count, T(-5.0f)), sym);
+        T* dst = in_place ? sym : out.ptr;
+        comm.broadcast(sym, a.map, dst, count, aperture::data_type_of_v<T>, root, stream);
+        comm.check(stream);
+        expect_all(download(dst, count), count, [&](std::uint64_t i) { return value<T>(root, salt, i); },
+                   "broadcast root " + std::to_string(root) + suffix);
+      }
     }
   comm.barrier(stream);
   comm.check(stream);
+  provider.free(a);
+}
+
+// A zero-copy broadcast whose root gives an `out` overlapping its `in` (not in place): every
+// rank's kernel returns before anything moves, and check() raises the error naming root. On a
+// Communicator of its own: the status stays set, as after a wait that gave up.
+void broadcast_root_overlaps_case(aperture::Provider& provider, aperture::Team& team, cudaStream_t stream) {
+  Communicator comm(provider, team);
+  constexpr std::uint64_t kCount = 4096;
+  aperture::Allocation a = provider.allocate((kCount + 1) * sizeof(float));
+  DeviceBuffer<float> out(kCount);
+  float* sym = a.as<float>();
+  const int root = g_world - 1;
+  comm.broadcast(sym, a.map, g_rank == root ? sym + 1 : out.ptr, kCount, aperture::DataType::float32, root, stream);
+  std::string message;
+  bool invalid = false;
+  try {
+    comm.check(stream);
+  } catch (const aperture::Error& e) {
+    message = e.what();
+    invalid = e.code() == aperture::ErrorCode::invalid_argument;
+  }
+  ++g_checks;
+  if (!invalid || message.find("on root " + std::to_string(root) + " `out` overlaps `in`") == std::string::npos) {
+    ++g_failures;
+    std::printf("FAIL rank %d: broadcast, root's out overlapping its in: check() said \"%s\"\n", g_rank, message.c_str());
+  }
   provider.free(a);
 }
 
@@ -817,6 +858,7 @@ int main() {
         graph_replay(comm, stream);
         coop_put_cases(*provider, comm, stream);
         layouts_differ_case(*provider, team, stream);
+        broadcast_root_overlaps_case(*provider, team, stream);
       }
       comm.check(stream);
       CUDA(cudaStreamDestroy(stream));
