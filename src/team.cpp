@@ -248,14 +248,18 @@ void Team::broadcast(void* buf, std::size_t bytes, int root) {
 }
 
 void Team::check_same(std::string_view call, std::span<const std::pair<std::string_view, std::uint64_t>> args) {
-  // A fixed-size record per rank: the call's name and up to 8 named arguments.
+  // A fixed-size record per rank: the call's name and up to kMaxArgs named arguments.
+  constexpr std::size_t kMaxArgs = 12;
+  constexpr std::size_t kNameBytes = 32;
   struct Record {
     char call[48];
     std::uint32_t count;
-    char names[8][24];
-    std::uint64_t values[8];
+    char names[kMaxArgs][kNameBytes];
+    std::uint64_t values[kMaxArgs];
   };
-  if (args.size() > 8) throw Error(ErrorCode::invalid_argument, "check_same: at most 8 arguments can be compared");
+  if (args.size() > kMaxArgs)
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("check_same: at most {} arguments can be compared", kMaxArgs));
   Record mine{};
   std::memcpy(mine.call, call.data(), std::min(call.size(), sizeof mine.call - 1));
   mine.count = static_cast<std::uint32_t>(args.size());
@@ -268,8 +272,9 @@ void Team::check_same(std::string_view call, std::span<const std::pair<std::stri
   auto describe = [](const Record& r) {
     std::string text = r.call;
     text += "(";
-    for (std::uint32_t i = 0; i < r.count && i < 8; ++i)
-      text += detail::format("{}{}={}", i ? ", " : "", std::string(r.names[i], ::strnlen(r.names[i], 24)), r.values[i]);
+    for (std::uint32_t i = 0; i < r.count && i < kMaxArgs; ++i)
+      text += detail::format("{}{}={}", i ? ", " : "", std::string(r.names[i], ::strnlen(r.names[i], kNameBytes)),
+                             r.values[i]);
     return text + ")";
   };
   std::map<std::string, std::vector<int>> groups;

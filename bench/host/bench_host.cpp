@@ -37,9 +37,12 @@ const std::vector<std::string> kHostOps = {"barrier", "put", "get", "broadcast",
 const std::vector<std::string> kNodeOps = {"node_put", "node_get"};
 // Only on request: the staged broadcast at every size (the default takes the push path up to
 // tuning::broadcast_ll_max_bytes), to compare the two paths in one run.
-// broadcast.in_place: out == in on every rank, as MPI_Bcast is called. all_reduce.ll: the push
-// path at every size (the host's automatic choice takes the staged one-shot or two-shot).
-const std::vector<std::string> kPathOps = {"broadcast.staged", "broadcast.in_place", "all_reduce.ll"};
+// broadcast.in_place: out == in on every rank, as MPI_Bcast is called. broadcast.symmetric: root's
+// input in a symmetric allocation, the zero-copy form at every size (out apart; the default takes
+// it from tuning::broadcast_direct_min_bytes). all_reduce.ll: the push path at every size (the
+// host's automatic choice takes the staged one-shot or two-shot).
+const std::vector<std::string> kPathOps = {"broadcast.staged", "broadcast.in_place", "broadcast.symmetric",
+                                           "all_reduce.ll"};
 
 void fill(std::vector<float>& v, int rank, int salt) {
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * 7 + static_cast<int>(i % 1000) + salt);
@@ -80,6 +83,13 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
     staged.broadcast_ll_max_bytes = 0;
     staged_broadcast.emplace(provider, team, staged);
   }
+  std::optional<Communicator> zero_copy_broadcast;
+  if (std::find(ops.begin(), ops.end(), "broadcast.symmetric") != ops.end()) {
+    Communicator::Options zero_copy = tuned;
+    zero_copy.broadcast_ll_max_bytes = 0;
+    zero_copy.broadcast_direct_min_bytes = 0;
+    zero_copy_broadcast.emplace(provider, team, zero_copy);
+  }
   Allocation window = provider.allocate(std::max<std::size_t>(max_bytes, 64));  // put's target, get's source
   const bool any_node_op = std::any_of(ops.begin(), ops.end(), [](const std::string& op) {
     return std::find(kNodeOps.begin(), kNodeOps.end(), op) != kNodeOps.end();
@@ -93,7 +103,8 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
       if (std::find(kHostOps.begin(), kHostOps.end(), op) == kHostOps.end() && !node_op && !path_op)
         throw Error(ErrorCode::invalid_argument, "bench: unknown op '" + op + "' for host memory; ops are put, get, broadcast, all_gather, "
                     "reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_to_all, barrier, "
-                    "broadcast.staged (the staged broadcast at every size), broadcast.in_place, all_reduce.ll (the push "
+                    "broadcast.staged (the staged broadcast at every size), broadcast.in_place, broadcast.symmetric "
+                    "(root's input in a symmetric allocation: the zero-copy form at every size), all_reduce.ll (the push "
                     "path at every size), and over nodes "
                     "node_put, node_get");
       if (node_op && (team.node_count() < 2 || !window.map.engine().attached() || !with_mpi))
@@ -145,6 +156,14 @@ std::vector<BenchRow> bench_host(Team& team, Provider& provider, const BenchOpti
         } else if (op == "broadcast.in_place") {
           std::copy(in.begin(), in.end(), out.begin());  // root's source is its out
           ours = [&] { collectives->broadcast(out.data(), out.data(), count, 0); };
+          std::copy(in.begin(), in.end(), ref.begin());
+          if (with_mpi) theirs = [&] { mpi::bcast(ref.data(), count, 0); };
+          row.baseline = "MPI_Bcast";
+        } else if (op == "broadcast.symmetric") {
+          team.barrier();  // no neighbour still reads or writes this rank's window (put, get)
+          std::copy(in.begin(), in.end(), peer_buffer);  // only root's is read
+          team.barrier();
+          ours = [&] { zero_copy_broadcast->broadcast(peer_buffer, window.map, out.data(), count, DataType::float32, 0); };
           std::copy(in.begin(), in.end(), ref.begin());
           if (with_mpi) theirs = [&] { mpi::bcast(ref.data(), count, 0); };
           row.baseline = "MPI_Bcast";

@@ -77,6 +77,9 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
   all_to_all_direct_min_bytes_ =
       options_.all_to_all_direct_min_bytes.value_or(tuning::all_to_all_direct_min_bytes(device, world));
   options_.all_to_all_direct_min_bytes = all_to_all_direct_min_bytes_;
+  broadcast_direct_min_bytes_ =
+      options_.broadcast_direct_min_bytes.value_or(tuning::broadcast_direct_min_bytes(device, world));
+  options_.broadcast_direct_min_bytes = broadcast_direct_min_bytes_;
   // Ranks that share cores: a waiter runs only once the rank it waits for gives its core away.
   const unsigned cores = std::thread::hardware_concurrency();
   const bool ranks_share_cores = cores != 0 && static_cast<unsigned>(team.local_size()) > cores;
@@ -101,6 +104,7 @@ Communicator::Communicator(Provider& provider, Team& team, Options options)
                                    {"ll_max_bytes", ll_max_bytes_},
                                    {"ll_part_bytes", options_.ll_part_bytes},
                                    {"all_to_all_direct_min_bytes", all_to_all_direct_min_bytes_},
+                                   {"broadcast_direct_min_bytes", broadcast_direct_min_bytes_},
                                    {"broadcast_ll_max_bytes", each_node_decides ? 0 : broadcast_ll_max_bytes_}});
 
   // The push broadcast's slots only where it can run (host memory).
@@ -437,7 +441,8 @@ void Communicator::all_to_all(const void* in, const SymmetricAddressMap& in_map,
 void Communicator::broadcast(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
                              DataType type, int root, Stream stream) {
   const std::size_t bytes = count * size_of(type);
-  if (hierarchy_ || broadcast_uses_ll(bytes)) return broadcast(in, out, count, type, root, stream);
+  if (hierarchy_ || broadcast_uses_ll(bytes) || bytes < broadcast_direct_min_bytes_)
+    return broadcast(in, out, count, type, root, stream);
   if (root < 0 || root >= size())
     throw Error(ErrorCode::invalid_argument, "Communicator::broadcast: root " + std::to_string(root) +
                 " is not a rank of this team of " + std::to_string(size()));

@@ -105,6 +105,7 @@ class CollectivesTest : public test::HostProviderTest {
     tiny.half_bytes = 256 * static_cast<std::size_t>(n_);  // the least there is: many pieces per call
     tiny.one_shot_max_bytes = 512;
     tiny.broadcast_ll_max_bytes = 0;  // the staged broadcast at every size, in many pieces
+    tiny.broadcast_direct_min_bytes = 0;  // and on a symmetric input the zero-copy one at every size
     tiny_ = std::make_unique<Communicator>(*provider_, world(), tiny);
     Communicator::Options ll;  // the push path at every size (the host's automatic choice never takes it)
     ll.ll_max_bytes = std::numeric_limits<std::size_t>::max();

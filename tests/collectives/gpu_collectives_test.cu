@@ -324,7 +324,9 @@ void symmetric_cases(aperture::Provider& provider, Communicator& comm, cudaStrea
 // rank's kernel returns before anything moves, and check() raises the error naming root. On a
 // Communicator of its own: the status stays set, as after a wait that gave up.
 void broadcast_root_overlaps_case(aperture::Provider& provider, aperture::Team& team, cudaStream_t stream) {
-  Communicator comm(provider, team);
+  Communicator::Options zero_copy;
+  zero_copy.broadcast_direct_min_bytes = 0;  // the zero-copy path at this size too
+  Communicator comm(provider, team, zero_copy);
   constexpr std::uint64_t kCount = 4096;
   aperture::Allocation a = provider.allocate((kCount + 1) * sizeof(float));
   DeviceBuffer<float> out(kCount);
@@ -813,6 +815,7 @@ int main() {
       small.max_parts = 4;
       small.one_shot_max_bytes = 2048;
       small.all_to_all_direct_min_bytes = 0;  // all_to_all on a symmetric input: zero-copy at every size
+      small.broadcast_direct_min_bytes = 0;   // broadcast likewise
       Communicator tiny(*provider, team, small);
       Communicator::Options ll_always;  // the push path at every size, in pieces above its slot
       ll_always.ll_max_bytes = std::numeric_limits<std::size_t>::max();

@@ -85,6 +85,11 @@ class APERTURE_API Communicator {
     // Unset: the tuning table's (tuning::all_to_all_direct_min_bytes: 32 KiB on the host, 4 MiB
     // on GPUs); 0: always in place; SIZE_MAX: never.
     std::optional<std::size_t> all_to_all_direct_min_bytes;
+    // broadcast on a symmetric input (the form with in_map) lets peers read root's input in place
+    // from this many bytes and takes the staged (or push) path below. Unset: the tuning table's
+    // (tuning::broadcast_direct_min_bytes: 16 KiB at 2 ranks, 64 KiB at 3-4 and 256 KiB at more
+    // on the host, 4 MiB on GPUs); 0: always in place; SIZE_MAX: never.
+    std::optional<std::size_t> broadcast_direct_min_bytes;
     // broadcast takes the push path (broadcast.h's broadcast_ll: root stores and returns, peers
     // acknowledge) up to this many bytes, host memory only. Unset: the tuning table's
     // (tuning::broadcast_ll_max_bytes: 1 KiB on the host where ranks share cores, else 0; 0 on a GPU);
@@ -136,7 +141,8 @@ class APERTURE_API Communicator {
   // then read the input where it lies: no copy into staging, and two barriers per call whatever
   // its size (the second keeps a rank from returning, and letting its input be overwritten,
   // while a peer still reads it). The LL path still serves small sizes (broadcast's push path
-  // too), and all_to_all's staged path those below tuning::all_to_all_direct_min_bytes;
+  // too), and all_to_all's and broadcast's staged paths those below
+  // Options::all_to_all_direct_min_bytes and broadcast_direct_min_bytes;
   // all_reduce runs one-shot or two-shot, zero-copy both, as the form without in_map would
   // choose. Where `out` overlaps `in` in a way the zero-copy algorithm cannot take (any overlap,
   // but all_gather and two-shot all_reduce in place), the staged algorithm runs. Every rank must
@@ -219,6 +225,7 @@ class APERTURE_API Communicator {
   int ll_parts_ = 1;              // the LL path's blocks at the most
   std::size_t ll_max_bytes_ = 0;  // options_.ll_max_bytes resolved
   std::size_t all_to_all_direct_min_bytes_ = 0;  // tuning::all_to_all_direct_min_bytes for this team
+  std::size_t broadcast_direct_min_bytes_ = 0;   // tuning::broadcast_direct_min_bytes for this team
   std::size_t broadcast_ll_max_bytes_ = 0;  // options_.broadcast_ll_max_bytes resolved
   // Set when the team spans nodes: every call then runs the hierarchical algorithms.
   std::unique_ptr<collectives::detail::Hierarchy> hierarchy_;

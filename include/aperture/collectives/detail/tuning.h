@@ -174,6 +174,25 @@ constexpr std::size_t all_to_all_direct_min_bytes(bool device, int world) {
   return device ? 4 * kDeviceBarrierBytes : std::size_t{32} * 1024;
 }
 
+// broadcast on a symmetric input (the form with in_map) lets peers read root's input where it lies
+// from this many bytes, and takes the staged (or push) path below. The staged path copies root's
+// input into staging and crosses one barrier per piece; the zero-copy one copies nothing on root
+// and crosses two barriers per call: one barrier against one copy, which root alone pays.
+//   - Host: measured at 2, 4 and 8 ranks on 2 cores (bench op broadcast.symmetric against the
+//     staged broadcast, each against MPI_Bcast in the same runs; bench/results/2026-12-07-cpu-2core/
+//     broadcast-symmetric): the
+//     zero-copy one wins from 16 KiB at 2 ranks (0.27x of MPI against 0.41x; 0.33x against 0.29x
+//     at 4 KiB), from 64 KiB at 4 (0.42x against 0.49x) and from 256 KiB at 8 (0.24x against
+//     0.36x; 0.54x against 0.35x at 64 KiB).
+//   - GPU: reasoned as all_to_all's below (no 2-GPU machine lent since it was built).
+// A world of 1 copies alone (Communicator) unless root's `out` overlaps its `in`, and then only
+// the zero-copy path says so: it runs at every size.
+constexpr std::size_t broadcast_direct_min_bytes(bool device, int world) {
+  if (world <= 1) return 0;
+  if (device) return 4 * kDeviceBarrierBytes;
+  return world == 2 ? std::size_t{16} * 1024 : world <= 4 ? std::size_t{64} * 1024 : std::size_t{256} * 1024;
+}
+
 // Teams over several nodes (src/collectives/hierarchical.h): all_reduce reduces the whole vector
 // within the node and every rank exchanges it with its column (one MPI exchange, two phases) up to
 // this many bytes; above, the node reduce-scatters, each rank exchanges its shard (1 / node's
