@@ -179,12 +179,12 @@ constexpr std::size_t all_to_all_direct_min_bytes(bool device, int world) {
 // input into staging and crosses one barrier per piece; the zero-copy one copies nothing on root
 // and crosses two barriers per call: one barrier against one copy, which root alone pays.
 //   - Host: measured at 2, 4 and 8 ranks on 2 cores (bench op broadcast.symmetric against the
-//     staged broadcast, each against MPI_Bcast in the same runs; bench/results/2026-12-07-cpu-2core/
-//     broadcast-symmetric): the
-//     zero-copy one wins from 16 KiB at 2 ranks (0.27x of MPI against 0.41x; 0.33x against 0.29x
-//     at 4 KiB), from 64 KiB at 4 (0.42x against 0.49x) and from 256 KiB at 8 (0.24x against
-//     0.36x; 0.54x against 0.35x at 64 KiB).
-//   - GPU: reasoned as all_to_all's below (no 2-GPU machine lent since it was built).
+//     staged broadcast; bench/results/2026-12-07-cpu-2core/broadcast-symmetric): the zero-copy one
+//     wins from 8 KiB at 2 ranks (0.89 us against 1.01; between 1 and 4 KiB in another series), from
+//     64 KiB at 4 (5.72 us against 7.27; 4.83 against 3.85 at 16 KiB) and from 256 KiB at 8 (23.12 us
+//     against 31.15; 13.80 against 11.56 at 64 KiB); where ranks share cores its second barrier is
+//     a round of context switches. At 2 ranks 16 KiB, past the crossings of both series.
+//   - GPU: reasoned as all_to_all's above (no 2-GPU machine lent since it was built).
 // A world of 1 copies alone (Communicator) unless root's `out` overlaps its `in`, and then only
 // the zero-copy path says so: it runs at every size.
 constexpr std::size_t broadcast_direct_min_bytes(bool device, int world) {
