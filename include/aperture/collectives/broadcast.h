@@ -17,8 +17,8 @@
 //
 //     broadcast_direct(g, h, in, in_bases, out, count, root)   the same result, zero-copy: `in`
 //         is symmetric (in_bases: its own peer table; the same offset on every rank), and every
-//         other rank reads root's where it lies while root copies its own (nothing in place):
-//         one copy per rank, all at once, between two barriers. Only root's `in` is read, so only
+//         other rank reads root's where it lies while root copies its own into `out` (nothing
+//         when in place): one copy per rank, all at once, between two barriers. Only root's `in` is read, so only
 //         root's layout counts: root announces it at the first barrier, and where its `out`
 //         overlaps its `in` other than in place (which no broadcast can take: root's copy would
 //         overwrite what peers still read) every rank returns false with kStatusRootOverlaps in

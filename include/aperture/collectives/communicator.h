@@ -88,7 +88,7 @@ class APERTURE_API Communicator {
     // broadcast on a symmetric input (the form with in_map) lets peers read root's input in place
     // from this many bytes and takes the staged (or push) path below. Unset: the tuning table's
     // (tuning::broadcast_direct_min_bytes: 16 KiB at 2 ranks, 64 KiB at 3-4 and 256 KiB at more
-    // on the host, 4 MiB on GPUs); 0: always in place; SIZE_MAX: never.
+    // on the host, 4 MiB on GPUs, every size at 1 rank); 0: always in place; SIZE_MAX: never.
     std::optional<std::size_t> broadcast_direct_min_bytes;
     // broadcast takes the push path (broadcast.h's broadcast_ll: root stores and returns, peers
     // acknowledge) up to this many bytes, host memory only. Unset: the tuning table's
