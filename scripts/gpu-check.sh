@@ -392,12 +392,11 @@ part_python() {
   fi
   # The Iris tests under plain mpirun (pytest runs them under aperture launch): one rank beside
   # the one-rank runs, two ranks after the runs that share the GPU between ranks.
-  local iris_mpirun_ok=1 iris_mpirun_np1_job=""
+  local iris_mpirun_np1_job=""  # set where the package has MPI: the two-rank run follows it
   if "$python" -c 'import aperture, sys; sys.exit(not dict(s[:2] for s in aperture.provider_statuses())["mpi-window"])'; then
     ( export OMP_NUM_THREADS=$quarter; iris_mpirun_step 1; echo "$rc $took" >"$log_dir/python.iris-mpirun-np1.status" ) &
     iris_mpirun_np1_job=$!
   else
-    iris_mpirun_ok=0
     pytest_verdict+="iris mpirun: FAIL (the package was built without MPI on a machine that has it); "
     ok=0
   fi
@@ -422,7 +421,7 @@ part_python() {
     "$root/python/tests/test_iris_ccl.py::test_inline_device_barrier_orders_every_program_of_every_rank" || ok=0
   pytest_mode=() pytest_allowed=""
   # The Iris tests under plain mpirun at two ranks (one rank ran beside the one-rank runs above).
-  if (( iris_mpirun_ok )); then
+  if [[ -n $iris_mpirun_np1_job ]]; then
     iris_mpirun_step 2
     iris_mpirun_verdict 2 || ok=0
   fi

@@ -102,7 +102,7 @@ def test_all_to_all(team, host_provider, comm, kind, dtype, n):
 
 @pytest.mark.parametrize("kind", ["symmetric", "ordinary"])
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
-@pytest.mark.parametrize("n", [3001, 100003])  # the larger past the push path: symmetric, zero-copy
+@pytest.mark.parametrize("n", [3001, 100003])  # symmetric: the larger zero-copy at every rank count
 def test_broadcast_from_every_root(team, host_provider, comm, kind, dtype, n):
     t = make(kind, host_provider, n, dtype)
     for root in range(team.size):

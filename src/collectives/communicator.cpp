@@ -197,6 +197,12 @@ AllReduceAlgorithm Communicator::choose_all_reduce(std::size_t bytes) const {
   return AllReduceAlgorithm::two_shot;
 }
 
+void Communicator::check_root(const char* call, int root) const {
+  if (root < 0 || root >= size())
+    throw Error(ErrorCode::invalid_argument, std::string("Communicator::") + call + ": root " + std::to_string(root) +
+                " is not a rank of this team of " + std::to_string(size()));
+}
+
 void Communicator::check_call(const char* call, std::size_t count, DataType type, bool reduces, Stream stream,
                               std::size_t in_elements, std::size_t out_elements, const void* in,
                               const void* out) const {
@@ -288,9 +294,7 @@ void Communicator::barrier(Stream stream) {
 }
 
 void Communicator::broadcast(const void* in, void* out, std::size_t count, DataType type, int root, Stream stream) {
-  if (root < 0 || root >= size())
-    throw Error(ErrorCode::invalid_argument, "Communicator::broadcast: root " + std::to_string(root) + " is not a rank of this team of " +
-                std::to_string(size()));
+  check_root("broadcast", root);
   check_call("broadcast", count, type, false, stream, rank() == root ? count : 0, count, in, out);
   if (hierarchy_) return hierarchy_->broadcast(in, out, count, type, root, stream);
   Call c{broadcast_uses_ll(count * size_of(type)) ? Kind::broadcast_ll : Kind::broadcast, in, out, count, type,
@@ -443,9 +447,7 @@ void Communicator::broadcast(const void* in, const SymmetricAddressMap& in_map, 
   const std::size_t bytes = count * size_of(type);
   if (hierarchy_ || broadcast_uses_ll(bytes) || bytes < broadcast_direct_min_bytes_)
     return broadcast(in, out, count, type, root, stream);
-  if (root < 0 || root >= size())
-    throw Error(ErrorCode::invalid_argument, "Communicator::broadcast: root " + std::to_string(root) +
-                " is not a rank of this team of " + std::to_string(size()));
+  check_root("broadcast", root);
   check_call("broadcast", count, type, false, stream, rank() == root ? count : 0, count, in, out);
   // Every rank's `in` is checked: peers read root's at the offset of their own.
   Call c{Kind::broadcast_direct, in, out, count, type, ReduceOp::sum, root};

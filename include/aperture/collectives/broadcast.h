@@ -137,15 +137,13 @@ APERTURE_HD bool broadcast_direct(const Coop& g, const CollectiveHandle& h, cons
     return false;
   }
   if (ok) {
-    detail::for_each_piece<T>(g, count, detail::piece_capacity<T>(h, 1), [&](std::uint64_t at, std::uint64_t n, bool) {
+    detail::read_in_place<T>(s, count, [&](std::uint64_t at, std::uint64_t n) {
       if (me != root) {
         aperture::get(g, out + at, in + at, n, me, root, in_bases);
       } else if (out != in) {
         aperture::copy(g, out + at, in + at, n);
       }
-      return true;
     });
-    s.barrier();  // root returns, and lets `in` be overwritten, only once every peer has read it
   }
   return s.finish() && ok;
 }

@@ -207,6 +207,7 @@ class APERTURE_API Communicator {
  private:
   void check_call(const char* call, std::size_t count, DataType type, bool reduces, Stream stream,
                   std::size_t in_elements, std::size_t out_elements, const void* in, const void* out) const;
+  void check_root(const char* call, int root) const;
   // After a zero-copy call on host memory: throws if the ranks laid out in/out differently, or a
   // broadcast's root overlapped them.
   void check_layouts(const char* call);

@@ -100,18 +100,24 @@ APERTURE_HD bool finish_zero_copy(Session<Coop>& s, Layout layout, Staged&& stag
   return ok && layout == Layout::zero_copy;
 }
 
+// The zero-copy algorithm once the ranks agreed on it: body(at, n) per piece of this part with no
+// barrier in between, then the barrier that keeps every rank from returning (and letting its
+// input be overwritten) while a peer still reads it.
+template <class T, class Coop, class Body>
+APERTURE_HD void read_in_place(Session<Coop>& s, std::uint64_t count, Body&& body) {
+  for_each_piece<T>(s.g, count, piece_capacity<T>(s.h, 1), [&](std::uint64_t at, std::uint64_t n, bool) {
+    body(at, n);
+    return true;
+  });
+  s.barrier();
+}
+
 template <class T, class Coop, class Body, class Staged>
 APERTURE_HD bool direct_pieces(const Coop& g, const CollectiveHandle& h, std::uint64_t count, std::uint64_t layout_word,
                                Body&& body, Staged&& staged) {
   Session<Coop> s(g, h);
   const Layout layout = agree_on_layout(s, layout_word);
-  if (layout == Layout::zero_copy) {
-    for_each_piece<T>(g, count, piece_capacity<T>(h, 1), [&](std::uint64_t at, std::uint64_t n, bool) {
-      body(at, n);
-      return true;
-    });
-    s.barrier();
-  }
+  if (layout == Layout::zero_copy) read_in_place<T>(s, count, body);
   return finish_zero_copy(s, layout, staged);
 }
 
