@@ -31,7 +31,11 @@ expect() {
 clean=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB -u APERTURE_JOB_TOKEN -u OMPI_COMM_WORLD_RANK
        -u OMPI_COMM_WORLD_SIZE -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT APERTURE_TIMEOUT=1)
 torch=("${clean[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=29500)
-closed_port=$(( 40000 + RANDOM % 20000 ))
+source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
+# closed_port .. + 9 free, below the ephemeral range: nobody listens on closed_port + 1 .. + 8,
+# and the holder below takes held_port = closed_port + 2 .. + 9 (a port a client's connection
+# took would make its bind fail and the job form where the test expects it refused).
+closed_port=$(free_tcp_ports 10) || exit 1
 
 expect "RANK=abc" 3 "RANK='abc' is not an integer" "0..65535" -- "${torch[@]}" RANK=abc WORLD_SIZE=2 "$probe"
 expect "RANK=-1" 3 "RANK=-1 is out of range" -- "${torch[@]}" RANK=-1 WORLD_SIZE=2 "$probe"
@@ -72,7 +76,9 @@ for port in range(first, last + 1):
         c = socket.socket(); c.setblocking(False); c.connect_ex(("127.0.0.1", port)); held.append(c)
 print("held", flush=True); time.sleep(60)' "$@" > "$holder_out" 2>&1 &
   holder=$!
-  for _ in $(seq 50); do grep -q held "$holder_out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -q held "$holder_out" 2>/dev/null && break; sleep 0.1; done
+  grep -q held "$holder_out" 2>/dev/null && return 0
+  failures=$((failures + 1)); echo "FAIL - holding ports $2 .. $3 ($1): $(cat "$holder_out" 2>/dev/null)"
 }
 release_ports() { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "$holder_out"; }
 held_port=$(( closed_port + 2 ))

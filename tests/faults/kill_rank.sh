@@ -88,7 +88,7 @@ run_torchrun() {  # run_torchrun MODE VICTIM
   local mode=$1 victim=$2 before after start elapsed port dir r rc
   local what="torchrun $mode, $ranks ranks, victim $victim"
   before=$(shm_listing)
-  port=$(free_tcp_port_pair) || { fail "$what: no free TCP port"; return; }
+  port=$(free_tcp_ports 2) || { fail "$what: no free TCP port"; return; }
   dir=$(mktemp -d)
   mkdir "$dir/started"
   local pids=()

@@ -5,7 +5,7 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
 n=$1; shift
-port=$(free_tcp_port_pair) || exit 1
+port=$(free_tcp_ports 2) || exit 1
 pids=()
 for ((r = 0; r < n; r++)); do
   RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &

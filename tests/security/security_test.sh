@@ -177,7 +177,7 @@ fi
 # before rank 0: the rank passes it over and looks on the later ports rank 0 may have taken, and
 # names the impostor when its timeout ends with no hub found).
 source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
-impostor_port=$(free_tcp_port_pair) || exit 1
+impostor_port=$(free_tcp_ports 2) || exit 1
 for impostor in "unix:@aperture-impostor-$$" "tcp:127.0.0.1:$((impostor_port + 1))"; do
   "$stranger" fake-hub "$impostor" 8 guessed-token real-secret-token >"$work/impostor.out" 2>&1 &
   fake=$!
@@ -204,8 +204,7 @@ done
 # Rank 0 finds the port taken and serves the hub on the next; rank 1 meets the impostor first,
 # refuses it (it learns nothing: the fake hub's own verdict) and joins the hub on the next port.
 mkdir -p "$work/past"
-past_port=$(free_tcp_port_pair) || exit 1
-while tcp_port_in_use $((past_port + 2)); do past_port=$(free_tcp_port_pair) || exit 1; done
+past_port=$(free_tcp_ports 3) || exit 1
 "$stranger" fake-hub "tcp:127.0.0.1:$((past_port + 1))" 6 guessed-token past-secret-token >"$work/impostor.out" 2>&1 &
 fake=$!
 for _ in $(seq 200); do grep -q "^listening" "$work/impostor.out" 2>/dev/null && break; sleep 0.02; done
@@ -231,7 +230,7 @@ fi
 
 # --- a torchrun-style job: TCP hub in rank 0, strangers refused by the token --------------------
 mkdir -p "$work/tcp"
-port=$(free_tcp_port_pair) || exit 1
+port=$(free_tcp_ports 2) || exit 1
 tcp_token="tcp-secret-$RANDOM$RANDOM"
 tcp_env=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB WORLD_SIZE=2 MASTER_ADDR=127.0.0.1
          MASTER_PORT=$port APERTURE_JOB_TOKEN=$tcp_token)
