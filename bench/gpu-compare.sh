@@ -13,6 +13,7 @@
 #   2. collectives: `aperture bench` at every GPU's rank (at most 8), aperture against NCCL on
 #      plain buffers and on symmetric windows, the better of the two the baseline (gpu-bench.csv);
 #      all_reduce across 2 simulated nodes of one GPU each against NCCL's (nodes2-bench.csv);
+#      the zero-copy broadcast at every size beside the default one (broadcast-symmetric.csv);
 #   3. copy-engine bulk put/get (bulk-bench.csv: 2 ranks on two GPUs; bulk-bench-shared-gpu.csv: 2 ranks
 #      sharing GPU 0, aperture against a plain cudaMemcpyAsync of the same bytes, target >= 0.99x);
 #   4. Python all_reduce, eager and replayed from a CUDA graph, against torch NCCL and torch
@@ -109,6 +110,13 @@ step collectives-nodes2 150 env APERTURE_GPU_HEAP_SIZE=2G NCCL_IB_DISABLE=1 NCCL
   --sizes "$( (( smoke )) && echo 4K,1M || echo 4K,64K,1M,16M,256M)" --trials $(( smoke ? 2 : 5 )) --trial-ms 10 \
   --csv "$results/${prefix}nodes2-bench.csv"
 (( dry_run )) || cp "$logs/collectives-nodes2.log" "$results/${prefix}nodes2-bench.txt" 2>/dev/null
+# 2c. where the zero-copy broadcast (root's input on the provider's memory, read in place by the
+#     others) overtakes the default one: both in one run, the zero-copy form at every size. Its
+#     GPU threshold (tuning::broadcast_direct_min_bytes, 4 MiB) was reasoned, not measured.
+step broadcast-symmetric 90 env APERTURE_GPU_HEAP_SIZE=2G "$aperture" bench --provider cuda-ipc -n "$ranks" \
+  --ops broadcast,broadcast.symmetric --sizes "$( (( smoke )) && echo 4K,1M || echo 4K,64K,256K,1M,4M,16M,64M)" \
+  --trials $(( smoke ? 2 : 5 )) --trial-ms $(( smoke ? 5 : 10 )) --csv "$results/${prefix}broadcast-symmetric.csv"
+(( dry_run )) || cp "$logs/broadcast-symmetric.log" "$results/${prefix}broadcast-symmetric.txt" 2>/dev/null
 # 3. copy-engine bulk put/get, in full on any machine (seconds); beside other work (COMPARE_BESIDE=1,
 #    as scripts/gpu-check.sh runs it on one GPU) a smoke run too: a figure taken there is not one.
 bulk_form=(SMOKE=0)

@@ -129,13 +129,15 @@ const std::vector<std::string> kDeviceOps = {"barrier", "put", "get", "broadcast
 // On request: each algorithm on its own (.staged: the barrier-based path at sizes where the
 // automatic choice would push, from a second Communicator with Options::ll_max_bytes = 0;
 // .symmetric: the input allocated from the provider and passed with its map, so the zero-copy
-// forms read it in place).
+// forms read it in place; broadcast.symmetric takes the zero-copy broadcast at every size, from a
+// Communicator with Options::broadcast_direct_min_bytes = 0, to find where it overtakes the
+// default one).
 const std::vector<std::string> kMoreDeviceOps = {"all_reduce.one_shot", "all_reduce.two_shot", "all_reduce.ll",
                                                  "all_gather.staged", "reduce_scatter.staged", "ping_pong.table",
                                                  "all_gather.symmetric", "reduce_scatter.symmetric",
                                                  "all_reduce.symmetric", "all_reduce.two_shot.symmetric",
-                                                 "all_to_all.symmetric", "ag_gemm", "gemm_rs", "bulk_put",
-                                                 "bulk_get"};
+                                                 "all_to_all.symmetric", "broadcast.symmetric", "ag_gemm",
+                                                 "gemm_rs", "bulk_put", "bulk_get"};
 
 #if APERTURE_BENCH_WITH_NCCL
 // Why NCCL cannot run over these ranks, or "" when it can: NCCL refuses two ranks on one GPU
@@ -213,6 +215,12 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       no_ll.ll_max_bytes = 0;
       staged = std::make_unique<Communicator>(provider, team, no_ll);
     }
+  std::unique_ptr<Communicator> zero_copy_broadcast;  // for broadcast.symmetric
+  if (std::find(ops.begin(), ops.end(), "broadcast.symmetric") != ops.end()) {
+    Communicator::Options every_size = tuning;
+    every_size.broadcast_direct_min_bytes = 0;
+    zero_copy_broadcast = std::make_unique<Communicator>(provider, team, every_size);
+  }
   Allocation window = provider.allocate(std::max<std::size_t>(max_bytes, 256));
   Allocation flags = provider.allocate(256);
   check_cuda(cudaMemset(flags.ptr, 0, 256), "cudaMemset(ping-pong flags)");
@@ -268,7 +276,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
                   "all_gather, reduce_scatter, all_reduce, all_reduce.one_shot, all_reduce.two_shot, all_reduce.ll, "
                   "all_gather.staged, reduce_scatter.staged, ping_pong.table, all_to_all, all_gather.symmetric, "
                   "reduce_scatter.symmetric, all_reduce.symmetric, all_reduce.two_shot.symmetric, all_to_all.symmetric, "
-                  "ag_gemm, gemm_rs, bulk_put, bulk_get");
+                  "broadcast.symmetric, ag_gemm, gemm_rs, bulk_put, bulk_get");
     if (op == "ag_gemm" || op == "gemm_rs") {  // shapes of their own (options.gemm_rows), not --sizes
 #if APERTURE_BENCH_WITH_NCCL
       void* nccl_comm = nccl;
@@ -374,8 +382,9 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
         }
         row.baseline = "SM copy alone";
         row.baseline2 = "copy engine";
-      } else if (op == "broadcast") {
+      } else if (op.rfind("broadcast", 0) == 0) {
         ours = [&] { comm.broadcast(in, out, count, type, 0, stream); };
+        if (sym_input) ours = [&] { zero_copy_broadcast->broadcast(in, in_alloc.map, out, count, type, 0, stream); };
 #if APERTURE_BENCH_WITH_NCCL
         theirs = [&] { check_nccl(ncclBroadcast(in, out, count, nt, 0, nccl, stream), "ncclBroadcast"); };
         theirs2 = [&] { check_nccl(ncclBroadcast(sym_in, sym_out, count, nt, 0, nccl, stream), "ncclBroadcast(symmetric)"); };
@@ -452,6 +461,7 @@ std::vector<BenchRow> bench_device(Team& team, Provider& provider, const BenchOp
       check_cuda(cudaGetLastError(), "a bench kernel launch");
       comm.check(stream);
       if (staged) staged->check(stream);
+      if (zero_copy_broadcast) zero_copy_broadcast->check(stream);
       if (me == 0)  // progress, and the rows so far should a later size not finish
         std::fprintf(stderr, "bench row: %s %s %zu B: aperture %.2f us, %s %.2f us, %s %.2f us\n", row.op.c_str(),
                      row.type.c_str(), row.bytes, row.aperture_us, row.baseline.c_str(), row.baseline_us,

@@ -184,7 +184,8 @@ constexpr std::size_t all_to_all_direct_min_bytes(bool device, int world) {
 //     64 KiB at 4 (5.72 us against 7.27; 4.83 against 3.85 at 16 KiB) and from 256 KiB at 8 (23.12 us
 //     against 31.15; 13.80 against 11.56 at 64 KiB); where ranks share cores its second barrier is
 //     a round of context switches. At 2 ranks 16 KiB, past the crossings of both series.
-//   - GPU: reasoned as all_to_all's above (no 2-GPU machine lent since it was built).
+//   - GPU: reasoned as all_to_all's above (no 2-GPU machine lent since it was built); bench op
+//     broadcast.symmetric on GPU memory, bench/gpu-compare.sh's step broadcast-symmetric, measures it.
 // A world of 1 copies alone (Communicator) unless root's `out` overlaps its `in`, and then only
 // the zero-copy path says so: it runs at every size.
 constexpr std::size_t broadcast_direct_min_bytes(bool device, int world) {
