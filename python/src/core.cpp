@@ -462,10 +462,14 @@ NB_MODULE(_core, m) {
                              as_stream(stream));
       }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "op"_a, "stream"_a = 0,
          nb::call_guard<nb::gil_scoped_release>())
-      .def("all_to_all", [](CommunicatorBox& b, std::uintptr_t in, std::uintptr_t out, std::size_t count,
+      .def("all_to_all", [](CommunicatorBox& b, std::uintptr_t in, Map in_map, std::uintptr_t out, std::size_t count,
                             aperture::DataType type, std::uintptr_t stream) {
-        b.get().all_to_all(as_pointer(in), as_pointer(out), count, type, as_stream(stream));
-      }, "inp"_a, "out"_a, "count"_a, "dtype"_a, "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
+        if (const auto* map = in_map)
+          b.get().all_to_all(as_pointer(in), *map, as_pointer(out), count, type, as_stream(stream));
+        else
+          b.get().all_to_all(as_pointer(in), as_pointer(out), count, type, as_stream(stream));
+      }, "inp"_a, "in_map"_a.none(), "out"_a, "count"_a, "dtype"_a, "stream"_a = 0,
+         nb::call_guard<nb::gil_scoped_release>())
       .def("check", [](CommunicatorBox& b, std::uintptr_t stream) { b.get().check(as_stream(stream)); },
            "stream"_a = 0, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("between_nodes", [](CommunicatorBox& b) { return std::string(b.get().between_nodes()); });

@@ -214,3 +214,29 @@ def test_every_element_type_and_reduction(team, host_provider, comm, dtype, op):
     # every rank's slice of this rank: elements rank * n .. of each rank's input
     every = torch.stack([ones_and_twos(r, world * n)[team.rank * n:(team.rank + 1) * n] for r in range(world)])
     check(f"reduce_scatter of {n} per rank", out, fold_over_ranks(every.to(torch.float64), op, dtype, world))
+
+
+def test_all_to_all_reads_a_symmetric_input_in_place(team, host_provider, comm):
+    # Only the zero-copy form (taken for a symmetric input from 32 KiB) agrees on a layout before
+    # it moves anything; so ranks that lay out `in` and `out` differently (the odd ones in place,
+    # the even ones apart) are refused on every rank there, where the staged form would just run.
+    if team.size < 2:
+        pytest.skip("one rank's all_to_all is one copy (no peer to read), and it cannot disagree with itself")
+    n = 4096  # int64 per rank: 32 KiB x ranks in all
+    t = host_provider.zeros((team.size * n,), torch.int64)
+    elsewhere = torch.full((team.size * n,), -1, dtype=torch.int64)
+    t.copy_(values(team.rank, team.size * n, torch.int64))
+    if team.node_count == 1:  # across nodes every all_to_all is staged (docs/MULTINODE.md)
+        with pytest.raises(aperture.Error, match="laid out `in` and `out` differently") as e:
+            comm.all_to_all(t if team.rank % 2 else elsewhere, t)
+        assert e.value.code == aperture.ErrorCode.invalid_argument
+        odd = ", ".join(str(r) for r in range(1, team.size, 2))
+        assert f"on rank(s) {odd} `out` overlaps `in`" in str(e.value)
+        assert torch.equal(t, values(team.rank, team.size * n, torch.int64))  # nothing moved
+    # The same layout on every rank runs: apart, then in place.
+    expected = torch.cat([values(r, n, torch.int64, start=team.rank * n) for r in range(team.size)])
+    comm.all_to_all(elsewhere, t)
+    assert torch.equal(elsewhere, expected)
+    comm.all_to_all(t, t)
+    assert torch.equal(t, expected)
+    host_provider.free(t)

@@ -142,7 +142,7 @@ class Communicator(CollectiveObject):
         if i.count % self.size:
             fail(ErrorCode.invalid_argument,
                  f"Communicator.all_to_all: inp has {i.count} elements, not a multiple of the {self.size} ranks")
-        self._core.all_to_all(i.address, o.address, i.count // self.size, i.data_type, i.stream)
+        self._core.all_to_all(i.address, i.map, o.address, i.count // self.size, i.data_type, i.stream)
         return out
 
     def broadcast(self, tensor, root):
