@@ -48,6 +48,11 @@ sleep 0.5  # mid-collective
 pids="$(sed -n 's/.*collective-fault ready (rank [0-9]*, node 1, pid \([0-9]*\)).*/\1/p' "$log")"
 [[ $(wc -w <<<"$pids") == "$per_node" ]] || fail "node 1's ranks not found"
 survivors="$(sed -n 's/.*collective-fault ready (rank [0-9]*, node 0, pid \([0-9]*\)).*/\1/p' "$log")"
+# The job's Open MPI id (hex), which names its files in /dev/shm (vader_segment.<host>.0.<id>.<rank>):
+# the check at the end counts only this job's files, as other tests' MPI jobs may run meanwhile.
+jobid="$(tr '\0' '\n' 2>/dev/null </proc/"$(head -1 <<<"$survivors")"/environ | sed -n 's/^OMPI_MCA_ess_base_jobid=//p')"
+[[ $jobid =~ ^[0-9]+$ ]] || fail "no OMPI_MCA_ess_base_jobid in survivor $(head -1 <<<"$survivors")'s environment"
+jobid_hex="$(printf '%x' "$jobid")"
 killed_at=$SECONDS
 killed_ms=$(date +%s%3N)
 kill -KILL $pids
@@ -76,11 +81,14 @@ for ((r = 0; r < per_node; ++r)); do
   grep -q "^\[rank $r\] collective-fault teardown done (rank $r)" "$log" ||
     fail "survivor rank $r did not finish its teardown (a close that waited for the lost node?)"
 done
-left="$(pgrep -x "$(basename "$program" | cut -c1-15)" || true)"
-[[ -z $left ]] || fail "processes of the job left: $left"
+# This job's ranks only: the other node-kill test runs the same program, maybe at the same time.
+left=""
+for pid in $survivors $pids; do [[ -d /proc/$pid ]] && left+=" $pid"; done
+[[ -z $left ]] || fail "processes of the job left:$left"
 sleep 0.5
-# Only files that appeared count: other jobs on the machine may remove theirs meanwhile.
-left_shm="$(comm -13 <(echo "$before_shm") <(ls /dev/shm | sort))"
+# Only files that appeared and are this job's count (its MPI id, or aperture's own names): other
+# jobs on the machine may add or remove theirs meanwhile.
+left_shm="$(comm -13 <(echo "$before_shm") <(ls /dev/shm | sort) | grep -E "[.]$jobid_hex[.]|aperture" || true)"
 [[ -z $left_shm ]] || fail "/dev/shm files left: $left_shm"
 echo "PASS: node 1 killed mid-collective; survivors errored and the job ended in $took s (bound $within s, APERTURE_TIMEOUT=$APERTURE_TIMEOUT)"
 grep -E "collective-fault (ok|teardown|no report)|aperture launch:" "$log"
