@@ -15,12 +15,12 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "host_provider_test.h"
+#include "../common/test_seed.h"
 
 namespace {
 
@@ -29,22 +29,10 @@ using aperture::Communicator;
 using aperture::ReduceOp;
 using test::world;
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t the_seed() {
   static const std::uint64_t seed = [] {
-    std::uint64_t s = 0;
-    if (world().rank() == 0) {
-      const char* given = std::getenv("APERTURE_TEST_SEED");
-      s = given != nullptr ? std::strtoull(given, nullptr, 0) : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-      std::printf("collectives_test: seed %#" PRIx64 " (replay with APERTURE_TEST_SEED)\n", s);
-    }
-    world().broadcast(&s, sizeof s, 0);
+    const std::uint64_t s = test::agreed_seed(world());
+    if (world().rank() == 0) std::printf("collectives_test: seed %#" PRIx64 " (replay with APERTURE_TEST_SEED)\n", s);
     return s;
   }();
   return seed;
@@ -54,7 +42,7 @@ std::uint64_t the_seed() {
 // Floats in [-1, 1); integers in [-10^6, 10^6], so 8 ranks' sums fit every type.
 template <class T>
 T value(int rank, std::uint64_t salt, std::uint64_t i) {
-  const std::uint64_t h = mix(the_seed() ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull)));
+  const std::uint64_t h = test::draw(the_seed(), rank, salt, i);
   if constexpr (std::is_floating_point_v<T>) {
     return static_cast<T>(static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0);
   } else {

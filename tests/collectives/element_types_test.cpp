@@ -18,12 +18,12 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "element_reference.h"
 #include "host_provider_test.h"
+#include "../common/test_seed.h"
 
 namespace {
 
@@ -33,22 +33,10 @@ using aperture::DataType;
 using aperture::ReduceOp;
 using test::world;
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t the_seed() {
   static const std::uint64_t seed = [] {
-    std::uint64_t s = 0;
-    if (world().rank() == 0) {
-      const char* given = std::getenv("APERTURE_TEST_SEED");
-      s = given != nullptr ? std::strtoull(given, nullptr, 0) : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-      std::printf("element_types_test: seed %#" PRIx64 " (replay with APERTURE_TEST_SEED)\n", s);
-    }
-    world().broadcast(&s, sizeof s, 0);
+    const std::uint64_t s = test::agreed_seed(world());
+    if (world().rank() == 0) std::printf("element_types_test: seed %#" PRIx64 " (replay with APERTURE_TEST_SEED)\n", s);
     return s;
   }();
   return seed;
@@ -56,7 +44,7 @@ std::uint64_t the_seed() {
 
 // Rank `rank`'s element i of buffer `salt`, as bits.
 std::uint64_t bits_of(DataType t, ReduceOp op, int rank, std::uint64_t salt, std::uint64_t i) {
-  return reference::element(t, op, mix(the_seed() ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull))));
+  return reference::element(t, op, test::draw(the_seed(), rank, salt, i));
 }
 
 // A buffer of `count` elements of type t, raw.
@@ -297,7 +285,7 @@ TEST_P(ElementTypesTest, ZeroCopyLayoutsThatDifferAreRefusedOnEveryRank) {
 // Moving data is bitwise: every type, any bits (NaNs included), from every root.
 TEST_P(ElementTypesTest, BroadcastAllGatherAllToAllEveryType) {
   const auto raw = [&](int rank, std::uint64_t salt, std::uint64_t i) {
-    return mix(the_seed() ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull)));
+    return test::draw(the_seed(), rank, salt, i);
   };
   for (DataType t : aperture::kAllDataTypes)
     for (std::uint64_t count : kCounts) {

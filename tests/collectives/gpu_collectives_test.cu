@@ -28,11 +28,11 @@
 #include <exception>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "../common/test_seed.h"
 #include "element_reference.h"
 
 namespace {
@@ -45,16 +45,12 @@ constexpr int kSkip = 77;
 
 void check_cuda(cudaError_t status, const char* call) {
   if (status != cudaSuccess)
-    throw aperture::Error(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+    throw aperture::Error(aperture::ErrorCode::system,
+                          std::string(call) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }
 #define CUDA(call) check_cuda((call), #call)
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using test::mix;
 
 std::uint64_t g_seed = 0;
 int g_rank = 0, g_world = 1;
@@ -63,7 +59,7 @@ long long g_checks = 0, g_failures = 0;
 // Rank `rank`'s element i of buffer `salt`. 16-bit floats get values with few mantissa bits.
 template <class T>
 T value(int rank, std::uint64_t salt, std::uint64_t i) {
-  const std::uint64_t h = mix(g_seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull)));
+  const std::uint64_t h = test::draw(g_seed, rank, salt, i);
   const double unit = static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0;  // [-1, 1)
   if constexpr (std::is_same_v<T, __half>) {
     return __float2half_rn(static_cast<float>(unit));
@@ -379,7 +375,7 @@ void layouts_differ_case(aperture::Provider& provider, aperture::Team& team, cud
 // all-reduce (one-shot, two-shot, automatic), reduce-scatter, the zero-copy all-reduce and
 // reduce-scatter on a symmetric input, and broadcast / all-gather / all-to-all of any bits.
 std::uint64_t bits_of(aperture::DataType t, ReduceOp op, int rank, std::uint64_t salt, std::uint64_t i) {
-  return reference::element(t, op, mix(g_seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull))));
+  return reference::element(t, op, test::draw(g_seed, rank, salt, i));
 }
 
 void every_type_cases(aperture::Provider& provider, Communicator& comm, cudaStream_t stream,
@@ -466,7 +462,7 @@ void every_type_cases(aperture::Provider& provider, Communicator& comm, cudaStre
         }
       }
       const auto raw = [&](int rank, std::uint64_t salt, std::uint64_t i) {
-        return mix(g_seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull))) & reference::mask(t);
+        return test::draw(g_seed, rank, salt, i) & reference::mask(t);
       };
       const auto raw_inputs = [&](std::uint64_t salt, std::uint64_t elements) {
         std::vector<std::uint64_t> v(elements);
@@ -800,12 +796,8 @@ int main() {
         return kSkip;
       }
     auto provider = aperture::make_provider(name, team);
-    if (g_rank == 0) {
-      const char* given = std::getenv("APERTURE_TEST_SEED");
-      g_seed = given != nullptr ? std::strtoull(given, nullptr, 0) : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-      std::printf("gpu_collectives_test: %d rank(s) on %s, seed %#" PRIx64 "\n", g_world, name.c_str(), g_seed);
-    }
-    team.broadcast(&g_seed, sizeof g_seed, 0);
+    g_seed = test::agreed_seed(team);
+    if (g_rank == 0) std::printf("gpu_collectives_test: %d rank(s) on %s, seed %#" PRIx64 "\n", g_world, name.c_str(), g_seed);
     {
       Communicator comm(*provider, team);
       Communicator::Options small;

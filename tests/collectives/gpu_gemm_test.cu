@@ -38,9 +38,10 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "../common/test_seed.h"
 
 namespace {
 
@@ -54,20 +55,13 @@ void check_cuda(cudaError_t status, const char* call) {
 }
 #define CUDA(call) check_cuda((call), #call)
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t g_seed = 0;
 int g_rank = 0, g_world = 1;
 long long g_checks = 0, g_failures = 0;
 
 // Rank `rank`'s element i of matrix `salt`, a bf16 in [-1, 1).
 bf16 value(int rank, std::uint64_t salt, std::uint64_t i) {
-  const std::uint64_t h = mix(g_seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull)));
+  const std::uint64_t h = test::draw(g_seed, rank, salt, i);
   return __float2bfloat16_rn(static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0));
 }
 
@@ -304,13 +298,10 @@ int main() {
         return kSkip;
       }
     auto provider = aperture::make_provider(name, team);
-    if (g_rank == 0) {
-      const char* given = std::getenv("APERTURE_TEST_SEED");
-      g_seed = given != nullptr ? std::strtoull(given, nullptr, 0) : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    g_seed = test::agreed_seed(team);
+    if (g_rank == 0)
       std::printf("gpu_gemm_test: %d rank(s) on %d node(s) on %s, seed %#" PRIx64 "\n", g_world, team.node_count(), name.c_str(),
                   g_seed);
-    }
-    team.broadcast(&g_seed, sizeof g_seed, 0);
     // What the registration expects (told by CTest, not read back from the launcher under test):
     // a run meant for two nodes that formed one would test only the fused form.
     const char* expected_text = std::getenv("APERTURE_TEST_EXPECTED_NODES");

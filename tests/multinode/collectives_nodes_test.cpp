@@ -26,13 +26,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../collectives/element_reference.h"
+#include "../common/test_seed.h"
 
 #if defined(APERTURE_TEST_GPU)
 #  include <cuda_runtime.h>
@@ -42,13 +42,6 @@ namespace {
 
 using aperture::DataType;
 using aperture::ReduceOp;
-
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 struct Buffer {
   DataType type;
@@ -71,7 +64,7 @@ struct Checker {
   std::vector<std::vector<int>> nodes;  // ranks of each node, in node order
 
   std::uint64_t bits_of(DataType t, ReduceOp op, int rank, std::uint64_t salt, std::uint64_t i) const {
-    return reference::element(t, op, mix(seed ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull ^ mix(salt) ^ (i * 0x9e37ull))));
+    return reference::element(t, op, test::draw(seed, rank, salt, i));
   }
   Buffer input(DataType t, ReduceOp op, std::uint64_t salt, std::uint64_t count) const {
     Buffer b(t, count);
@@ -184,10 +177,7 @@ int main(int argc, char** argv) {
       std::printf("FAIL rank %d: the team is on one node; run it over several\n", team.rank());
       return 1;
     }
-    std::uint64_t seed = team.rank() == 0 ? (std::getenv("APERTURE_TEST_SEED") ? std::strtoull(std::getenv("APERTURE_TEST_SEED"), nullptr, 0)
-                                                                                 : static_cast<std::uint64_t>(std::time(nullptr)))
-                                          : 0;
-    team.broadcast(&seed, sizeof seed, 0);
+    const std::uint64_t seed = test::agreed_seed(team);
     c.seed = seed;
     if (team.rank() == 0) {
       std::string shape;
