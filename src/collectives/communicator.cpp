@@ -351,22 +351,45 @@ const std::int64_t* Communicator::symmetric_input(const char* call, const Symmet
 
 namespace {
 
-// The error of a zero-copy call whose ranks laid out `in` and `out` differently, from the status
-// words (collectives/handle.h) that detail/staged.h's agree_on_layout wrote on every rank.
-Error layouts_differ(const std::string& who, const std::uint64_t* status, int world) {
-  std::string overlapping, disjoint;
+// The ranks of a status mask (collectives/handle.h: words 1.., rank r at bit r % 64 of word
+// 1 + r / 64) as two lists, "1, 3": those marked and the others.
+struct MarkedRanks {
+  std::string marked, unmarked;
+};
+
+MarkedRanks marked_ranks(const std::uint64_t* status, int world) {
+  MarkedRanks lists;
   const int recorded = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(world),
                                                                    (collectives::kStatusWords - 1) * 64));
   for (int r = 0; r < recorded; ++r) {
-    std::string& list = (status[1 + r / 64] >> (r % 64) & 1) != 0 ? overlapping : disjoint;
+    std::string& list = (status[1 + r / 64] >> (r % 64) & 1) != 0 ? lists.marked : lists.unmarked;
     list += (list.empty() ? "" : ", ") + std::to_string(r);
   }
-  if (recorded < world) disjoint += " (ranks from " + std::to_string(recorded) + " not recorded)";
+  if (recorded < world) lists.unmarked += " (ranks from " + std::to_string(recorded) + " not recorded)";
+  return lists;
+}
+
+// The error of a zero-copy call whose ranks laid out `in` and `out` differently, from the status
+// words that detail/staged.h's agree_on_layout wrote on every rank.
+Error layouts_differ(const std::string& who, const std::uint64_t* status, int world) {
+  const MarkedRanks ranks = marked_ranks(status, world);
   return Error(ErrorCode::invalid_argument,
                who + ": the ranks laid out `in` and `out` differently, so they cannot run one algorithm: on rank(s) " +
-                   overlapping + " `out` overlaps `in` (or holds it in place), on rank(s) " + disjoint +
+                   ranks.marked + " `out` overlaps `in` (or holds it in place), on rank(s) " + ranks.unmarked +
                    " it does not. Give every rank the same layout (all disjoint, or all the same overlap), or call "
                    "the form without in_map");
+}
+
+// The error of a zero-copy call whose ranks passed their symmetric input at different offsets in
+// its allocation (the marked ranks' offset is not rank 0's, or a broadcast root's).
+Error offsets_differ(const std::string& who, const std::uint64_t* status, int world) {
+  const MarkedRanks ranks = marked_ranks(status, world);
+  return Error(ErrorCode::invalid_argument,
+               who + ": the ranks passed the symmetric input at different places of its allocation: on rank(s) " +
+                   ranks.marked + " it lies at another offset than on rank(s) " + ranks.unmarked +
+                   " (rank 0's offset; a broadcast's: root's). A rank reads each peer's input at its own offset, so "
+                   "every rank must pass the same offset (the same tensor of one symmetric allocation); or call the "
+                   "form without in_map");
 }
 
 // The error of a zero-copy broadcast whose root gave an `out` overlapping its `in` (status word 1).
@@ -381,12 +404,15 @@ Error root_overlaps(const std::string& who, const std::uint64_t* status) {
 void Communicator::check_layouts(const char* call) {
   if (kind_ != MemoryKind::host) return;
   const std::uint64_t what = call_handle_.status[0];
-  if (what != collectives::kStatusLayoutsDiffer && what != collectives::kStatusRootOverlaps) return;
+  if (what != collectives::kStatusLayoutsDiffer && what != collectives::kStatusRootOverlaps &&
+      what != collectives::kStatusOffsetsDiffer)
+    return;
   std::uint64_t status[collectives::kStatusWords];
   std::memcpy(status, call_handle_.status, sizeof status);
   std::memset(call_handle_.status, 0, sizeof status);  // the call failed on every rank; the next may run
   const std::string who = std::string("Communicator::") + call + " (symmetric input)";
   if (what == collectives::kStatusRootOverlaps) throw root_overlaps(who, status);
+  if (what == collectives::kStatusOffsetsDiffer) throw offsets_differ(who, status, size());
   throw layouts_differ(who, status, size());
 }
 
@@ -491,6 +517,10 @@ void Communicator::check(Stream stream) {
     throw root_overlaps("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                             "): a zero-copy broadcast (the form with in_map) failed on every rank; results since are invalid",
                         status);
+  if (status[0] == collectives::kStatusOffsetsDiffer)
+    throw offsets_differ("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
+                             "): a zero-copy collective (a form with in_map) failed on every rank; results since are invalid",
+                         status, size());
   if (status[0] != 0)
     throw Error(ErrorCode::timeout, "Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                 "): a collective kernel's wait gave up after APERTURE_TIMEOUT (" +

@@ -282,6 +282,80 @@ TEST_P(ElementTypesTest, ZeroCopyLayoutsThatDifferAreRefusedOnEveryRank) {
   provider_->free(a);
 }
 
+// A zero-copy call whose ranks pass their symmetric input at different offsets of its allocation
+// (the odd ranks one element further in): each rank would read its peers at its own offset, so
+// the wrong elements. Every rank fails instead, naming both groups (a broadcast's: those not at
+// root's offset), before anything is written; the Communicator works on afterwards. Where every
+// rank overlaps `in` and `out` the staged algorithm runs, which reads no peer's input: no error.
+TEST_P(ElementTypesTest, ZeroCopyOffsetsThatDifferAreRefusedOnEveryRank) {
+  if (n_ == 1) GTEST_SKIP() << "one rank cannot disagree with itself";
+  constexpr std::uint64_t kCount = 1024;
+  constexpr DataType t = DataType::float32;
+  const std::uint64_t w = static_cast<std::uint64_t>(n_);
+  aperture::Allocation a = provider_->allocate((kCount * w + 1) * 4 * 2);
+  Communicator::Options options;
+  options.all_to_all_direct_min_bytes = 0;
+  options.broadcast_direct_min_bytes = 0;
+  options.ll_max_bytes = 0;  // the zero-copy forms at this size, not the push paths
+  options.broadcast_ll_max_bytes = 0;
+  Communicator zc(*provider_, world(), options);
+  const std::uint64_t shift = me_ % 2;  // elements
+  auto* in = static_cast<float*>(a.ptr) + shift;
+  const auto group = [&](int parity) {
+    std::string list;
+    for (int r = parity; r < n_; r += 2) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    return list;
+  };
+  const std::uint64_t sentinel = 0x7fc00bad;  // a float NaN's bits: no algorithm writes it
+  const auto refused = [&](const std::string& what, int marked_parity, std::uint64_t out_count,
+                           const std::function<void(float* out)>& call) {
+    Buffer out(t, out_count);
+    for (std::uint64_t i = 0; i < out_count; ++i) out.set(i, sentinel);
+    try {
+      call(static_cast<float*>(out.data()));
+      ADD_FAILURE() << what << ": rank " << me_ << " of " << n_ << " was not refused";
+    } catch (const aperture::Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(e.code(), aperture::ErrorCode::invalid_argument) << what << ": " << m;
+      EXPECT_NE(m.find("on rank(s) " + group(marked_parity) + " it lies at another offset than on rank(s) " +
+                       group(1 - marked_parity)),
+                std::string::npos)
+          << what << ": " << m;
+      EXPECT_NE(m.find("every rank must pass the same offset"), std::string::npos) << what << ": " << m;
+    }
+    check(out, out_count, what + ": `out` untouched", [&](std::uint64_t) { return sentinel; });
+    // Every rank left the call at the same barrier: the next collective runs and is right.
+    const std::uint64_t salt = next_salt();
+    Buffer x = input(t, ReduceOp::sum, salt, kCount), y(t, kCount);
+    zc.all_reduce(x.data(), y.data(), kCount, t, ReduceOp::sum);
+    check(y, kCount, "all_reduce after the refused " + what, [&](std::uint64_t i) { return expected(t, ReduceOp::sum, salt, i); });
+  };
+  refused("all_gather", 1, kCount * w, [&](float* out) { zc.all_gather(in, a.map, out, kCount, t); });
+  refused("reduce_scatter", 1, kCount, [&](float* out) { zc.reduce_scatter(in, a.map, out, kCount, t, ReduceOp::sum); });
+  refused("all_reduce one-shot", 1, kCount, [&](float* out) {
+    zc.all_reduce(in, a.map, out, kCount, t, ReduceOp::sum, AllReduceAlgorithm::one_shot);
+  });
+  refused("all_reduce two-shot", 1, kCount, [&](float* out) {
+    zc.all_reduce(in, a.map, out, kCount, t, ReduceOp::sum, AllReduceAlgorithm::two_shot);
+  });
+  refused("all_to_all", 1, kCount * w, [&](float* out) { zc.all_to_all(in, a.map, out, kCount, t); });
+  refused("broadcast from root 0", 1, kCount, [&](float* out) { zc.broadcast(in, a.map, out, kCount, t, 0); });
+  refused("broadcast from root 1", 0, kCount, [&](float* out) { zc.broadcast(in, a.map, out, kCount, t, 1); });
+  // Every rank in place at its own offset: the staged all_reduce runs, and is right.
+  {
+    const std::uint64_t salt = next_salt();
+    Buffer x = input(t, ReduceOp::sum, salt, kCount);
+    std::memcpy(in, x.data(), kCount * 4);
+    zc.all_reduce(in, a.map, in, kCount, t, ReduceOp::sum, AllReduceAlgorithm::one_shot);
+    Buffer got(t, kCount);
+    std::memcpy(got.data(), in, kCount * 4);
+    check(got, kCount, "one-shot all_reduce in place at offsets that differ (staged)",
+          [&](std::uint64_t i) { return expected(t, ReduceOp::sum, salt, i); });
+  }
+  world().barrier();
+  provider_->free(a);
+}
+
 // Moving data is bitwise: every type, any bits (NaNs included), from every root.
 TEST_P(ElementTypesTest, BroadcastAllGatherAllToAllEveryType) {
   const auto raw = [&](int rank, std::uint64_t salt, std::uint64_t i) {

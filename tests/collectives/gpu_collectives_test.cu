@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -368,6 +369,55 @@ void layouts_differ_case(aperture::Provider& provider, aperture::Team& team, cud
     ++g_failures;
     std::printf("FAIL rank %d: layouts that differ: check() said \"%s\"\n", g_rank, message.c_str());
   }
+  provider.free(a);
+}
+
+// Zero-copy calls whose ranks pass their symmetric input at different offsets of its allocation
+// (the odd ranks one element further in): every rank's kernel returns before anything is written,
+// and check() raises the error naming both groups (a broadcast's: those not at root's offset).
+// A Communicator per call: the status stays set, as after a wait that gave up.
+void offsets_differ_case(aperture::Provider& provider, aperture::Team& team, cudaStream_t stream) {
+  if (g_world == 1) return;
+  constexpr std::uint64_t kCount = 4096;
+  aperture::Allocation a = provider.allocate((kCount + 1) * sizeof(float));
+  float* in = a.as<float>() + g_rank % 2;
+  const auto group = [](int parity) {
+    std::string list;
+    for (int r = parity; r < g_world; r += 2) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    return list;
+  };
+  const auto refused = [&](const char* what, int marked_parity, const std::function<void(Communicator&, float*)>& call) {
+    Communicator::Options zero_copy;
+    zero_copy.broadcast_direct_min_bytes = 0;  // the zero-copy broadcast at this size too
+    zero_copy.ll_max_bytes = 0;                // and the zero-copy all-reduce, not the push path
+    Communicator comm(provider, team, zero_copy);
+    DeviceBuffer<float> out(kCount);
+    CUDA(cudaMemset(out.ptr, 0xff, kCount * sizeof(float)));  // NaNs no algorithm writes
+    CUDA(cudaDeviceSynchronize());
+    call(comm, out.ptr);
+    const std::string message = refusal_from_check(comm, stream);
+    ++g_checks;
+    if (message.find("on rank(s) " + group(marked_parity) + " it lies at another offset than on rank(s) " +
+                     group(1 - marked_parity)) == std::string::npos) {
+      ++g_failures;
+      std::printf("FAIL rank %d: %s at offsets that differ: check() said \"%s\"\n", g_rank, what, message.c_str());
+    }
+    const std::vector<float> after = out.download(kCount);
+    std::uint64_t written = 0;
+    for (float x : after) written += std::memcmp(&x, "\xff\xff\xff\xff", 4) != 0;
+    ++g_checks;
+    if (written != 0) {
+      ++g_failures;
+      std::printf("FAIL rank %d: %s at offsets that differ wrote %llu of %llu elements before refusing\n", g_rank, what,
+                  static_cast<unsigned long long>(written), static_cast<unsigned long long>(kCount));
+    }
+  };
+  refused("one-shot all_reduce", 1, [&](Communicator& comm, float* out) {
+    comm.all_reduce(in, a.map, out, kCount, aperture::DataType::float32, ReduceOp::sum, AllReduceAlgorithm::one_shot, stream);
+  });
+  refused("broadcast from root 1", 0, [&](Communicator& comm, float* out) {
+    comm.broadcast(in, a.map, out, kCount, aperture::DataType::float32, 1, stream);
+  });
   provider.free(a);
 }
 
@@ -852,6 +902,7 @@ int main() {
         coop_put_cases(*provider, comm, stream);
         layouts_differ_case(*provider, team, stream);
         broadcast_root_overlaps_case(*provider, team, stream);
+        offsets_differ_case(*provider, team, stream);
       }
       comm.check(stream);
       CUDA(cudaStreamDestroy(stream));

@@ -8,10 +8,11 @@
 //     all_gather_ll(g, h, in, out, count)  the same result with no barrier: each rank pushes its
 //                                          piece into every peer's LL slot (detail/ll.h). Small sizes.
 //     all_gather_direct(g, h, in, in_bases, out, count)   the same result, zero-copy: `in` is
-//         symmetric (in_bases: its own peer table; the same offset on every rank) and every rank
-//         reads the others' where it lies (detail/staged.h's direct_pieces). In place (in == out +
-//         rank * count, `out` then in that allocation) is allowed too; other overlaps of `in`
-//         and `out` run the staged algorithm. Every rank must lay out alike (detail/staged.h).
+//         symmetric (in_bases: its own peer table; the same offset on every rank, checked) and
+//         every rank reads the others' where it lies (detail/staged.h's direct_pieces). In place
+//         (in == out + rank * count, `out` then in that allocation) is allowed too; other overlaps
+//         of `in` and `out` run the staged algorithm. Every rank must lay out alike
+//         (detail/staged.h).
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,9 @@ APERTURE_HD bool all_gather_direct(const Coop& g, const CollectiveHandle& h, con
   std::uint64_t layout = detail::kDisjoint;
   if (in_place) layout = detail::kInPlace;
   else if (detail::overlaps(in, count, out, w * count)) layout = detail::kNeedsStaged;
-  return detail::direct_pieces<T>(g, h, count, layout, [&](std::uint64_t at, std::uint64_t n) {
+  // Peers read this rank's `in`, or in place its `out` (whose block `me` is `in`), at their own offset.
+  const std::uint64_t read_offset = detail::offset_in(in_place ? static_cast<const T*>(out) : in, in_bases, h.rank);
+  return detail::direct_pieces<T>(g, h, count, layout, read_offset, [&](std::uint64_t at, std::uint64_t n) {
     for (int j = 0; j < h.world_size; ++j) {
       const int from = (h.rank + j) % h.world_size;
       T* dst = out + static_cast<std::uint64_t>(from) * count + at;

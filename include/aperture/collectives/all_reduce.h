@@ -87,7 +87,7 @@ APERTURE_HD bool all_reduce_direct(const Coop& g, const CollectiveHandle& h, con
   // Writing `out` over `in` would change what peers still fold.
   return detail::direct_pieces<T>(
       g, h, count, detail::overlaps(in, count, out, count) ? detail::kNeedsStaged : detail::kDisjoint,
-      [&](std::uint64_t at, std::uint64_t n) {
+      detail::offset_in(in, in_bases, h.rank), [&](std::uint64_t at, std::uint64_t n) {
         detail::reduce_peers<Op>(g, out + at, in + at, n, h.rank, h.world_size, in_bases);
       },
       [&] { return all_reduce_one_shot<Op>(g, h, in, out, count); });
@@ -100,7 +100,8 @@ APERTURE_HD bool all_reduce_two_shot_direct(const Coop& g, const CollectiveHandl
   // it. Any other overlap would write over a piece peers have yet to fold.
   const bool overlapping = in != out && detail::overlaps(in, count, out, count);
   detail::Session<Coop> s(g, h);
-  const detail::Layout layout = detail::agree_on_layout(s, overlapping ? detail::kNeedsStaged : detail::kDisjoint);
+  const detail::Layout layout = detail::agree_on_layout(s, overlapping ? detail::kNeedsStaged : detail::kDisjoint,
+                                                        detail::offset_in(in, in_bases, h.rank));
   if (layout == detail::Layout::zero_copy) {
     detail::for_each_piece<T>(g, count, detail::piece_capacity<T>(h, 1), [&](std::uint64_t at, std::uint64_t n, bool) {
       // Reduce-scatter from every rank's input where it lies: my chunk of the piece, folded into

@@ -11,10 +11,10 @@
 // docs/PERFORMANCE.md.)
 //
 //     all_to_all_direct(g, h, in, in_bases, out, count)   the same result, zero-copy: `in` is
-//         symmetric (in_bases: its own peer table; the same offset on every rank) and every rank
-//         gets block `me` of every rank's input where it lies (detail/staged.h's direct_pieces):
-//         two barriers per call, whatever its size. Where `out` overlaps `in` the staged
-//         algorithm runs; every rank must lay out alike (detail/staged.h).
+//         symmetric (in_bases: its own peer table; the same offset on every rank, checked) and
+//         every rank gets block `me` of every rank's input where it lies (detail/staged.h's
+//         direct_pieces): two barriers per call, whatever its size. Where `out` overlaps `in` the
+//         staged algorithm runs; every rank must lay out alike (detail/staged.h).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +56,7 @@ APERTURE_HD bool all_to_all_direct(const Coop& g, const CollectiveHandle& h, con
   // Writing `out` over `in` would change blocks peers still read.
   return detail::direct_pieces<T>(
       g, h, count, detail::overlaps(in, w * count, out, w * count) ? detail::kNeedsStaged : detail::kDisjoint,
-      [&](std::uint64_t at, std::uint64_t n) {
+      detail::offset_in(in, in_bases, h.rank), [&](std::uint64_t at, std::uint64_t n) {
         for (int j = 0; j < h.world_size; ++j) {
           const int from = (h.rank + j) % h.world_size;
           aperture::get(g, out + static_cast<std::uint64_t>(from) * count + at, mine + at, n, h.rank, from, in_bases);

@@ -16,13 +16,16 @@
 //         detail/ll.h. Host memory only (the Communicator allocates the slots only there).
 //
 //     broadcast_direct(g, h, in, in_bases, out, count, root)   the same result, zero-copy: `in`
-//         is symmetric (in_bases: its own peer table; the same offset on every rank), and every
-//         other rank reads root's where it lies while root copies its own into `out` (nothing
+//         is symmetric (in_bases: its own peer table; the same offset on every rank, checked), and
+//         every other rank reads root's where it lies while root copies its own into `out` (nothing
 //         when in place): one copy per rank, all at once, between two barriers. Only root's `in` is read, so only
 //         root's layout counts: root announces it at the first barrier, and where its `out`
 //         overlaps its `in` other than in place (which no broadcast can take: root's copy would
 //         overwrite what peers still read) every rank returns false with kStatusRootOverlaps in
-//         its status words, and the host raises aperture::Error from it.
+//         its status words, and the host raises aperture::Error from it. Each rank reads root's
+//         `in` at its own offset, so every rank announces that offset too, and where one is not
+//         root's every rank returns false with kStatusOffsetsDiffer (the ranks that differ from
+//         root), before anything moves.
 #pragma once
 
 #include <cstdint>
@@ -126,15 +129,31 @@ APERTURE_HD bool broadcast_direct(const Coop& g, const CollectiveHandle& h, cons
   const int me = h.rank;
   const bool root_overlaps = me == root && in != out && detail::overlaps(in, count, out, count);
   detail::Session<Coop> s(g, h);
-  bool ok = s.barrier_announcing(true, root_overlaps ? detail::kNeedsStaged : detail::kDisjoint);
-  if (ok && (me == root ? root_overlaps : s.announced(root) == detail::kNeedsStaged)) {
-    // Every rank alike, before anything moves.
-    if (g.thread_rank() == 0 && h.status != nullptr) {
-      h.status[1] = static_cast<std::uint64_t>(root);
-      h.status[0] = kStatusRootOverlaps;
+  const std::uint64_t mine = detail::announcement_of(root_overlaps ? detail::kNeedsStaged : detail::kDisjoint,
+                                                     detail::offset_in(in, in_bases, me));
+  bool ok = s.barrier_announcing(true, mine);
+  if (ok) {
+    // Every rank decides alike, from the same announcements, before anything moves.
+    const auto word = [&](int rank) { return rank == me ? mine : s.announced(rank); };
+    const std::uint64_t root_offset = detail::read_offset_of(word(root));
+    bool offset_alike = true;
+    for (int r = static_cast<int>(g.thread_rank()); r < h.world_size; r += static_cast<int>(g.size()))
+      if (detail::read_offset_of(word(r)) != root_offset) offset_alike = false;
+    const bool offsets_alike = g.all(offset_alike);
+    if (detail::layout_of(word(root)) == detail::kNeedsStaged) {
+      if (g.thread_rank() == 0 && h.status != nullptr) {
+        h.status[1] = static_cast<std::uint64_t>(root);
+        h.status[0] = kStatusRootOverlaps;
+      }
+      s.finish();
+      return false;
     }
-    s.finish();
-    return false;
+    if (!offsets_alike) {
+      detail::record_ranks(g, h, kStatusOffsetsDiffer,
+                           [&](int r) { return detail::read_offset_of(word(r)) != root_offset; });
+      s.finish();
+      return false;
+    }
   }
   if (ok) {
     detail::read_in_place<T>(s, count, [&](std::uint64_t at, std::uint64_t n) {

@@ -151,7 +151,10 @@ class APERTURE_API Communicator {
   // aperture::Error (invalid_argument) naming the ranks; on GPU memory check() raises it.
   // broadcast reads root's `in` only, so root's layout alone counts: in place or apart, as the
   // form without in_map; an `out` overlapping root's `in` otherwise fails the call on every rank
-  // the same way, naming root.
+  // the same way, naming root. The offsets are compared at that barrier too (peers are read at
+  // the reader's own offset): where a rank's is not rank 0's (broadcast: root's) the call fails
+  // on every rank the same way, naming the ranks, before anything moves; where the staged
+  // algorithm runs instead (every rank overlapping), offsets do not matter.
   void all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count, DataType type,
                   Stream stream = nullptr);
   void reduce_scatter(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,

@@ -19,7 +19,11 @@
 //                                of the ranks whose `out` overlapped `in`, rank r at bit r % 64
 //                                of word 1 + r / 64), kStatusRootOverlaps once a zero-copy
 //                                broadcast's root gave an `out` overlapping its `in` other than
-//                                in place (word 1: that root).
+//                                in place (word 1: that root), kStatusOffsetsDiffer once the
+//                                ranks of a zero-copy call passed their symmetric input at
+//                                different offsets in its allocation (words 1..: the mask of the
+//                                ranks whose offset is not the reference rank's: rank 0's, a
+//                                broadcast's root's).
 //   ll       [max_parts][2][world][ll_slot_bytes]  symmetric: what peers push to this rank on
 //                                the LL path (aperture/collectives/detail/ll.h); zeroed at construction
 //                                and used by nothing else. [p][e & 1][s]: rank s's lines for part
@@ -66,6 +70,7 @@ inline constexpr std::uint64_t kStatusWords = 32;
 inline constexpr std::uint64_t kStatusWaitGaveUp = 1;
 inline constexpr std::uint64_t kStatusLayoutsDiffer = 2;
 inline constexpr std::uint64_t kStatusRootOverlaps = 3;
+inline constexpr std::uint64_t kStatusOffsetsDiffer = 4;
 
 struct CollectiveHandle {
   int rank = 0;

@@ -46,7 +46,7 @@ APERTURE_HD bool reduce_scatter_direct(const Coop& g, const CollectiveHandle& h,
   // Writing `out` over `in` would change blocks peers still fold.
   const bool overlapping = detail::overlaps(in, static_cast<std::uint64_t>(h.world_size) * count, out, count);
   return detail::direct_pieces<T>(
-      g, h, count, overlapping ? detail::kNeedsStaged : detail::kDisjoint,
+      g, h, count, overlapping ? detail::kNeedsStaged : detail::kDisjoint, detail::offset_in(in, in_bases, h.rank),
       [&](std::uint64_t at, std::uint64_t n) {
         detail::reduce_peers<Op>(g, out + at, own + at, n, h.rank, h.world_size, in_bases);
       },
