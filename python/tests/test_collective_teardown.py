@@ -1,9 +1,11 @@
 """When a Communicator is torn down (a collective act: its C++ destructor holds a team barrier).
 
-Dropping the last reference tears it down at once, at a point of the program every rank reaches
-alike. Python's cyclic garbage collector runs when each rank's own allocation count says so, so
-one it finds is kept and torn down at the next collective point of its team where every rank has
-dropped it: never paired with a collective the peers are making meanwhile."""
+close() (or leaving a `with` block) tears it down there. Where a rank drops its last reference
+is no point every rank reaches alike (Python's cyclic garbage collector runs when each rank's own
+allocation count says so, and an object a cycle also holds goes with the collector on one rank and
+with a plain `del` on another), so a dropped one is kept and torn down at the next collective
+point of its team where every rank has dropped it: never paired with a collective the peers are
+making meanwhile. One rank has no peer: there it goes at once."""
 
 import gc
 import subprocess
@@ -49,12 +51,49 @@ def in_a_cycle(team, provider):
     return cycle, comm._core
 
 
-def test_dropping_the_last_reference_tears_down_at_once(team, host_provider):
+def test_a_dropped_communicator_goes_at_the_next_collective_point(team, host_provider):
     comm = aperture.Communicator(team, host_provider)
     core = comm._core
     del comm
-    assert core.closed
-    assert _dropped.pending(team) == []
+    if team.size == 1:  # no peer to pair with: at once
+        assert core.closed and _dropped.pending(team) == []
+        return
+    assert not core.closed and _dropped.pending(team) == [core]
+    with aperture.Communicator(team, host_provider) as other:  # a collective point: every rank dropped it
+        assert core.closed and _dropped.pending(team) == []
+        all_reduce_checked(other, team, 1001, step=0)
+
+
+def test_a_drop_by_the_collector_on_one_rank_and_by_del_on_another_stays_in_step(team, host_provider):
+    # One Communicator that a cycle also holds. On rank 0 the collector frees the cycle first, so
+    # the last reference goes with a plain `del`; on the others the cycle outlives the `del`, and
+    # their collector drops it later. Until 2026-12-07 the `del` tore it down at once on rank 0, a
+    # barrier that paired with the others' next collective (found by CI's Python stage: "collective
+    # call mismatch" in the tests after an Iris context held by a caught exception's frame).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        comm = aperture.Communicator(team, host_provider)
+        all_reduce_checked(comm, team, 3001, step=0)
+        core = comm._core
+        cycle = [comm]
+        cycle.append(cycle)
+        if team.rank == 0:
+            del cycle
+            gc.collect()
+        del comm
+        assert core.closed == (team.size == 1)
+        for step in range(3):  # the peers' collectives meanwhile stay paired with rank 0's
+            assert team.allgather(bytes([team.rank, step])) == [bytes([r, step]) for r in range(team.size)]
+        if team.rank != 0:
+            del cycle
+            gc.collect()
+        with aperture.Communicator(team, host_provider) as other:
+            assert core.closed and _dropped.pending(team) == []
+            all_reduce_checked(other, team, 1001, step=1)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def test_the_collector_of_one_rank_does_not_pair_with_the_peers_collectives(team, host_provider):

@@ -1,16 +1,19 @@
-"""Collective objects (Communicator, OverlappedGemm) that Python's cyclic garbage collector drops.
+"""Collective objects (Communicator, OverlappedGemm) dropped without close().
 
 Tearing one down is collective: its C++ destructor waits for the GPU, holds a team barrier and
-frees its scratch, which several providers free collectively. Dropping the last reference runs it
-at once, at a point of the program that every rank reaches alike. The cyclic collector runs when a
-rank's own allocation count says so, at a different point on each rank, and a teardown from there
-would pair its barrier with a peer's collective. So an object the collector finds is kept here,
-and torn down at the next collective point of its team where every rank has dropped it:
+frees its scratch, which several providers free collectively. Where a rank drops its last
+reference is not a point every rank reaches alike: the cyclic garbage collector runs when each
+rank's own allocation count says so, and an object that a cycle also holds (a frame kept by a
+caught exception) goes with the collector on one rank and with a plain `del` on another, as the
+collector ran before or after. A teardown there would pair its barrier with a peer's collective.
+So an object dropped on a team of several ranks is kept here, and torn down at the next
+collective point of its team where every rank has dropped it (one rank has no peer: it goes at
+once):
 
-- the points: a collective object made or closed on the team, and the end of the program (only
-  where some collective object of the team is still open: those made and not torn down, which
-  are the same objects on every rank, so every rank holds the round or none does, and a job that
-  closed everything ends without waiting for its slowest rank);
+- the points: a collective object made or closed on the team, a provider made on it, and the end
+  of the program (only where some collective object of the team is still open: those made and
+  not torn down, which are the same objects on every rank, so every rank holds the round or none
+  does, and a job that closed everything ends without waiting for its slowest rank);
 - the ranks agree by an allgather of what each has dropped, and tear down the objects every rank
   has dropped, in the order they were made (their serial numbers, counted alike on every rank).
 """
@@ -21,16 +24,7 @@ import struct
 import sys
 import weakref
 
-_collecting = False  # the cyclic collector is running (gc.callbacks)
-_ended = False  # the end-of-program round has run: later drops tear down at once, as before it
-
-
-def _watch_collector(phase, _info):
-    global _collecting
-    _collecting = phase == "start"
-
-
-gc.callbacks.append(_watch_collector)
+_ended = False  # the end-of-program round has run: later drops tear down at once
 
 
 class _TeamState:
@@ -73,9 +67,9 @@ def torn_down(team):
 
 
 def defer(team, serial, core):
-    """True when the collector is dropping `core` now: it is kept for agree_and_release, not torn
-    down here. False: tear it down now."""
-    if not _collecting or _ended:
+    """True when `core`, just dropped, is kept for agree_and_release rather than torn down here;
+    False (one rank, or the program's last round has run): tear it down now."""
+    if team.size == 1 or _ended:
         return False
     _state(team).dropped[serial] = core
     return True

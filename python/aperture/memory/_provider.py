@@ -87,5 +87,10 @@ class Provider:
 
 def make_provider(name, team):
     """Collective: the C++ provider `name` ("default", "shm", "mpi-window", "openshmem",
-    "cuda-ipc", "cuda-vmm", "nvshmem", "nccl") over `team`."""
+    "cuda-ipc", "cuda-vmm", "nvshmem", "nccl") over `team`. Also a point where the collective
+    objects every rank has dropped are torn down (aperture.collectives._dropped)."""
+    from ..collectives import _dropped  # here: the collectives package imports this one
+
+    if isinstance(team, _core.Team):
+        _dropped.agree_and_release(team)
     return Provider(_core.make_provider(name, team), team)
