@@ -28,9 +28,9 @@ class _Operand(NamedTuple):
 
 class Communicator(CollectiveObject):
     """Collective: ``Communicator(team, provider)`` allocates its scratch from `provider`.
-    ``close()``, leaving a ``with`` block or dropping the last reference frees it, collectively;
-    one the cyclic garbage collector finds goes where every rank has dropped it (docs/PYTHON.md,
-    "When a Communicator goes")."""
+    ``close()`` or leaving a ``with`` block frees it, collectively; one dropped without close()
+    goes at the next collective point where every rank has dropped it (docs/PYTHON.md, "When a
+    Communicator goes")."""
 
     _core_class = _core.Communicator
 

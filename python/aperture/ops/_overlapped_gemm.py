@@ -25,8 +25,8 @@ from ..memory import _registry, _tensors
 class OverlappedGemm(CollectiveObject):
     """Collective: ``OverlappedGemm(team, provider)`` allocates its flags from `provider` (a GPU
     provider: cuda-ipc, cuda-vmm, nvshmem, nccl, or aperture.torch_symmetric_provider) and its
-    cuBLASLt workspace. ``close()``, leaving a ``with`` block or dropping the last reference frees
-    them, collectively; one the cyclic garbage collector finds goes where every rank has dropped it
+    cuBLASLt workspace. ``close()`` or leaving a ``with`` block frees them, collectively; one
+    dropped without close() goes at the next collective point where every rank has dropped it
     (docs/PYTHON.md, "When a Communicator goes")."""
 
     _core_class = _core.OverlappedGemm
