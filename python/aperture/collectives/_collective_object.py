@@ -1,7 +1,7 @@
 """What the Python classes over a collective C++ object (Communicator, OverlappedGemm) share:
 made from a team and the provider it allocates from, its rank and size, and close(), which is
 collective and also runs on leaving a ``with`` block. One dropped without close() is torn down
-later, at a collective point where every rank has dropped it (_dropped); on one rank at once."""
+later, at a collective point where every rank has dropped it (_dropped)."""
 
 from .. import _core
 from .._error import ErrorCode, fail

@@ -6,9 +6,9 @@ reference is not a point every rank reaches alike: the cyclic garbage collector 
 rank's own allocation count says so, and an object that a cycle also holds (a frame kept by a
 caught exception) goes with the collector on one rank and with a plain `del` on another, as the
 collector ran before or after. A teardown there would pair its barrier with a peer's collective.
-So an object dropped on a team of several ranks is kept here, and torn down at the next
-collective point of its team where every rank has dropped it (one rank has no peer: it goes at
-once):
+So a dropped object is kept here, and torn down at the next collective point of its team where
+every rank has dropped it (on a team of one rank too: one rule, which the one-rank tests exercise,
+for every size):
 
 - the points: a collective object made or closed on the team, a provider made on it, and the end
   of the program (only where some collective object of the team is still open: those made and
@@ -68,8 +68,8 @@ def torn_down(team):
 
 def defer(team, serial, core):
     """True when `core`, just dropped, is kept for agree_and_release rather than torn down here;
-    False (one rank, or the program's last round has run): tear it down now."""
-    if team.size == 1 or _ended:
+    False once the program's last round has run: tear it down now."""
+    if _ended:
         return False
     _state(team).dropped[serial] = core
     return True
