@@ -399,21 +399,27 @@ Error root_overlaps(const std::string& who, const std::uint64_t* status) {
                    "copy would overwrite what the other ranks still read; give out == in (in place) or buffers apart");
 }
 
+// True when status word 0 says every rank refused a zero-copy call before anything moved.
+bool refused(std::uint64_t what) {
+  return what == collectives::kStatusLayoutsDiffer || what == collectives::kStatusRootOverlaps ||
+         what == collectives::kStatusOffsetsDiffer;
+}
+
+// The error of such a refusal, from the status words; the host and check() throw the same.
+Error refusal_error(const std::string& who, const std::uint64_t* status, int world) {
+  if (status[0] == collectives::kStatusRootOverlaps) return root_overlaps(who, status);
+  if (status[0] == collectives::kStatusOffsetsDiffer) return offsets_differ(who, status, world);
+  return layouts_differ(who, status, world);
+}
+
 }  // namespace
 
 void Communicator::check_layouts(const char* call) {
-  if (kind_ != MemoryKind::host) return;
-  const std::uint64_t what = call_handle_.status[0];
-  if (what != collectives::kStatusLayoutsDiffer && what != collectives::kStatusRootOverlaps &&
-      what != collectives::kStatusOffsetsDiffer)
-    return;
+  if (kind_ != MemoryKind::host || !refused(call_handle_.status[0])) return;
   std::uint64_t status[collectives::kStatusWords];
   std::memcpy(status, call_handle_.status, sizeof status);
   std::memset(call_handle_.status, 0, sizeof status);  // the call failed on every rank; the next may run
-  const std::string who = std::string("Communicator::") + call + " (symmetric input)";
-  if (what == collectives::kStatusRootOverlaps) throw root_overlaps(who, status);
-  if (what == collectives::kStatusOffsetsDiffer) throw offsets_differ(who, status, size());
-  throw layouts_differ(who, status, size());
+  throw refusal_error(std::string("Communicator::") + call + " (symmetric input)", status, size());
 }
 
 void Communicator::all_gather(const void* in, const SymmetricAddressMap& in_map, void* out, std::size_t count,
@@ -509,18 +515,10 @@ void Communicator::check(Stream stream) {
   // Across nodes, a kernel that gave up because the job failed (the cancel word): that failure,
   // naming the lost rank, rather than a timeout.
   if (status[0] == collectives::kStatusWaitGaveUp && hierarchy_) hierarchy_->check();
-  if (status[0] == collectives::kStatusLayoutsDiffer)
-    throw layouts_differ("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
-                             "): a zero-copy collective (a form with in_map) failed on every rank; results since are invalid",
-                         status, size());
-  if (status[0] == collectives::kStatusRootOverlaps)
-    throw root_overlaps("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
-                            "): a zero-copy broadcast (the form with in_map) failed on every rank; results since are invalid",
-                        status);
-  if (status[0] == collectives::kStatusOffsetsDiffer)
-    throw offsets_differ("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
-                             "): a zero-copy collective (a form with in_map) failed on every rank; results since are invalid",
-                         status, size());
+  if (refused(status[0]))
+    throw refusal_error("Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
+                            "): a zero-copy collective (a form with in_map) failed on every rank; results since are invalid",
+                        status, size());
   if (status[0] != 0)
     throw Error(ErrorCode::timeout, "Communicator (rank " + std::to_string(rank()) + ", provider " + std::string(provider_.name()) +
                 "): a collective kernel's wait gave up after APERTURE_TIMEOUT (" +
