@@ -3,7 +3,7 @@
 # many targets at once as there are cores (FUZZ_JOBS).
 #
 # Targets (tests/fuzz): fuzz_wire (the hub's hello/request checks), fuzz_hub (a real hub fed
-# byte streams), fuzz_env (the launcher/MPI/torchrun environment parsers), fuzz_address_map
+# byte streams), fuzz_env (the launcher/MPI/torchrun/srun environment parsers), fuzz_address_map
 # (tables, checked_translate, view_table). Each first replays its seeds (tests/fuzz/corpus/T)
 # and every input that once crashed it (tests/fuzz/regressions/T), then fuzzes from them.
 # New corpus entries go to $FUZZ_WORK/T/corpus (default /tmp/aperture-fuzz), not into the

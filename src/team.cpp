@@ -81,6 +81,58 @@ std::unique_ptr<detail::TeamTransport> host_or_join_tcp_hub(int rank, int size, 
   return client;
 }
 
+#if APERTURE_WITH_MPI
+struct JoinedThroughMpi {
+  detail::MpiWorld world;
+  std::unique_ptr<detail::TeamTransport> transport;
+};
+
+// Under a launcher MPI knows (mpirun, srun with PMIx): MPI only carries the hub's address and the
+// job token from rank 0; the hub does the rest.
+JoinedThroughMpi join_through_mpi() {
+  const detail::MpiWorld world = detail::mpi_world();
+  if (world.size == 1) return {world, std::make_unique<detail::SoloTransport>()};
+  const std::string token = world.rank == 0 ? detail::make_job_token() : std::string();
+  // Where the others reach rank 0's hub: APERTURE_HUB_HOST when set (a host name that does not
+  // resolve on the other nodes, as on simulated nodes), else this host's name.
+  const std::string host = aperture::env::hub_host().value_or(this_host());
+  std::unique_ptr<detail::Hub> hub;
+  std::string address;
+  if (world.rank == 0) {
+    detail::HubOptions options;
+    options.world_size = world.size;
+    options.token = token;
+    options.timeout = team_timeout();
+    options.transport = "tcp";
+    options.bind_host = "0.0.0.0";
+    options.advertise_host = host;
+    hub = std::make_unique<detail::Hub>(options);
+    address = hub->address();
+  }
+  address = detail::mpi_broadcast_from_rank0(address);
+  const std::string shared_token = detail::mpi_broadcast_from_rank0(token);
+  // Ranks on rank 0's machine reach the hub over loopback: the host name may not resolve.
+  const std::string prefix = "tcp:" + this_host() + ":";
+  if (address.rfind(prefix, 0) == 0) address = "tcp:127.0.0.1:" + address.substr(prefix.size());
+  auto client = std::make_unique<detail::HubClient>(address, world.rank, world.size, shared_token, team_timeout());
+  if (hub) client->own_hub(std::move(hub));
+  return {world, std::move(client)};
+}
+#endif
+
+// How many ports aperture's own rendezvous tries, from its first, where no port is named.
+constexpr int kRendezvousPorts = 8;
+
+// Ports for aperture's rendezvous in an srun step with no port named: 8 of [20000, 30000), below
+// Linux's ephemeral range, chosen by the job and step (FNV-1a: the same on every node and build),
+// so that steps running side by side on a node mostly take different ones; a port taken anyway
+// is passed over, and the job token tells the others which listener is their step's.
+int srun_rendezvous_base(const std::string& job_id, const std::string& step_id) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const char c : job_id + "." + step_id) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return 20000 + static_cast<int>(hash % 1250) * 8;
+}
+
 }  // namespace
 
 Team::Team(int rank, int size, std::string launched_by, std::unique_ptr<detail::TeamTransport> transport)
@@ -111,35 +163,8 @@ Team Team::from_env() {
   if (launcher == LaunchedBy::mpirun) {
     [[maybe_unused]] const auto mpi = detail::read_mpi_env(env).value();
 #if APERTURE_WITH_MPI
-    const detail::MpiWorld world = detail::mpi_world();
-    if (world.size == 1) return Team(0, 1, name, std::make_unique<detail::SoloTransport>());
-    // MPI only carries the hub's address and the job token; the hub does the rest.
-    const std::string token = world.rank == 0 ? detail::make_job_token() : std::string();
-    // Where the others reach rank 0's hub: APERTURE_HUB_HOST when set (a host name that does not
-    // resolve on the other nodes, as on simulated nodes), else this host's name.
-    const std::string host = aperture::env::hub_host().value_or(this_host());
-    std::unique_ptr<detail::Hub> hub;
-    std::string address;
-    if (world.rank == 0) {
-      detail::HubOptions options;
-      options.world_size = world.size;
-      options.token = token;
-      options.timeout = team_timeout();
-      options.transport = "tcp";
-      options.bind_host = "0.0.0.0";
-      options.advertise_host = host;
-      hub = std::make_unique<detail::Hub>(options);
-      address = hub->address();
-    }
-    address = detail::mpi_broadcast_from_rank0(address);
-    const std::string shared_token = detail::mpi_broadcast_from_rank0(token);
-    // Ranks on rank 0's machine reach the hub over loopback: the host name may not resolve.
-    const std::string prefix = "tcp:" + this_host() + ":";
-    if (address.rfind(prefix, 0) == 0) address = "tcp:127.0.0.1:" + address.substr(prefix.size());
-    auto client =
-        std::make_unique<detail::HubClient>(address, world.rank, world.size, shared_token, team_timeout());
-    if (hub) client->own_hub(std::move(hub));
-    return Team(world.rank, world.size, name, std::move(client));
+    JoinedThroughMpi joined = join_through_mpi();
+    return Team(joined.world.rank, joined.world.size, name, std::move(joined.transport));
 #else
     if (mpi.world_size > 1)
       throw Error(ErrorCode::unavailable,
@@ -150,6 +175,59 @@ Team Team::from_env() {
     return single();
 #endif
   }
+  if (launcher == LaunchedBy::srun) {
+    const auto srun = detail::read_srun_env(env).value();
+#if APERTURE_WITH_MPI
+    if (srun.pmix) {
+      // `srun --mpi=pmix`: MPI_Init learns the job from srun, as from mpirun.
+      JoinedThroughMpi joined = join_through_mpi();
+      if (joined.world.rank != srun.rank || joined.world.size != srun.world_size)
+        throw Error(ErrorCode::invalid_argument,
+                    detail::format("srun started this process as task {} of {} (SLURM_PROCID, SLURM_STEP_NUM_TASKS) "
+                                   "with PMIx, but MPI_Init made it rank {} of {}: this MPI does not take the job "
+                                   "from srun's PMIx; start the ranks with mpirun inside the allocation instead",
+                                   srun.rank, srun.world_size, joined.world.rank, joined.world.size));
+      return Team(joined.world.rank, joined.world.size, name, std::move(joined.transport));
+    }
+#endif
+    // Without PMIx (or MPI): aperture's own rendezvous, as under torchrun, on the step's first
+    // node, where task 0 runs under srun's block and cyclic layouts.
+    const char* master_addr = env("MASTER_ADDR");
+    const bool addr_named = master_addr != nullptr && *master_addr != '\0';
+    if (srun.rank == 0 && !addr_named && !srun.this_node.empty() && srun.this_node != srun.first_node)
+      throw Error(ErrorCode::invalid_argument,
+                  detail::format("srun started task 0 on node '{}', but the other tasks look for aperture's rendezvous "
+                                 "on the step's first node, '{}' (SLURM_STEP_NODELIST; a step laid out with "
+                                 "--distribution=arbitrary?); set MASTER_ADDR to an address of '{}' on every task",
+                                 srun.this_node, srun.first_node, srun.this_node));
+    const std::string host = addr_named ? std::string(master_addr) : srun.first_node;
+    const auto named = aperture::env::master_port(env);
+    int first_port = 0;
+    if (named) first_port = *named;
+    else if (const char* torch_port = env("MASTER_PORT"))  // torch.distributed's store is there
+      first_port = detail::parse_int_variable("MASTER_PORT", torch_port, 1, 65535 - kRendezvousPorts) + 1;
+    else first_port = srun_rendezvous_base(srun.job_id, srun.step_id);
+    std::vector<int> ports{first_port};
+    for (int i = 1; !named && i < kRendezvousPorts; ++i) ports.push_back(first_port + i);
+    std::string token = "srun:" + srun.cluster + ":" + srun.job_id + "." + srun.step_id;
+    if (const char* t = env("APERTURE_JOB_TOKEN")) token = t;
+    try {
+      return Team(srun.rank, srun.world_size, name, host_or_join_tcp_hub(srun.rank, srun.world_size, ports, host, token));
+    } catch (const Error& e) {
+      if (e.call() != "bind") throw;
+      const std::string why =
+          named ? detail::format("APERTURE_MASTER_PORT={} is not free on task 0's node", ports.front())
+                : detail::format("under srun aperture's rendezvous takes the first free port of {} .. {} (from {}), "
+                                 "and every one is taken",
+                                 ports.front(), ports.back(),
+                                 env("MASTER_PORT") ? "MASTER_PORT + 1" : "SLURM_JOB_ID and SLURM_STEP_ID");
+      throw Error(ErrorCode::system,
+                  detail::format("task 0 cannot serve aperture's rendezvous: {}; {}; set APERTURE_MASTER_PORT to a port "
+                                 "that is free on task 0's node, the same on every task",
+                                 e.detail(), why),
+                  "bind");
+    }
+  }
   if (launcher == LaunchedBy::torchrun) {
     const auto torchrun = detail::read_torchrun_env(env);
     if (torchrun->world_size == 1) return single();
@@ -157,7 +235,6 @@ Team Team::from_env() {
     // reservation: a connection to that store can hold it as its local port (most often when
     // MASTER_PORT lies in the system's ephemeral range). So the hub takes the first free port of
     // MASTER_PORT + 1 .. + kRendezvousPorts, or exactly APERTURE_MASTER_PORT when that is set.
-    constexpr int kRendezvousPorts = 8;
     const auto named = aperture::env::master_port(env);
     std::vector<int> ports;
     ports.reserve(kRendezvousPorts);

@@ -7,7 +7,12 @@
 //      rendezvous on MASTER_ADDR at the first free port of MASTER_PORT+1 .. +8 (torch's store has
 //      MASTER_PORT), or at APERTURE_MASTER_PORT; the others join the first of those ports whose
 //      listener proves the job token (a process of someone else's may listen on an earlier one);
-//   4. otherwise a team of one rank.
+//   4. Slurm's srun, a step of more than one task (SLURM_PROCID, SLURM_STEP_NUM_TASKS): with PMIx
+//      (`srun --mpi=pmix`, PMIX_RANK set) and aperture built with MPI, as under mpirun (MPI_Init
+//      learns the job from srun); otherwise rank 0 serves a TCP rendezvous on the step's first node
+//      (SLURM_STEP_NODELIST, or MASTER_ADDR), at the first free port of eight chosen by the job and
+//      step ids (MASTER_PORT+1 .. +8 when MASTER_PORT is set; APERTURE_MASTER_PORT exactly);
+//   5. otherwise a team of one rank.
 //
 // barrier, allgather, broadcast and check_same are collective: every rank makes the same calls
 // in the same order. A mismatch (another call, other sizes, another root) is reported on every

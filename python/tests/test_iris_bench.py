@@ -286,6 +286,26 @@ def test_command_line_refusals(registry, monkeypatch):
     assert plan([f"--axis_num_ranks={limit + 1}"])["sizes"] == [limit + 1]
 
 
+def test_launched_here_reads_every_launcher(monkeypatch):
+    # Whether the runner runs in the ranks already there: as Team.from_env reads the launchers.
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "APERTURE_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
+                 "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    assert not _launch.launched_here()
+    # A Slurm batch script's shell (no step), and a step of one task (`srun --pty bash`): no job.
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    assert not _launch.launched_here()
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "1")
+    assert not _launch.launched_here()
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")  # a task of `srun -n 4`
+    assert _launch.launched_here()
+    monkeypatch.delenv("SLURM_PROCID")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    assert _launch.launched_here()
+
+
 def test_main_in_the_ranks_of_this_job(registry, team, monkeypatch, tmp_path, capsys):
     # As under torchrun or `aperture launch`: the runner runs in the job's own ranks, starting none.
     # (Without MASTER_ADDR it leaves torch.distributed alone; the ranks agree through the context.)

@@ -70,4 +70,61 @@ std::optional<TorchrunEnv> read_torchrun_env(const EnvLookup& env) {
   return torchrun;
 }
 
+std::optional<SrunEnv> read_srun_env(const EnvLookup& env) {
+  // SLURM_PROCID alone is a batch script's (or salloc's) shell, not a task of a step.
+  if (env("SLURM_STEP_NUM_TASKS") == nullptr) return std::nullopt;
+  const auto shape = read_rank_and_size(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS");
+  SrunEnv srun;
+  srun.rank = shape->first;
+  srun.world_size = shape->second;
+  const char* nodes = env("SLURM_STEP_NODELIST");
+  if (srun.world_size > 1 && (nodes == nullptr || *nodes == '\0'))
+    throw Error(ErrorCode::invalid_argument,
+                detail::format("SLURM_STEP_NUM_TASKS={} is set but SLURM_STEP_NODELIST is not; srun sets both (is this "
+                               "process a task of an srun step?)",
+                               srun.world_size));
+  if (nodes != nullptr && *nodes != '\0') srun.first_node = first_host_of("SLURM_STEP_NODELIST", nodes);
+  const auto text = [&](const char* name) {
+    const char* value = env(name);
+    return std::string(value == nullptr ? "" : value);
+  };
+  srun.this_node = text("SLURMD_NODENAME");
+  srun.job_id = text("SLURM_JOB_ID");
+  srun.step_id = text("SLURM_STEP_ID");
+  srun.cluster = text("SLURM_CLUSTER_NAME");
+  srun.pmix = env("PMIX_RANK") != nullptr;
+  return srun;
+}
+
+std::string first_host_of(const char* variable, std::string_view host_list) {
+  const auto malformed = [&](std::string_view why) {
+    return Error(ErrorCode::invalid_argument,
+                 detail::format("{}='{}' is not a Slurm host list ({}); it should read like 'node[01-04,07],login1'",
+                                variable, host_list, why));
+  };
+  std::string host;
+  for (std::size_t i = 0; i < host_list.size() && host_list[i] != ',';) {
+    const char c = host_list[i];
+    if (c == ']') throw malformed("a ']' without its '['");
+    if (c != '[') {
+      host += c;
+      ++i;
+      continue;
+    }
+    // A range set, "[01-04,07]": its first number as written stands for the whole set.
+    const std::size_t close = host_list.find(']', i);
+    if (close == std::string_view::npos) throw malformed("a '[' without its ']'");
+    const std::string_view set = host_list.substr(i + 1, close - i - 1);
+    const std::size_t end = set.find_first_of("-,");
+    const std::string_view first = set.substr(0, end);
+    if (first.empty() || first.find_first_not_of("0123456789") != std::string_view::npos)
+      throw malformed("a bracketed range that does not start with a number");
+    if (set.find('[') != std::string_view::npos) throw malformed("brackets inside brackets");
+    host += first;
+    i = close + 1;
+  }
+  if (host.empty()) throw malformed("no host name before the first ','");
+  return host;
+}
+
 }  // namespace aperture::detail

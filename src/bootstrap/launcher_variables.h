@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/env.h"
 
@@ -44,6 +45,27 @@ struct TorchrunEnv {
   int master_port = 0;
 };
 std::optional<TorchrunEnv> read_torchrun_env(const EnvLookup& env);
+
+// Slurm's srun, one process per task: SLURM_PROCID and SLURM_STEP_NUM_TASKS (the step's tasks;
+// a batch script has SLURM_PROCID and SLURM_NTASKS but no step, so it is no rank), with
+// SLURM_STEP_NODELIST, SLURMD_NODENAME, SLURM_JOB_ID, SLURM_STEP_ID, SLURM_CLUSTER_NAME; PMIX_RANK
+// when srun serves PMIx (`--mpi=pmix`), through which MPI_Init learns the job.
+struct SrunEnv {
+  int rank = 0;
+  int world_size = 1;
+  std::string first_node;  // the step's first node, where task 0 runs (block and cyclic layouts)
+  std::string this_node;   // SLURMD_NODENAME: the node this task runs on ("" when unset)
+  std::string job_id;      // SLURM_JOB_ID
+  std::string step_id;     // SLURM_STEP_ID
+  std::string cluster;     // SLURM_CLUSTER_NAME
+  bool pmix = false;       // PMIX_RANK is set
+};
+std::optional<SrunEnv> read_srun_env(const EnvLookup& env);
+
+// The first host of a Slurm host list ("gpu[07-10,12],login1" -> "gpu07"): the first name, each
+// bracketed range replaced by its first number as written (leading zeros kept). Throws
+// aperture::Error naming `variable` when the list is malformed.
+std::string first_host_of(const char* variable, std::string_view host_list);
 
 // The integer in variable `name`, within [min, max]; throws aperture::Error otherwise.
 inline int parse_int_variable(const char* name, const char* text, long min, long max) {

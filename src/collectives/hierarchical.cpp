@@ -23,6 +23,7 @@
 #include "aperture/detail/host_wait.h"
 #include "aperture/error.h"
 #include "aperture/team.h"
+#include "bootstrap/launched_by.h"
 #include "common/env.h"
 #include "element_types.h"
 
@@ -327,11 +328,11 @@ Hierarchy::Hierarchy(Team& team, MemoryKind kind, const CollectiveHandle& world_
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (team.launched_by() != "mpi" || !initialized || finalized)
+  if (!aperture::detail::mpi_knows_the_ranks(team) || !initialized || finalized)
     throw Error(ErrorCode::unavailable, "Communicator: the team spans " + std::to_string(layout_.nodes()) + " nodes (" +
                                             layout_.shape() + " ranks), and the collectives between nodes run on MPI, "
                                             "but its ranks were started by " + std::string(team.launched_by()) +
-                                            ": start them with mpirun or `aperture launch --mpi`");
+                                            ": start them with mpirun, `aperture launch --mpi` or `srun --mpi=pmix`");
   mpi_ = std::make_unique<Mpi>();
   mpi_->timeout_ns = world_handle.timeout_ns;
   Mpi::check(MPI_Comm_split(MPI_COMM_WORLD, 0, team.rank(), &mpi_->world), "MPI_Comm_split (the team)");

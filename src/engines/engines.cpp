@@ -19,9 +19,9 @@ EngineKind host_memory_engine_kind() { return env::engine_messages() ? EngineKin
 
 std::string engine_unavailable(const Team& team) {
   if (team.node_count() <= 1) return "the job runs on one node";
-  if (launched_by(team) != LaunchedBy::mpirun)
-    return detail::format("its ranks were started by {}, not mpirun: MPI, which reaches the other nodes, needs "
-                          "ranks MPI started (`aperture launch --mpi`, or mpirun)",
+  if (!mpi_knows_the_ranks(team))
+    return detail::format("its ranks were started by {}, not by mpirun or `srun --mpi=pmix`: MPI, which reaches the "
+                          "other nodes, needs ranks MPI knows (`aperture launch --mpi`, mpirun, or srun with PMIx)",
                           team.launched_by());
   if (!mpi_is_active()) return "MPI is not initialised (or already finalized) in this process";
   return {};

@@ -29,7 +29,9 @@ expect() {
 }
 
 clean=(env -u APERTURE_RANK -u APERTURE_WORLD_SIZE -u APERTURE_HUB -u APERTURE_JOB_TOKEN -u OMPI_COMM_WORLD_RANK
-       -u OMPI_COMM_WORLD_SIZE -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT APERTURE_TIMEOUT=1)
+       -u OMPI_COMM_WORLD_SIZE -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT -u SLURM_PROCID
+       -u SLURM_STEP_NUM_TASKS -u SLURM_STEP_NODELIST -u SLURMD_NODENAME -u SLURM_NTASKS -u PMIX_RANK
+       -u APERTURE_MASTER_PORT -u APERTURE_NODE APERTURE_TIMEOUT=1)
 torch=("${clean[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=29500)
 source "$(dirname "${BASH_SOURCE[0]}")/../common/tcp_ports.sh"
 # closed_port .. + 9 free, below the ephemeral range: nobody listens on closed_port + 1 .. + 8,
@@ -147,6 +149,35 @@ expect "MASTER_PORT + 1 .. + 8 all taken" 3 "cannot listen on 0.0.0.0:$(( held_p
 expect "APERTURE_MASTER_PORT taken" 3 "APERTURE_MASTER_PORT=$held_port is not free" -- \
   "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port APERTURE_MASTER_PORT=$held_port "$probe"
 release_ports
+# Slurm's srun, written by hand as srun writes a task's variables (tests/multinode/slurm_test.sh
+# runs the real srun): malformed ones are named; a batch script's shell and a step of one task are
+# a job of one; a step of two forms on loopback through the ports chosen by its job and step ids.
+srun_task=("${clean[@]}" SLURM_JOB_ID=$$ SLURM_STEP_ID=$RANDOM SLURM_CLUSTER_NAME=envmisuse)
+expect "srun task >= tasks" 3 "SLURM_PROCID=2 is not below SLURM_STEP_NUM_TASKS=2" -- \
+  "${srun_task[@]}" SLURM_PROCID=2 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NODELIST=localhost "$probe"
+expect "srun without SLURM_STEP_NODELIST" 3 "SLURM_STEP_NODELIST is not" -- \
+  "${srun_task[@]}" SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 "$probe"
+expect "srun with a malformed SLURM_STEP_NODELIST" 3 "SLURM_STEP_NODELIST='node[1-' is not a Slurm host list" -- \
+  "${srun_task[@]}" SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NODELIST='node[1-' "$probe"
+expect "a Slurm batch script's shell is one rank" 0 "probe ok: rank 0 of 1" -- \
+  "${srun_task[@]}" SLURM_PROCID=0 SLURM_NTASKS=4 "$probe"
+expect "an srun step of one task is one rank" 0 "probe ok: rank 0 of 1" -- \
+  "${srun_task[@]}" SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 SLURM_STEP_NODELIST=localhost "$probe"
+expect "srun task 0 off the step's first node" 3 "srun started task 0 on node 'node2'" "set MASTER_ADDR" -- \
+  "${srun_task[@]}" SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NODELIST='node[1-2]' SLURMD_NODENAME=node2 "$probe"
+srun_out="${TMPDIR:-/tmp}/env_misuse_srun.$$"
+"${srun_task[@]}" APERTURE_TIMEOUT=10 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NODELIST=localhost \
+  SLURMD_NODENAME=localhost "$probe" > "$srun_out" 2>&1 &
+srun_rank1=$!
+expect "an srun step of two forms: task 0" 0 "probe ok: rank 0 of 2" -- \
+  "${srun_task[@]}" APERTURE_TIMEOUT=10 SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NODELIST=localhost \
+  SLURMD_NODENAME=localhost "$probe"
+if wait "$srun_rank1" && grep -q "probe ok: rank 1 of 2" "$srun_out"; then
+  passed=$((passed + 1)); echo "ok   - an srun step of two forms: task 1"
+else
+  failures=$((failures + 1)); echo "FAIL - an srun step of two forms: task 1: $(cat "$srun_out")"
+fi
+rm -f "$srun_out"
 expect "OMPI rank >= size" 3 "OMPI_COMM_WORLD_RANK=4 is not below OMPI_COMM_WORLD_SIZE=4" -- \
   "${clean[@]}" OMPI_COMM_WORLD_RANK=4 OMPI_COMM_WORLD_SIZE=4 "$probe"
 expect "APERTURE_RANK without APERTURE_HUB" 3 "APERTURE_HUB is not" "aperture launch" -- \

@@ -6,7 +6,8 @@
 // exception, a crash, a sanitizer report) is a bug. Also APERTURE_TIMEOUT's parser.
 // The other direction too: an environment as each launcher writes it (decimal rank and size in
 // range, a hub address, a port that leaves room for the hub's) is always accepted, and read back
-// exactly; so is a decimal integer inside the parser's bounds.
+// exactly; so is a decimal integer inside the parser's bounds. srun's variables come last, so
+// the seeds written before them keep their meaning.
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -25,7 +26,8 @@ namespace {
 
 const char* const kNames[] = {"APERTURE_RANK", "APERTURE_WORLD_SIZE", "APERTURE_HUB", "APERTURE_JOB_TOKEN",
                               "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "RANK", "WORLD_SIZE",
-                              "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "APERTURE_TIMEOUT"};
+                              "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "APERTURE_TIMEOUT",
+                              "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST"};
 
 template <class Call>
 void expect_value_or_error(Call&& call) {
@@ -83,6 +85,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
   });
+  expect_value_or_error([&] {
+    if (const auto srun = read_srun_env(env)) {
+      FUZZ_CHECK(srun->world_size >= 1 && srun->world_size <= wire::kMaxWorldSize, "world size %d", srun->world_size);
+      FUZZ_CHECK(srun->rank >= 0 && srun->rank < srun->world_size, "rank %d of %d", srun->rank, srun->world_size);
+      if (srun->world_size > 1) FUZZ_CHECK(!srun->first_node.empty(), "a multi-task step without a first node");
+      FUZZ_CHECK(srun->first_node.find_first_of("[],") == std::string::npos, "first node '%s' is a list",
+                 srun->first_node.c_str());
+    }
+  });
   // The integer parser alone, with the bounds the readers use and bounds from the input.
   if (const auto it = vars.find("RANK"); it != vars.end()) {
     const long min = size > 0 ? static_cast<long>(static_cast<std::int8_t>(data[0])) : 0;
@@ -108,6 +119,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                                          {"MASTER_PORT", std::to_string(port)}};
     const std::map<std::string, std::string> mpi = {{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
                                                     {"OMPI_COMM_WORLD_SIZE", std::to_string(world)}};
+    const std::map<std::string, std::string> srun = {
+        {"SLURM_PROCID", std::to_string(rank)},
+        {"SLURM_STEP_NUM_TASKS", std::to_string(world)},
+        {"SLURM_STEP_NODELIST", "gpu[0" + std::to_string(port) + "-0" + std::to_string(port + 1) + "],login1"}};
     auto lookup = [](const std::map<std::string, std::string>& vars) {
       return EnvLookup([&vars](const char* name) -> const char* {
         const auto it = vars.find(name);
@@ -124,6 +139,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto m = read_mpi_env(lookup(mpi));
       FUZZ_CHECK(m && m->rank == rank && m->world_size == world, "misread an mpirun environment of rank %d of %d",
                  rank, world);
+      const auto s = read_srun_env(lookup(srun));
+      FUZZ_CHECK(s && s->rank == rank && s->world_size == world && s->first_node == "gpu0" + std::to_string(port),
+                 "misread an srun environment of task %d of %d, first node gpu0%d", rank, world, port);
       const long min = -1000, max = 1000;
       const long value = static_cast<long>((size > 6 ? data[6] : 0) | (size > 7 ? data[7] << 8 : 0)) % 2001 - 1000;
       FUZZ_CHECK(parse_int_variable("RANK", std::to_string(value).c_str(), min, max) == value,

@@ -89,6 +89,7 @@ write("fuzz_hub", "fields-header", bytes([0, 1]) + bytes([0 + 2 * 4]) + struct.p
 # fuzz_env: one line per variable, "-" for unset, in the order of kNames in fuzz_env.cpp:
 # APERTURE_RANK APERTURE_WORLD_SIZE APERTURE_HUB APERTURE_JOB_TOKEN OMPI_COMM_WORLD_RANK
 # OMPI_COMM_WORLD_SIZE RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT APERTURE_TIMEOUT
+# SLURM_PROCID SLURM_STEP_NUM_TASKS SLURM_STEP_NODELIST
 def env(*values):
     return "\n".join(values).encode()
 
@@ -101,6 +102,8 @@ write("fuzz_env", "torchrun", env("-", "-", "-", "-", "-", "-", "1", "4", "1", "
 write("fuzz_env", "torchrun-abc", env("-", "-", "-", "-", "-", "-", "abc", "4", "-", "127.0.0.1", "29500", "0.5"))
 write("fuzz_env", "torchrun-zero-world", env("-", "-", "-", "-", "-", "-", "0", "0", "-", "h", "1", "nan"))
 write("fuzz_env", "torchrun-bad-port", env("-", "-", "-", "-", "-", "-", "0", "2", "-", "h", "70000", "1e9"))
+write("fuzz_env", "srun", env(*["-"] * 12, "2", "4", "gpu[07-08,10],login1"))
+write("fuzz_env", "srun-bad-list", env(*["-"] * 12, "0", "2", "gpu[07-"))
 write("fuzz_env", "huge-numbers", env("99999999999999999999", "-1", "", "", "+3", " 4", "0x10", "1e3", "-0", "", "65535", "inf"))
 
 # fuzz_address_map: [n-1][local rank][n int64 entries][allocation bytes u64] then operations

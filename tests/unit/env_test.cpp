@@ -36,6 +36,7 @@ TEST(Env, NothingSetMeansNoLauncher) {
   EXPECT_FALSE(read_launch_env(fake({})));
   EXPECT_FALSE(read_mpi_env(fake({})));
   EXPECT_FALSE(read_torchrun_env(fake({})));
+  EXPECT_FALSE(read_srun_env(fake({})));
 }
 
 TEST(Env, LauncherVariables) {
@@ -281,6 +282,74 @@ TEST(EnvRegistry, ReadersFallBackToTheirDefaults) {
   EXPECT_EQ(env::local_size(fake({{"APERTURE_LOCAL_SIZE", "x"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), 8);
 }
 
+// --- Slurm's srun ------------------------------------------------------------------------------------
+
+// What srun 22.05 set for task 2 of `srun -N2 -n4 --mpi=pmix` (a step's variables, trimmed).
+std::map<std::string, std::string> srun_task(std::map<std::string, std::string> changes = {}) {
+  std::map<std::string, std::string> vars = {{"SLURM_PROCID", "2"},         {"SLURM_STEP_NUM_TASKS", "4"},
+                                             {"SLURM_NTASKS", "4"},         {"SLURM_STEP_NODELIST", "gpu[07-08]"},
+                                             {"SLURMD_NODENAME", "gpu08"},  {"SLURM_JOB_ID", "4711"},
+                                             {"SLURM_STEP_ID", "0"},        {"SLURM_CLUSTER_NAME", "apsim"},
+                                             {"SLURM_LOCALID", "0"},        {"PMIX_RANK", "2"}};
+  for (auto& [name, value] : changes) {
+    if (value.empty()) vars.erase(name);
+    else vars[name] = value;
+  }
+  return vars;
+}
+
+TEST(Env, SrunVariables) {
+  const auto env = read_srun_env(fake(srun_task()));
+  ASSERT_TRUE(env);
+  EXPECT_EQ(env->rank, 2);
+  EXPECT_EQ(env->world_size, 4);
+  EXPECT_EQ(env->first_node, "gpu07");
+  EXPECT_EQ(env->this_node, "gpu08");
+  EXPECT_EQ(env->job_id, "4711");
+  EXPECT_EQ(env->step_id, "0");
+  EXPECT_EQ(env->cluster, "apsim");
+  EXPECT_TRUE(env->pmix);
+  EXPECT_FALSE(read_srun_env(fake(srun_task({{"PMIX_RANK", ""}})))->pmix);
+  // A batch script's shell: SLURM_PROCID and SLURM_NTASKS, no step. Not a task of a step.
+  EXPECT_FALSE(read_srun_env(fake({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "4711"}})));
+}
+
+TEST(Env, SrunVariablesMalformed) {
+  const struct {
+    std::map<std::string, std::string> changes;
+    const char* names;
+  } cases[] = {
+      {{{"SLURM_PROCID", "4"}}, "SLURM_PROCID=4 is not below SLURM_STEP_NUM_TASKS=4"},
+      {{{"SLURM_PROCID", ""}}, "SLURM_STEP_NUM_TASKS is set but SLURM_PROCID is not"},
+      {{{"SLURM_STEP_NUM_TASKS", "0"}}, "SLURM_STEP_NUM_TASKS"},
+      {{{"SLURM_STEP_NUM_TASKS", "four"}}, "SLURM_STEP_NUM_TASKS"},
+      {{{"SLURM_STEP_NODELIST", ""}}, "SLURM_STEP_NODELIST is not"},
+      {{{"SLURM_STEP_NODELIST", "gpu[07-08"}}, "SLURM_STEP_NODELIST='gpu[07-08' is not a Slurm host list"},
+  };
+  for (const auto& c : cases) {
+    const std::string message = error_of([&] { read_srun_env(fake(srun_task(c.changes))); });
+    EXPECT_NE(message.find(c.names), std::string::npos) << message;
+    EXPECT_EQ(test::code_of([&] { read_srun_env(fake(srun_task(c.changes))); }), aperture::ErrorCode::invalid_argument);
+  }
+}
+
+TEST(Env, FirstHostOfASlurmHostList) {
+  const std::pair<const char*, const char*> lists[] = {
+      {"node1", "node1"},
+      {"node[01-04]", "node01"},
+      {"gpu[007,010-012],login1", "gpu007"},
+      {"login1,gpu[1-2]", "login1"},
+      {"rack[2-3]-node[05-06]", "rack2-node05"},
+      {"10.77.0.[1-2]", "10.77.0.1"},
+      {"ap1f-node[0-1]", "ap1f-node0"},
+  };
+  for (const auto& [list, first] : lists) EXPECT_EQ(first_host_of("SLURM_STEP_NODELIST", list), first) << list;
+  for (const char* bad : {"", ",node1", "node[", "node]1", "node[]", "node[a-b]", "node[-1]", "node[1[2]]"}) {
+    const std::string message = error_of([&] { first_host_of("SLURM_STEP_NODELIST", bad); });
+    EXPECT_NE(message.find("is not a Slurm host list"), std::string::npos) << bad << ": " << message;
+  }
+}
+
 // --- who started this process (bootstrap/launched_by.h) ---------------------------------------------
 
 TEST(LaunchedBy, DetectedInTeamOrder) {
@@ -297,10 +366,34 @@ TEST(LaunchedBy, DetectedInTeamOrder) {
   EXPECT_FALSE(has_launcher_variables(LaunchedBy::torchrun, both));
 }
 
+TEST(LaunchedBy, SrunAfterTheOthers) {
+  EXPECT_EQ(detect_launched_by(fake(srun_task())), LaunchedBy::srun);
+  // A step of one task (`srun --pty bash`, where a user may run `aperture launch`) is no job, and
+  // a batch script's shell (no step) neither.
+  EXPECT_EQ(detect_launched_by(fake(srun_task({{"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_PROCID", "0"}}))),
+            LaunchedBy::single);
+  EXPECT_EQ(detect_launched_by(fake({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}})), LaunchedBy::single);
+  // A malformed count still marks srun, so that reading it reports the error.
+  EXPECT_EQ(detect_launched_by(fake(srun_task({{"SLURM_STEP_NUM_TASKS", "x"}}))), LaunchedBy::srun);
+  // torchrun started by srun (one per node), and mpirun inside an allocation: their ranks are theirs.
+  EXPECT_EQ(detect_launched_by(fake(srun_task({{"RANK", "5"}, {"WORLD_SIZE", "8"}}))), LaunchedBy::torchrun);
+  EXPECT_EQ(detect_launched_by(fake(srun_task({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}}))),
+            LaunchedBy::mpirun);
+}
+
+TEST(LaunchedBy, MpiKnowsTheRanksOfMpirunAndOfSrunWithPmix) {
+  EXPECT_TRUE(mpi_knows_the_ranks(fake({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}})));
+  EXPECT_TRUE(mpi_knows_the_ranks(fake(srun_task())));
+  EXPECT_FALSE(mpi_knows_the_ranks(fake(srun_task({{"PMIX_RANK", ""}}))));
+  EXPECT_FALSE(mpi_knows_the_ranks(fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}})));
+  EXPECT_FALSE(mpi_knows_the_ranks(fake({})));
+}
+
 TEST(LaunchedBy, NamesAreTeamLaunchedBy) {
   EXPECT_EQ(launched_by_name(LaunchedBy::aperture), "aperture launch");
   EXPECT_EQ(launched_by_name(LaunchedBy::mpirun), "mpi");
   EXPECT_EQ(launched_by_name(LaunchedBy::torchrun), "torchrun");
+  EXPECT_EQ(launched_by_name(LaunchedBy::srun), "srun");
   EXPECT_EQ(launched_by_name(LaunchedBy::single), "single");
   auto team = aperture::Team::single();
   EXPECT_EQ(team.launched_by(), "single");

@@ -53,7 +53,8 @@ namespace aperture::detail {
 namespace {
 
 constexpr const char* kNeedsMpirun =
-    "needs ranks started by mpirun; run under `aperture launch --mpi -n N -- prog` or `mpirun -n N prog`";
+    "needs ranks that MPI knows: started by mpirun or by `srun --mpi=pmix`; run under `aperture launch --mpi -n N -- "
+    "prog` or `mpirun -n N prog`";
 
 std::uintptr_t align_up(std::uintptr_t address, std::size_t alignment) {
   return (address + alignment - 1) & ~(static_cast<std::uintptr_t>(alignment) - 1);
@@ -344,7 +345,7 @@ std::string open_mpi_version() {
 #endif
 }
 
-bool started_by_mpirun() { return has_launcher_variables(LaunchedBy::mpirun, env::process()); }
+bool mpi_started_this_job() { return mpi_knows_the_ranks(env::process()); }
 
 }  // namespace
 
@@ -353,7 +354,7 @@ ProviderEntry mpi_window_entry() {
   entry.name = "mpi-window";
   entry.status = [] {
     ProviderStatus status{"mpi-window", true, false, {}};
-    if (!started_by_mpirun()) {
+    if (!mpi_started_this_job()) {
       status.reason = kNeedsMpirun;
       return status;
     }
@@ -362,7 +363,7 @@ ProviderEntry mpi_window_entry() {
     return status;
   };
   entry.make = [](Team& team) -> std::unique_ptr<Provider> {
-    if (!started_by_mpirun() || launched_by(team) != LaunchedBy::mpirun)
+    if (!mpi_started_this_job() || !mpi_knows_the_ranks(team))
       throw Error(ErrorCode::unavailable, detail::format("provider 'mpi-window' {} (this team was started by '{}')",
                                                          kNeedsMpirun, team.launched_by()));
     return std::make_unique<MpiWindowProvider>(team);

@@ -28,14 +28,16 @@ _LAUNCHER_VARIABLES = ("APERTURE_RANK", "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_R
 
 
 def launched_here():
-    """Whether this process is already one rank of a job (torchrun, aperture launch, mpirun): the
-    runner then runs in it instead of starting a job of its own."""
+    """Whether this process is already one rank of a job (torchrun, aperture launch, mpirun, an srun
+    step of several tasks): the runner then runs in it instead of starting a job of its own."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         return True
     if all(os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")):
         return True
+    if os.environ.get("SLURM_PROCID") and os.environ.get("SLURM_STEP_NUM_TASKS", "1") != "1":
+        return True  # as Team.from_env reads srun: a batch script's shell has no step
     return any(os.environ.get(k) for k in ("APERTURE_RANK", "OMPI_COMM_WORLD_RANK"))
 
 
