@@ -12,6 +12,8 @@
 #   APERTURE_WITH_HIPCC=0      do not install Debian's hipcc, which the HIP compile check of the
 #                              device headers (tests/hip) needs; installed by default (some 100 MB
 #                              to download, 650 MB on disk). A failed install skips that check.
+#   APERTURE_WITH_SLURM=0      do not install Slurm and munge (about 10 MB), which the srun test of
+#                              tests/multinode needs; installed by default. A failed install skips it.
 #
 # The CUDA toolkit is not installed here: the build uses nvcc when it finds one
 # (/usr/local/cuda/bin/nvcc, or CUDACXX) and builds the CPU parts without it otherwise.
@@ -23,7 +25,7 @@ with_nvshmem="${APERTURE_WITH_NVSHMEM:-$default_nvshmem}"
 for arg in "$@"; do
   case "$arg" in
     --with-nvshmem) with_nvshmem=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "setup-deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -129,5 +131,27 @@ if [[ "${APERTURE_WITH_HIPCC:-1}" == 1 ]] && ! command -v hipcc >/dev/null 2>&1;
     fi
   else
     echo "setup-deps: no hipcc and no apt-get; the HIP compile check will not run" >&2
+  fi
+fi
+
+# ---- optional: Slurm, for tests/multinode/slurm_test.sh ----------------------------------------
+# A private Slurm cluster on simulated nodes checks that ranks srun starts form their job (with and
+# without PMIx). The packages only; the test starts its own daemons and stops them. Without them
+# the test is skipped (CI requires it: APERTURE_SLURM_REQUIRE=1). A failed install is reported.
+if [[ "${APERTURE_WITH_SLURM:-1}" == 1 ]] && ! command -v slurmd >/dev/null 2>&1 &&
+   ! [[ -x /usr/sbin/slurmd ]]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "setup-deps: installing Slurm (slurmd slurmctld slurm-client munge: for the srun test)"
+    began=$SECONDS
+    export DEBIAN_FRONTEND=noninteractive
+    if (run_as_root apt-get install -y -q --no-install-recommends slurmd slurmctld slurm-client munge ||
+        { run_as_root apt-get update -q &&
+          run_as_root apt-get install -y -q --no-install-recommends slurmd slurmctld slurm-client munge; }); then
+      echo "setup-deps: Slurm installed in $((SECONDS - began)) s"
+    else
+      echo "setup-deps: could not install Slurm; the srun test will be skipped" >&2
+    fi
+  else
+    echo "setup-deps: no Slurm and no apt-get; the srun test will be skipped" >&2
   fi
 fi

@@ -14,10 +14,11 @@
 # Each node has a veth link into a bridge that lives in the set's own "switch" namespace, so no
 # address, route or link is added to the machine's own namespace and traffic never leaves the
 # namespaces made here. A node gets the address 10.77.0.(K+1)/24 (the sets are apart: each has
-# its own bridge), the host name NAME-nodeK (Team tells nodes apart by it), its own System V IPC
-# and a private tmpfs on /dev/shm. The process ID namespace stays the machine's (the launcher
-# watches its ranks), so a library that maps another process's memory through /proc or
-# process_vm_readv still could: UCX does unless told UCX_TLS=tcp,self (the tests tell it). `run` gives CMD:
+# its own bridge), the host name NAME-nodeK (Team tells nodes apart by it), its own System V IPC,
+# a private tmpfs on /dev/shm and an /etc/hosts that names every node (the machine's, plus a line
+# per node), so node names resolve as on a cluster. The process ID namespace stays the machine's
+# (the launcher watches its ranks), so a library that maps another process's memory through /proc
+# or process_vm_readv still could: UCX does unless told UCX_TLS=tcp,self (the tests tell it). `run` gives CMD:
 #   APERTURE_NODE_EXEC   "<this script> exec NAME {node} --": `aperture launch --nodes` prefixes
 #                        each rank's command with it, {node} replaced by the rank's node
 #   APERTURE_HUB_HOST    node 0's address: the launcher's hub listens there
@@ -68,6 +69,8 @@ up() {
   mkdir "$dir"
   echo "$PPID" >"$dir/owner"
   echo "$k" >"$dir/nodes"
+  # Each node's /etc/hosts (bound over it by enter): node names resolve, as on a real cluster.
+  cat /etc/hosts >"$dir/hosts" 2>/dev/null || true
   trap 'down "$name" >/dev/null 2>&1' ERR
   local sw; sw="$(switch_ns "$name")"
   ip netns add "$sw"
@@ -89,6 +92,7 @@ up() {
     touch "$dir/uts$i" "$dir/ipc$i"
     unshare --uts="$dir/uts$i" --ipc="$dir/ipc$i" hostname "$name-node$i"
     echo "$subnet.$((i + 1)) slots=64" >>"$dir/hostfile"
+    echo "$subnet.$((i + 1)) $name-node$i" >>"$dir/hosts"
   done
   trap - ERR
   echo "$name"
@@ -98,11 +102,13 @@ enter() {  # enter NAME K CMD...: the node's namespaces, the caller's directory
   local name="$1" i="$2"; shift 2
   local dir="$state_root/$name"
   [[ -f $dir/uts$i ]] || die "no node $i in set '$name' (made by \`simnodes.sh up\`?)"
-  # A fresh mount namespace per entry, in which /dev/shm is the node's own tmpfs: every process
-  # of a node sees the same /dev/shm, no other node sees it. (A persistent mount namespace per node
-  # would not do: one made earlier cannot see the namespace files of the nodes made after it.)
+  # A fresh mount namespace per entry, in which /dev/shm is the node's own tmpfs (and /etc/hosts the
+  # set's): every process of a node sees the same /dev/shm, no other node sees it. (A persistent
+  # mount namespace per node would not do: one made earlier cannot see the namespace files of the
+  # nodes made after it.)
   exec nsenter --net="/run/netns/$(node_ns "$name" "$i")" --uts="$dir/uts$i" --ipc="$dir/ipc$i" --wd="$PWD" -- \
-    unshare --mount --propagation private -- sh -c 'mount --bind "$0" /dev/shm && exec "$@"' "$dir/shm$i" "$@"
+    unshare --mount --propagation private -- \
+    sh -c 'mount --bind "$0" /dev/shm && mount --bind "$1" /etc/hosts && shift && exec "$@"' "$dir/shm$i" "$dir/hosts" "$@"
 }
 
 agent() {  # Open MPI calls its rsh agent as: AGENT [ssh options] HOST COMMAND WORDS...
@@ -178,5 +184,5 @@ case "$command" in
   down) down "${1:?down NAME}" ;;
   sweep) sweep ;;
   run) run "$@" ;;
-  *) sed -n '2,25p' "$self" | sed 's/^# \{0,1\}//'; [[ -z $command || $command == -h || $command == --help ]] || exit 2 ;;
+  *) sed -n '2,26p' "$self" | sed 's/^# \{0,1\}//'; [[ -z $command || $command == -h || $command == --help ]] || exit 2 ;;
 esac
