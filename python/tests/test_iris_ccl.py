@@ -2,6 +2,7 @@
 p2p through the heap, allocate_symmetric, broadcast(src=), the factories' Iris behaviours, the
 AMD-only names, bad input, and the unmodified-program mechanism (python -m aperture.iris)."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -432,6 +433,108 @@ def test_newest_ccl_forms(ctx, team):
     ctx.barrier()
 
 
+def test_workspaces_have_irises_fields(ctx, team):
+    # Iris's AllReduceWorkspace fields (keywords and position; `prepared` set by programs, as
+    # Iris's graph-capture probe does), through the preamble, the call and the module form; every
+    # rank's sum exact, the values differing per rank and element.
+    from iris_modules import all_reduce_module
+    from aperture.iris.ccl import AllReduceWorkspace, Config
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    made = AllReduceWorkspace(variant="ring", shape=(2, 3), dtype=torch.float16, ring_buffer=None, flags=None,
+                              locks=None, num_rings=2, flags_per_tile=1, prepared=True)
+    assert (made.variant, made.shape, made.dtype, made.num_rings, made.flags_per_tile, made.prepared) == \
+        ("ring", (2, 3), torch.float16, 2, 1, True)
+    positional = AllReduceWorkspace("atomic", (4,), torch.int32, None, None, None, 3, 0, True)
+    assert (positional.variant, positional.shape, positional.num_rings, positional.prepared) == \
+        ("atomic", (4,), 3, True)
+    assert all_reduce_module.AllReduceWorkspace is AllReduceWorkspace
+    inp = ctx.zeros(3, 5, dtype=torch.float32)
+    inp.copy_(per_rank(me, (3, 5), torch.float32, dev, salt=21))
+    total = sum(per_rank(r, (3, 5), torch.float64, "cpu", salt=21) for r in range(n))
+    out = ctx.full((3, 5), -1.0, dtype=torch.float32)
+    config = Config(all_reduce_variant="one_shot", all_reduce_num_rings=2)
+    ws = all_reduce_module.all_reduce_preamble(out, inp, ctx, config=config)
+    assert isinstance(ws, AllReduceWorkspace)
+    assert (ws.variant, ws.shape, ws.dtype, ws.num_rings, ws.prepared) == ("one_shot", (3, 5), torch.float32, 2, True)
+    assert (ws.ring_buffer, ws.flags, ws.locks, ws.flags_per_tile) == (None, None, None, 0)  # aperture keeps none
+    ws.prepared = False  # settable, and aperture's call needs no preamble again
+    assert all_reduce_module.all_reduce(out, inp, ctx, config=config, workspace=ws) is ws
+    assert torch.equal(out.cpu().double(), total) and ws.prepared is False
+    ws.prepared = True
+    again = ctx.ccl.all_reduce_preamble(out, inp, config=Config(all_reduce_variant="ring"), workspace=ws)
+    assert again is ws and (ws.variant, ws.num_rings, ws.prepared) == ("ring", 1, True)
+    out.fill_(-1)
+    returned = ctx.ccl.all_reduce(out, inp, config=Config(all_reduce_variant="atomic"))
+    assert isinstance(returned, AllReduceWorkspace) and returned.variant == "atomic" and returned.shape == (3, 5)
+    assert torch.equal(out.cpu().double(), total)
+    ctx.barrier()
+
+
+def test_fused_workspaces_have_irises_fields(ctx, team):
+    # GemmReduceScatterWorkspace.output_f32: the float32 buffer the unfused path sums into (here,
+    # on the host heap); AllReduceRMSNormWorkspace's reduced/norm_out/ar_workspace/ar_config.
+    from aperture.iris.ccl import fused_ar_rmsnorm, fused_gemm_rs
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    assert fused_gemm_rs.GemmReduceScatterWorkspace().output_f32 is None
+    tokens, h_shard, k = 3, 4, 2 * n
+    inp = per_rank(me, (tokens, h_shard), torch.float32, dev, salt=30) / 10
+    w = per_rank(me, (h_shard, k), torch.float32, dev, salt=31) / 10
+    ws = fused_gemm_rs.gemm_reduce_scatter_preamble(inp, w, ctx)
+    assert isinstance(ws, fused_gemm_rs.GemmReduceScatterWorkspace)
+    assert ws.output_f32.shape == (tokens, 2) and ws.output_f32.dtype == torch.float32
+    assert ctx.is_symmetric(ws.output_f32)
+    got = fused_gemm_rs.gemm_reduce_scatter(inp, w, ctx, workspace=ws)
+    total = sum((per_rank(r, (tokens, h_shard), torch.float64, "cpu", salt=30) / 10) @
+                (per_rank(r, (h_shard, k), torch.float64, "cpu", salt=31) / 10) for r in range(n))
+    torch.testing.assert_close(got.cpu().double(), total[:, 2 * me:2 * me + 2], rtol=1e-5, atol=1e-5)
+    assert torch.equal(ws.output_f32.cpu(), got.cpu())  # the sums landed in output_f32
+    hidden = 64
+    partial = ctx.zeros((tokens, hidden), dtype=torch.float32)
+    partial.copy_(per_rank(me, (tokens, hidden), torch.float32, dev, salt=32) / 50)
+    weight = torch.ones(hidden, device=dev)
+    rms_ws = fused_ar_rmsnorm.all_reduce_rmsnorm_preamble(partial, None, ctx)
+    assert isinstance(rms_ws, fused_ar_rmsnorm.AllReduceRMSNormWorkspace)
+    assert (rms_ws.reduced, rms_ws.ar_workspace, rms_ws.ar_config) == (None, None, None)
+    assert rms_ws.norm_out.shape == (tokens, hidden)
+    ctx.barrier()
+    out = fused_ar_rmsnorm.all_reduce_rmsnorm(partial, None, weight, ctx, workspace=rms_ws)
+    assert out is rms_ws.norm_out
+    summed = sum(per_rank(r, (tokens, hidden), torch.float32, "cpu", salt=32) / 50 for r in range(n))
+    torch.testing.assert_close(out.cpu(), torch.nn.functional.rms_norm(summed, (hidden,), weight.cpu(), 1e-6),
+                               rtol=1e-5, atol=1e-5)
+    made = fused_ar_rmsnorm.AllReduceRMSNormWorkspace(norm_out=out, ar_config=iris.ccl.Config())
+    assert made.norm_out is out and made.reduced is None and made.ar_config == iris.ccl.Config()
+    ctx.barrier()
+
+
+def test_variants_irises_scripts_name_run_on_the_communicator(ctx, team):
+    # reduce_scatter "fused" (6196a42) and "two_shot_inline", all_reduce "flat" (bench_mlp_layer):
+    # accepted, and the Communicator's collective runs (the variant selects nothing here).
+    from iris_modules import barrier_module, reduce_scatter_module
+    from aperture.iris.ccl import Config
+    n, dev, me = team.size, ctx.get_device(), team.rank
+    inp = ctx.zeros(4, 6, dtype=torch.float32)
+    inp.copy_(per_rank(me, (4, 6), torch.float32, dev, salt=40))
+    total = sum(per_rank(r, (4, 6), torch.float64, "cpu", salt=40) for r in range(n))
+    out = ctx.full((4, 6), -1.0, dtype=torch.float32)
+    for variant in ("fused", "two_shot_inline"):
+        out.fill_(-1)
+        ctx.barrier()
+        reduce_scatter_module.reduce_scatter(out, inp, ctx, config=Config(reduce_scatter_variant=variant))
+        assert torch.equal(out.cpu().double(), total), variant
+    out.fill_(-1)
+    ctx.ccl.all_reduce(out, inp, config=Config(all_reduce_variant="flat"))
+    assert torch.equal(out.cpu().double(), total)
+    # barrier's config= (Iris's, unused): a Config or None, else an IrisTypeError on every rank.
+    ctx.ccl.barrier(config=Config())
+    barrier_module.barrier(ctx, None, False, Config(all_reduce_variant="flat"))
+    for bad in (lambda: ctx.ccl.barrier(config={"block_size_m": 32}), lambda: barrier_module.barrier(ctx, config=1)):
+        with pytest.raises(TypeError, match="config must be an iris.ccl.Config or None") as refused:
+            bad()
+        assert isinstance(refused.value, aperture.Error)
+    ctx.barrier()
+
+
 def test_fused_gemm_ops_run_unfused_where_overlapped_gemm_cannot(ctx, team):
     # On the host heap (and for dtypes or shapes OverlappedGemm does not take on a GPU), the fused
     # GEMM ops run as torch.matmul and one Communicator call; their module forms too.
@@ -700,6 +803,25 @@ def test_config_and_amd_only_names():
     old = iris.ccl.Config(block_size_m=128, block_size_n=128, swizzle_size=6, all_reduce_variant="atomic",
                           all_reduce_distribution=0, threads_per_warp=64, reduce_scatter_variant="two_shot_push")
     assert (old.chunk_size, old.all_reduce_ring_slice_n, old.threads_per_warp) == (36, 128, 64)
+    # Positional construction binds Iris's newest order (index file 70870827569: all_to_all_variant
+    # ninth); keywords still name any field.
+    pos = iris.ccl.Config(16, 128, 8, 32, 1, 4, False, "partitioned", "default", "one_shot", 0, 2, 64,
+                          "fused", 2, 8, 64, 1)
+    assert (pos.block_size_m, pos.block_size_n, pos.swizzle_size, pos.comm_sms, pos.num_xcds, pos.chunk_size) == \
+        (16, 128, 8, 32, 1, 4)
+    assert (pos.use_gluon, pos.all_gather_variant, pos.all_to_all_variant, pos.all_reduce_variant) == \
+        (False, "partitioned", "default", "one_shot")
+    assert (pos.all_reduce_distribution, pos.all_reduce_num_rings, pos.all_reduce_ring_slice_n,
+            pos.reduce_scatter_variant) == (0, 2, 64, "fused")
+    assert (pos.num_stages, pos.num_warps, pos.threads_per_warp, pos.waves_per_eu) == (2, 8, 64, 1)
+    assert [f.name for f in dataclasses.fields(iris.ccl.Config)][:18] == [
+        "block_size_m", "block_size_n", "swizzle_size", "comm_sms", "num_xcds", "chunk_size", "use_gluon",
+        "all_gather_variant", "all_to_all_variant", "all_reduce_variant", "all_reduce_distribution",
+        "all_reduce_num_rings", "all_reduce_ring_slice_n", "reduce_scatter_variant", "num_stages", "num_warps",
+        "threads_per_warp", "waves_per_eu"]
+    assert iris.ccl.Config(all_to_all_variant="default", reduce_variant="ring").reduce_variant == "ring"
+    with pytest.raises(ValueError, match="all_to_all_variant"):
+        iris.ccl.Config(32, 64, 4, 64, None, None, False, "persistent", "two_shot")  # the older order's ninth
     for bad in [dict(all_reduce_variant="nope"), dict(all_gather_variant="rings"), dict(all_to_all_variant="x"),
                 dict(reduce_scatter_variant="ring"), dict(barrier_mode="never"), dict(threads_per_warp=16),
                 dict(num_warps=0), dict(waves_per_eu=-1), dict(all_reduce_ring_slice_n=24)]:
@@ -708,6 +830,7 @@ def test_config_and_amd_only_names():
     for thunk, word in [(lambda: iris.ccl.Config(use_gluon=True), "Gluon"), (lambda: iris.hip.get_num_xcc(), "HIP"),
                         (lambda: iris.ccl.Config(all_gather_variant="tdm"), "Tensor Data Mover"),
                         (lambda: iris.ccl.Config(all_to_all_variant="tdm"), "Tensor Data Mover"),
+                        (lambda: iris.ccl.Config(all_reduce_variant="one_shot_gluon"), "Gluon"),
                         (lambda: iris.experimental.rocshmem_provider.RocshmemProvider, "rocSHMEM")]:
         with pytest.raises(aperture.Error, match="AMD-only") as e:
             thunk()
@@ -726,6 +849,26 @@ def test_config_and_amd_only_names():
             exec(f"from {module} import {name}", {})
         assert word in str(e.value) and "NVIDIA" in str(e.value)
         assert not hasattr(imported, "__path__")  # dunder probes stay AttributeErrors
+    # Iris's Gluon device side at its module paths (iris.mem.gluon, iris.device.gluon,
+    # iris.context.gluon) and iris.context's Gluon names: importable, each name refused naming the
+    # Triton equivalent.
+    for module, name in [("aperture.iris.mem.gluon.context", "Context"), ("aperture.iris.mem.gluon.tracing", "Tracing"),
+                         ("aperture.iris.mem.gluon", "context.Context"),
+                         ("aperture.iris.device.gluon.context", "Context"),
+                         ("aperture.iris.context.gluon", "GluonContext"), ("aperture.iris.context", "GluonContext"),
+                         ("aperture.iris.context", "GluonDeviceTracing")]:
+        imported = importlib.import_module(module)
+        with pytest.raises(aperture.Error, match="AMD-only") as e:
+            if "." in name:
+                getattr(getattr(imported, name.split(".")[0]), name.split(".")[1])
+            else:
+                exec(f"from {module} import {name}", {})
+        assert "Gluon" in str(e.value) and "TritonContext" in str(e.value) and "NVIDIA" in str(e.value)
+    assert importlib.import_module("aperture.iris.device.gluon") is importlib.import_module("aperture.iris.mem.gluon")
+    from aperture.iris.context import TritonContext  # the Triton names stay
+    assert TritonContext is iris.DeviceContext
+    with pytest.raises(AttributeError):
+        importlib.import_module("aperture.iris.context").NoSuchName
     # Iris's device helpers that only write SDMA packets, wherever Iris's packages export them; the
     # error names the load/store way (put, then an atomic on the peer's flag).
     for module in ("aperture.iris", "aperture.iris.mem.triton", "aperture.iris.mem.triton.ops"):
@@ -805,6 +948,22 @@ def test_logging_and_do_bench(ctx):
         iris.logger.removeHandler(keep)
     assert seen == ["[Iris] [1/3] heap ready of 64 bytes", "[Iris] no rank 5%"]
     assert iris.logger.level == iris.WARNING
+    # do_bench's helpers (iris.host.platform.utils at 5dd5bff): the 256 MiB int32 cache, its
+    # clearing, and a timing event (CUDA's with a GPU, the host clock's without).
+    from aperture.iris.host.platform.utils import clear_cache, create_timing_event, get_empty_cache_for_benchmark
+    cache = get_empty_cache_for_benchmark()
+    assert cache.dtype == torch.int32 and cache.numel() * 4 == 256 << 20
+    assert cache.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    cache[::4096].fill_(7)
+    clear_cache(cache)
+    assert int(cache[::4096].abs().sum()) == 0
+    del cache
+    start, end = create_timing_event(), create_timing_event()
+    start.record()
+    time.sleep(0.02)
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) >= (0 if torch.cuda.is_available() else 15)
     calls = []
     ms = iris.do_bench(lambda: calls.append(1), barrier_fn=ctx.barrier, n_warmup=2, n_repeat=5)
     assert ms >= 0 and len(calls) == 8

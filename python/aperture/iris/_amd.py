@@ -6,6 +6,11 @@ import aperture
 AMD_ONLY = {
     "gluon": ("Gluon kernels (iris.experimental.iris_gluon, iris.gluon, ccl Config(use_gluon=True)) are written "
               "against AMD's Gluon layouts", "Triton kernels with iris's device functions or DeviceContext"),
+    "gluon_context": ("Gluon's device-side context and its tracing (iris.mem.gluon, iris.device.gluon, "
+                      "iris.context.gluon: GluonContext, GluonDeviceTracing) decode the context tensor inside "
+                      "@gluon.jit kernels, written against AMD's Gluon layouts",
+                      "iris.context.TritonContext (iris.mem.triton.context.Context) in a Triton kernel, and its "
+                      "tracing, iris.context.TritonDeviceTracing (iris.mem.triton.tracing.Tracing)"),
     "sdma": ("SDMA copy engines (iris's copy-engine transfers)", "ctx.ccl collectives, the device copy/put/get, or "
              "ctx.as_remote(dst, rank).copy_(src) (a copy-engine copy into the peer's tensor)"),
     "sdma_device": ("SDMA copy-engine packets a kernel writes (iris.mem.triton's put_signal, put_signal_rect(s), "

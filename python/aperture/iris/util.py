@@ -1,4 +1,6 @@
-"""``iris.do_bench``: Iris's timing loop, on CUDA events with a GPU and the host clock without."""
+"""``iris.do_bench``: Iris's timing loop, on CUDA events with a GPU and the host clock without, and
+its helpers (``get_empty_cache_for_benchmark``, ``clear_cache``, ``create_timing_event``: Iris's
+``iris.host.platform.utils`` at 5dd5bff)."""
 
 import math
 import os
@@ -77,6 +79,47 @@ def timed_calls(fn, barrier_fn, preamble_fn, n_warmup, n_repeat, quantiles, retu
         torch.cuda.synchronize()
         samples = [start.elapsed_time(end) for start, end in samples]
     return _summarise(samples, quantiles, return_mode)
+
+
+class _HostTimingEvent:
+    """create_timing_event's event without a GPU: ``record()`` reads the host's clock, and
+    ``elapsed_time(end)`` is the milliseconds from this record to ``end``'s, as torch.cuda.Event's."""
+
+    def __init__(self):
+        self._at = None
+
+    def record(self, stream=None):
+        self._at = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end_event):
+        if self._at is None or end_event._at is None:
+            raise RuntimeError("iris timing event: record() both events before elapsed_time()")
+        return (end_event._at - self._at) * 1e3
+
+
+def get_empty_cache_for_benchmark():
+    """Iris's do_bench cache: a 256 MiB int32 tensor, zeroed between timed calls (``clear_cache``)
+    to flush the GPU's L2. On the current CUDA device, as Iris's; without a GPU a host tensor, which
+    flushes the CPU's caches."""
+    return torch.empty(256 << 20 >> 2, dtype=torch.int32, device="cuda" if torch.cuda.is_available() else "cpu")
+
+
+def clear_cache(cache):
+    """Zeroes ``cache`` (get_empty_cache_for_benchmark's tensor), as Iris's do_bench does before
+    each timed call."""
+    cache.zero_()
+
+
+def create_timing_event():
+    """A timing event: ``torch.cuda.Event(enable_timing=True)`` with a GPU, as Iris's; without one
+    an event on the host's clock with the same ``record()`` and ``elapsed_time(end)`` (ms)."""
+    return torch.cuda.Event(enable_timing=True) if torch.cuda.is_available() else _HostTimingEvent()
 
 
 def parse_bool_env(name, default=False):

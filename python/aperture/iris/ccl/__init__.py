@@ -17,7 +17,7 @@ import torch
 
 import aperture
 
-from .._errors import IrisValueError
+from .._errors import IrisTypeError, IrisValueError
 from . import p2p
 from .config import AUTOTUNE, Config
 from .moe_dispatch import DispatchHandle, MoEDispatchConfig, MoEDispatcher
@@ -50,6 +50,13 @@ def _refuse(call, detail, code=None):
     raise aperture.Error(f"aperture: iris.ccl.{call}: {detail}", code=code or aperture.ErrorCode.invalid_argument)
 
 
+def _check_config(call, config):
+    """An IrisTypeError (aperture.Error and TypeError) unless ``config`` is an iris.ccl.Config or None."""
+    if config is not None and not isinstance(config, Config):
+        raise IrisTypeError(f"aperture: iris.ccl.{call}: config must be an iris.ccl.Config or None, got "
+                            f"{type(config).__name__}", code=aperture.ErrorCode.invalid_argument)
+
+
 class Workspace:
     """What a preamble returns and the call takes back. aperture's Communicator keeps its own
     scratch, so this records what the workspace was prepared for: the output's shape and dtype and,
@@ -70,6 +77,38 @@ class Workspace:
             cls(output_tensor.shape, output_tensor.dtype)
 
 
+class AllReduceWorkspace(Workspace):
+    """Iris's ``AllReduceWorkspace`` (what all_reduce_preamble and all_reduce return), with its
+    fields in its order, each readable and settable. Values are aperture's: ``variant`` the
+    Config's all_reduce_variant ("two_shot" without one), ``shape``/``dtype`` the output's,
+    ``num_rings`` the Config's all_reduce_num_rings; ``ring_buffer``, ``flags`` and ``locks`` are
+    None and ``flags_per_tile`` 0, as aperture's Communicator keeps its own scratch and no per-tile
+    flags or locks (``tiles`` still records a "spinlock"/"ring" preamble's tile count, for Iris's
+    "array too small" refusal). ``prepared`` is True after a preamble; a call neither needs nor
+    clears it (Iris clears it after atomic/spinlock/one_shot calls to re-run its preamble, whose
+    zeroing aperture does not need), and a program may set it (Iris's graph-capture probe does)."""
+
+    def __init__(self, variant="", shape=(), dtype=None, ring_buffer=None, flags=None, locks=None, num_rings=1,
+                 flags_per_tile=0, prepared=False, tiles=None):
+        super().__init__(shape, dtype, tiles)
+        self.variant, self.ring_buffer, self.flags, self.locks = variant, ring_buffer, flags, locks
+        self.num_rings, self.flags_per_tile, self.prepared = num_rings, flags_per_tile, prepared
+
+    def __repr__(self):
+        return (f"AllReduceWorkspace(variant={self.variant!r}, shape={self.shape}, dtype={self.dtype}, "
+                f"ring_buffer={self.ring_buffer!r}, flags={self.flags!r}, locks={self.locks!r}, "
+                f"num_rings={self.num_rings}, flags_per_tile={self.flags_per_tile}, prepared={self.prepared})")
+
+    def describe(self, output_tensor, config):
+        """Sets the fields for this output and Config (Iris's preamble sets the same ones)."""
+        self.shape, self.dtype = tuple(output_tensor.shape), output_tensor.dtype
+        variant = getattr(config, "all_reduce_variant", None)
+        self.variant = variant.lower() if isinstance(variant, str) else "two_shot"
+        rings = getattr(config, "all_reduce_num_rings", 1)
+        self.num_rings = rings if isinstance(rings, int) else 1
+        return self
+
+
 # (call, variant) -> the per-tile array Iris's kernels of that variant keep in the workspace.
 PER_TILE = {("all_reduce", "spinlock"): "Lock", ("all_reduce", "ring"): "Flags",
             ("reduce_scatter", "ring_chunked"): "Flags"}
@@ -86,15 +125,6 @@ def tile_count(shape, config):
 
 def _variant(call, config):
     return getattr(config, f"{call}_variant", None) if config is not None else None
-
-
-def _prepare(call, workspace, output_tensor, config):
-    """The preamble of ``call``: the workspace for this output, holding the Config's tile count
-    when its variant keeps per-tile state."""
-    workspace = Workspace.for_output(workspace, output_tensor)
-    if (call, _variant(call, config)) in PER_TILE:
-        workspace.tiles = tile_count(workspace.shape, config)
-    return workspace
 
 
 def _check_tiles(call, workspace, config):
@@ -167,7 +197,15 @@ class CCL:
 
     # ---- collectives ----------------------------------------------------------------------
     def all_reduce_preamble(self, output_tensor, input_tensor, config=None, workspace=None):
-        return _prepare("all_reduce", workspace, output_tensor, config)
+        """An AllReduceWorkspace for this output and Config: ``workspace`` itself when it is one
+        (its fields set again, as Iris's preamble does), else a new one."""
+        if not isinstance(workspace, AllReduceWorkspace):
+            workspace = AllReduceWorkspace()
+        workspace.describe(output_tensor, config)
+        workspace.tiles = tile_count(workspace.shape, config) if ("all_reduce", _variant("all_reduce", config)) \
+            in PER_TILE else None
+        workspace.prepared = True
+        return workspace
 
     def all_reduce(self, output_tensor, input_tensor, op=None, group=None, async_op=False, config=None, workspace=None):
         """output = the reduction (default sum) of every rank's input. Returns the workspace."""
@@ -185,8 +223,10 @@ class CCL:
                                                             "sum" if op is None else op_name(op, "all_reduce"))
         if workspace is None:
             if self._workspace_of is not output_tensor:  # the usual loop reuses one tensor: no new object
-                self._workspace = Workspace(output_tensor.shape, output_tensor.dtype)
+                self._workspace = AllReduceWorkspace(prepared=True).describe(output_tensor, config)
                 self._workspace_of = output_tensor
+            elif config is not None and self._workspace.variant != getattr(config, "all_reduce_variant", None):
+                self._workspace.describe(output_tensor, config)
             workspace = self._workspace
         return workspace
 
@@ -442,9 +482,12 @@ class CCL:
         if self._iris.cur_rank == int(dst):
             output_tensor.copy_(target.view(output_tensor.shape))
 
-    def barrier(self, group=None, async_op=False):
+    def barrier(self, group=None, async_op=False, config=None):
         """Every rank's stream waits here for every other (a device-side barrier, capturable in a
-        CUDA graph); ``async_op`` is accepted: it is on the stream either way."""
+        CUDA graph); ``async_op`` is accepted: it is on the stream either way. ``config`` (Iris's
+        ``iris.ccl.barrier`` takes one and uses none) must be a Config or None, and steers nothing."""
+        if config is not None:
+            _check_config("barrier", config)
         sub = None if group is None else self._group(group, "barrier")
         if sub is not None:
             sub.barrier()
@@ -496,6 +539,7 @@ class CCL:
         return _fused_ops().all_reduce_rmsnorm_preamble(self._iris, *args, **kwargs)
 
 
-__all__ = ["AUTOTUNE", "Config", "ReduceOp", "CCL", "Workspace", "P2PConfig", "P2POp", "P2PState", "P2PWork", "p2p",
+__all__ = ["AUTOTUNE", "Config", "ReduceOp", "CCL", "Workspace", "AllReduceWorkspace", "P2PConfig", "P2POp", "P2PState",
+           "P2PWork", "p2p",
            "MoEDispatcher", "MoEDispatchConfig", "DispatchHandle", "ExptAssignment", "make_expt_dict_uniform",
            "make_expt_assignment", "topk", "TopkResult"]

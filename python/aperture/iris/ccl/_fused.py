@@ -513,6 +513,19 @@ def all_gather_gemm(ctx, output_tensor, local_shard, weight, group=None, async_o
     return output_tensor
 
 
+def _gemm_rs_fused(input_tensor, weight_shard):
+    """Whether gemm_reduce_scatter runs fused on OverlappedGemm for these operands."""
+    return _overlappable(input_tensor, weight_shard) and input_tensor.shape[0] % 64 == 0 and \
+        input_tensor.shape[1] % 64 == 0
+
+
+def _output_f32(workspace, tokens, shard, device):
+    out = getattr(workspace, "output_f32", None) if workspace is not None else None
+    if out is not None and out.shape == (tokens, shard) and out.dtype == torch.float32 and out.device == device:
+        return out
+    return None
+
+
 def gemm_reduce_scatter(ctx, input_tensor, weight_shard, group=None, async_op=False, config=None, workspace=None):
     """Iris's fused GEMM + reduce-scatter: input_tensor [tokens, H_shard] and weight_shard
     [H_shard, K] are this rank's; returns this rank's [tokens, K / world] column shard of the sum
@@ -530,14 +543,16 @@ def gemm_reduce_scatter(ctx, input_tensor, weight_shard, group=None, async_op=Fa
     k = weight_shard.shape[1]
     _require(name, k % world == 0, f"weight output dim K ({k}) must be divisible by world_size ({world})")
     _same_dtype(name, input_tensor, weight_shard)
-    if _overlappable(input_tensor, weight_shard) and tokens % 64 == 0 and h_shard % 64 == 0:
+    if _gemm_rs_fused(input_tensor, weight_shard):
         tp = _overlapped_gemm(ctx, name)
         out = tp.gemm_rs(weight_shard.t().contiguous(), input_tensor.t().contiguous()).t().contiguous()
     else:
         shard = k // world
         partial = torch.matmul(input_tensor.float(), weight_shard.float())  # [tokens, K], float32
         blocks = partial.view(tokens, world, shard).permute(1, 0, 2).contiguous()  # rank r's columns, r-th
-        summed = torch.empty((tokens, shard), dtype=torch.float32, device=partial.device)
+        summed = _output_f32(workspace, tokens, shard, partial.device)  # the preamble's buffer, when it fits
+        if summed is None:
+            summed = torch.empty((tokens, shard), dtype=torch.float32, device=partial.device)
         _communicator(ctx).reduce_scatter(summed, blocks, "sum")
         out = summed.to(input_tensor.dtype)
     if not async_op:
@@ -554,11 +569,33 @@ class FusedWorkspace:
         self.__dict__.update(fields)
 
 
+class AllReduceRMSNormWorkspace(FusedWorkspace):
+    """Iris's workspace of all_reduce_rmsnorm, with its fields: ``norm_out`` is the output buffer
+    aperture's call writes (made by the preamble, or by the first call given this workspace);
+    ``reduced``, ``ar_workspace`` and ``ar_config`` stay None, since aperture's one fused kernel
+    adds the ranks' partials straight into ``residual`` (Iris: a one-shot all_reduce into
+    ``reduced`` with its own workspace and Config, then a local RMSNorm kernel)."""
+
+    def __init__(self, reduced=None, norm_out=None, ar_workspace=None, ar_config=None, **fields):
+        super().__init__(reduced=reduced, norm_out=norm_out, ar_workspace=ar_workspace, ar_config=ar_config, **fields)
+
+
+class GemmReduceScatterWorkspace(FusedWorkspace):
+    """Iris's workspace of gemm_reduce_scatter, with its field ``output_f32``: the [tokens,
+    K / world] float32 buffer the sums land in. aperture's preamble makes it on the heap where the
+    call runs unfused (its Communicator reduce_scatter then writes there, and the result is
+    rounded from it); where the call runs fused on OverlappedGemm, which sums in buffers of its
+    own, it stays None."""
+
+    def __init__(self, output_f32=None, **fields):
+        super().__init__(output_f32=output_f32, **fields)
+
+
 def all_reduce_rmsnorm_preamble(ctx, partial, residual=None, config=None, workspace=None):
     """Makes what all_reduce_rmsnorm on ``partial``'s shape allocates collectively (its output on
     the heap and its row flags), so the call itself allocates nothing. Collective."""
     tokens, hidden = partial.shape
-    workspace = workspace if workspace is not None else FusedWorkspace()
+    workspace = workspace if workspace is not None else AllReduceRMSNormWorkspace()
     if _workspace_out(workspace, tokens, hidden, partial.dtype, partial.device) is None:
         workspace.norm_out = ctx.zeros((tokens, hidden), dtype=partial.dtype)
     flags = getattr(ctx, "_aperture_rmsnorm_flags", None)
@@ -584,6 +621,13 @@ def gemm_reduce_scatter_preamble(ctx, input_tensor, weight_shard, config=None, w
     if _overlappable(input_tensor, weight_shard):
         _overlapped_gemm(ctx, "gemm_reduce_scatter_preamble")
     _communicator(ctx)
-    workspace = workspace if workspace is not None else FusedWorkspace()
+    workspace = workspace if workspace is not None else GemmReduceScatterWorkspace()
     workspace.shapes = (tuple(input_tensor.shape), tuple(weight_shard.shape))
+    world = int(ctx.get_num_ranks())
+    tokens, k = (input_tensor.shape[0], weight_shard.shape[1]) if input_tensor.dim() == weight_shard.dim() == 2 else \
+        (0, 1)
+    if not tokens or k % world or _gemm_rs_fused(input_tensor, weight_shard):
+        workspace.output_f32 = None  # OverlappedGemm's own buffers (or a call that will be refused)
+    elif _output_f32(workspace, tokens, k // world, input_tensor.device) is None:
+        workspace.output_f32 = ctx.zeros((tokens, k // world), dtype=torch.float32)
     return workspace

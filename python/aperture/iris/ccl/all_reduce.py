@@ -1,9 +1,7 @@
 """``iris.ccl.all_reduce``: Iris's module form of ``ctx.ccl.all_reduce`` and its preamble."""
 
-from . import Workspace
+from . import AllReduceWorkspace  # noqa: F401  (what all_reduce_preamble returns and all_reduce takes back)
 from ._module_api import ccl_of
-
-AllReduceWorkspace = Workspace  # what all_reduce_preamble returns and all_reduce takes back
 
 
 def all_reduce_preamble(output_tensor, input_tensor, ctx, config=None, workspace=None):

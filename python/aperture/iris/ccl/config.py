@@ -5,7 +5,8 @@ Iris's Config has grown field by field; this one has the union of its main-branc
 against any of them constructs it. aperture's Communicator picks its own algorithm and launch shape, so the tiling,
 variant and launch fields are validated and kept but do not steer the collectives; ``num_xcds``
 (an AMD die count) is 1 on NVIDIA, ``threads_per_warp`` defaults to NVIDIA's warp of 32;
-``use_gluon=True`` and the ``"tdm"`` variants (gfx1250's Tensor Data Mover) are AMD-only.
+``use_gluon=True``, the ``"tdm"`` variants (gfx1250's Tensor Data Mover) and
+``all_reduce_variant="one_shot_gluon"`` are AMD-only.
 
 ``AUTOTUNE`` in a field (or ``Config.autotune(**fixed)``) asks Iris to search that field's values on
 the first call; the Config is left unchecked until then. Since these fields do not steer aperture's
@@ -21,12 +22,17 @@ ALL_GATHER_VARIANTS = ("persistent", "partitioned", "pull", "ring")
 ALL_TO_ALL_VARIANTS = ("default",)
 # "ll", "ll128", "rccl_ll": the low-latency protocols (data and flag written together) of one Iris
 # version (index file 63523613900); like the others, a name for Iris's kernel, not aperture's.
+# "flat": the variant Iris's benchmark/ccl/bench_mlp_layer.py (index file 63135039923) and sweep
+# scripts ask for, which no stored Config defines (a branch's); accepted as Iris's scripts pass it.
 ALL_REDUCE_VARIANTS = ("atomic", "ring", "two_shot", "one_shot", "one_shot_legacy", "spinlock", "push", "two_shot_push",
-                       "ll", "ll128", "rccl_ll", "auto")
+                       "ll", "ll128", "rccl_ll", "auto", "flat")
 # "inreg", "twophase", "auto": one Iris version's (tests/ccl/test_reduce_scatter.py, index file
 # 63609287024); its chunk-per-rank layout reads right too, since an output of the input's size
 # receives the whole reduction here (IrisCCL.reduce_scatter).
-REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push", "ring_chunked", "inreg", "twophase", "auto")
+# "fused" (iris/ccl/reduce_scatter.py at 6196a42, index file 63089414881) and "two_shot_inline"
+# (index file 63189919947): Iris's tile layout, which the whole reduction here also satisfies.
+REDUCE_SCATTER_VARIANTS = ("two_shot", "push", "two_shot_push", "ring_chunked", "inreg", "twophase", "auto", "fused",
+                           "two_shot_inline")
 REDUCE_VARIANTS = ("two_shot", "one_shot", "ring")
 BARRIER_MODES = ("device", "host")
 
@@ -77,7 +83,8 @@ def _one_of(name, value, allowed):
 
 @dataclass
 class Config:
-    # Iris's newest fields, in its order (a Config made positionally means the same)...
+    # Iris's newest fields, in its order (index file 70870827569: a Config made positionally
+    # binds the same fields as Iris's)...
     block_size_m: int = 32
     block_size_n: int = 64
     swizzle_size: int = 4
@@ -86,6 +93,7 @@ class Config:
     chunk_size: int | None = None
     use_gluon: bool = False
     all_gather_variant: str = "persistent"
+    all_to_all_variant: str = "default"
     all_reduce_variant: str = "two_shot"
     all_reduce_distribution: int = 1
     all_reduce_num_rings: int = 1
@@ -96,7 +104,6 @@ class Config:
     threads_per_warp: int | None = None
     waves_per_eu: int = 0
     # ...then those of other Iris versions, by keyword.
-    all_to_all_variant: str = "default"
     all_reduce_num_warps: int = 8
     all_reduce_num_stages: int = 1
     all_reduce_waves_per_eu: int = 1
@@ -112,6 +119,8 @@ class Config:
         for name in ("all_gather_variant", "all_to_all_variant"):
             if getattr(self, name) == "tdm":
                 _amd.refuse("tdm", f"Config({name}='tdm')")
+        if self.all_reduce_variant == "one_shot_gluon":  # iris/ccl/gluon/all_reduce.py's kernel
+            _amd.refuse("gluon", "Config(all_reduce_variant='one_shot_gluon')")
         if self.num_xcds is None:
             self.num_xcds = 1  # one die per NVIDIA GPU
         if self.threads_per_warp is None:

@@ -1,10 +1,8 @@
 """``iris.ccl.fused_ar_rmsnorm``: Iris's module form of ``ctx.ccl.all_reduce_rmsnorm`` (one fused
 kernel: ccl._fused) and its preamble, with the Iris instance after the tensors."""
 
-from ._fused import FusedWorkspace
+from ._fused import AllReduceRMSNormWorkspace  # noqa: F401  (what the preamble returns and the op takes back)
 from ._module_api import ccl_of
-
-AllReduceRMSNormWorkspace = FusedWorkspace  # what the preamble returns and the op takes back
 
 
 def all_reduce_rmsnorm_preamble(partial, residual, ctx, config=None, workspace=None):

@@ -1,10 +1,8 @@
 """``iris.ccl.fused_gemm_rs``: Iris's module form of ``ctx.ccl.gemm_reduce_scatter`` (on
 aperture.OverlappedGemm: ccl._fused) and its preamble, with the Iris instance third."""
 
-from ._fused import FusedWorkspace
+from ._fused import GemmReduceScatterWorkspace  # noqa: F401  (what the preamble returns and the op takes back)
 from ._module_api import ccl_of
-
-GemmReduceScatterWorkspace = FusedWorkspace  # what the preamble returns and the op takes back
 
 
 def gemm_reduce_scatter_preamble(input_tensor, weight_shard, shmem, config=None, workspace=None):
