@@ -6,7 +6,7 @@ launcher variables, or under torchrun). An aperture Team with torch.distributed'
 is then made by giving Team.from_env the torchrun-style variables it reads (RANK, WORLD_SIZE,
 MASTER_ADDR and a port of its own), with the address, port and job token chosen by rank 0 and
 broadcast over torch.distributed. Without torch.distributed, Team.from_env() reads aperture
-launch, mpirun or torchrun, or makes a one-rank job.
+launch, mpirun, torchrun or srun, or makes a one-rank job.
 """
 
 import os
