@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -64,6 +65,13 @@ LineForwarder::LineHandler untag_lines(OutputSink& out, OutputSink& err, bool mp
   };
 }
 
+// Inside a Slurm allocation (sbatch, salloc) of more than one node: SLURM_JOB_NUM_NODES, which
+// both set. A value that is not a number counts as one node.
+bool in_slurm_allocation_of_several_nodes() {
+  const char* nodes = std::getenv("SLURM_JOB_NUM_NODES");
+  return nodes != nullptr && std::strtol(nodes, nullptr, 10) > 1;
+}
+
 }  // namespace
 
 int run_mpi_launch(const LaunchOptions& options) {
@@ -96,13 +104,15 @@ int run_mpi_launch(const LaunchOptions& options) {
   request.argv = {"mpirun", "-n", std::to_string(options.ranks)};
   const std::size_t flags_at = request.argv.size();
   request.argv.insert(request.argv.end(), kMpirunFlags.begin(), kMpirunFlags.end());
-  if (!options.hostfile.empty()) {
-    // Ranks on other nodes meet over TCP as well as shared memory.
+  // Ranks on other nodes (a hostfile's, or a Slurm allocation's, whose nodes mpirun reads by
+  // itself) meet over TCP as well as shared memory.
+  if (!options.hostfile.empty() || in_slurm_allocation_of_several_nodes()) {
     for (std::size_t i = flags_at; i + 1 < request.argv.size(); ++i)
       if (request.argv[i] == "btl") request.argv[i + 1] = "self,vader,tcp";
+  }
+  if (!options.hostfile.empty())
     request.argv.insert(request.argv.end(), {"--hostfile", options.hostfile, "--map-by",
                                              "ppr:" + std::to_string(options.ranks / options.nodes) + ":node"});
-  }
   request.argv.push_back("--tag-output");
   // Each rank starts as the shim, which rejoins the job's group and becomes the program.
   request.argv.push_back(self);

@@ -7,7 +7,8 @@
 #                                       every node is idle; prints the path of an env file to source
 #                                       (SLURM_CONF, SLURM_CLUSTER_DIR, SIMNODES_NAME, SLURM_NODES=K)
 #   slurm_cluster.sh srun DIR -- ARGS   `srun ARGS` on node 0 of the cluster in DIR (cwd and
-#                                       environment kept, less an outer job's SLURM_* variables)
+#                                       environment kept, less an outer job's SLURM_* variables);
+#   slurm_cluster.sh salloc DIR -- ARGS `salloc ARGS` there likewise (a command in an allocation)
 #   slurm_cluster.sh down DIR           stops its daemons and jobs, removes the nodes and DIR;
 #                                       idempotent
 #
@@ -134,8 +135,8 @@ cluster_dir() {  # the cluster's DIR, given DIR or its env file
   echo "$dir"
 }
 
-run_srun() {
-  local dir; dir="$(cluster_dir "$1")"; shift
+run_on_node0() {  # run_on_node0 TOOL DIR [--] ARGS: a Slurm client (srun, salloc) on node 0
+  local tool="$1" dir; dir="$(cluster_dir "$2")"; shift 2
   [[ ${1:-} == -- ]] && shift
   # An outer job's variables (the caller may itself be a Slurm job) would make srun look for that
   # job in this cluster.
@@ -143,7 +144,7 @@ run_srun() {
   for v in $(compgen -e | grep '^SLURM_' || true); do
     [[ $v == SLURM_CONF || $v == SLURM_CLUSTER_DIR || $v == SLURM_NODES ]] || unset "$v"
   done
-  exec env SLURM_CONF="$dir/slurm.conf" bash "$simnodes" exec "$(cat "$dir/simnodes_name")" 0 -- srun "$@"
+  exec env SLURM_CONF="$dir/slurm.conf" bash "$simnodes" exec "$(cat "$dir/simnodes_name")" 0 -- "$tool" "$@"
 }
 
 alive() {  # is PID running (a zombie waiting for its parent is not)?
@@ -205,7 +206,7 @@ command="${1:-}"
 case "$command" in
   check) check ;;
   up) up "${1:?up K}" ;;
-  srun) run_srun "${1:?srun DIR -- ARGS}" "${@:2}" ;;
+  srun|salloc) run_on_node0 "$command" "${1:?$command DIR -- ARGS}" "${@:2}" ;;
   down) down "${1:?down DIR}" ;;
-  *) sed -n '2,19p' "$self" | sed 's/^# \{0,1\}//'; [[ -z $command || $command == -h || $command == --help ]] || exit 2 ;;
+  *) sed -n '2,20p' "$self" | sed 's/^# \{0,1\}//'; [[ -z $command || $command == -h || $command == --help ]] || exit 2 ;;
 esac

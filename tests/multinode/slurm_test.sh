@@ -7,6 +7,8 @@
 #   - `srun` without PMIx: aperture's rendezvous on the step's first node (its name resolved as on
 #     a cluster); `aperture info` gives every rank once, over both nodes; the collectives between
 #     nodes, which need MPI, refuse on every rank, naming `srun --mpi=pmix`;
+#   - `aperture launch --mpi` inside an allocation (salloc): mpirun reads Slurm's nodes, and the
+#     collectives between nodes run over TCP, every element;
 #   - task 0 placed off the step's first node (--distribution=arbitrary): task 0 says so, naming
 #     MASTER_ADDR, and the job ends in time.
 # Exit 77 (skipped) where Slurm or namespaces are missing, unless APERTURE_SLURM_REQUIRE=1 (CI: a
@@ -67,6 +69,16 @@ if [[ $(grep -c "the collectives between nodes run on MPI, but its ranks were st
   ok "srun without PMIx: the collectives between nodes refuse on every rank, naming srun --mpi=pmix"
 else
   fail "srun without PMIx, collectives: $out"
+fi
+
+# mpirun inside an allocation, as docs/MULTINODE.md offers too: it reads Slurm's nodes itself, and
+# `aperture launch --mpi` lets its ranks meet over TCP there.
+out="$(timeout 300 bash "$cluster" salloc "$dir" -- -N2 -n4 --ntasks-per-node=2 "$aperture" launch --mpi -n 4 -- \
+  "$collectives" 2>&1)"
+if [[ $(grep -c "PASS collectives across nodes" <<<"$out") == 4 ]] && grep -q "4 ranks as 2+2" <<<"$out"; then
+  ok "aperture launch --mpi inside an allocation (salloc): every collective between nodes"
+else
+  fail "aperture launch --mpi inside salloc: $out"
 fi
 
 # Task 0 on node 1, task 1 on node 0: the others would look for the rendezvous on node 0.
