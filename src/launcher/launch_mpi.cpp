@@ -106,7 +106,8 @@ int run_mpi_launch(const LaunchOptions& options) {
   request.argv.insert(request.argv.end(), kMpirunFlags.begin(), kMpirunFlags.end());
   // Ranks on other nodes (a hostfile's, or a Slurm allocation's, whose nodes mpirun reads by
   // itself) meet over TCP as well as shared memory.
-  if (!options.hostfile.empty() || in_slurm_allocation_of_several_nodes()) {
+  const bool across_nodes = !options.hostfile.empty() || in_slurm_allocation_of_several_nodes();
+  if (across_nodes) {
     for (std::size_t i = flags_at; i + 1 < request.argv.size(); ++i)
       if (request.argv[i] == "btl") request.argv[i + 1] = "self,vader,tcp";
   }
@@ -125,12 +126,16 @@ int run_mpi_launch(const LaunchOptions& options) {
   // Open MPI refuses to run as root unless told twice; containers and CI often run as root.
   if (::geteuid() == 0) set = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
   // torch.distributed's rendezvous; the shim adds RANK, WORLD_SIZE, LOCAL_RANK from Open MPI's.
-  try {
-    set.emplace_back("MASTER_ADDR", "127.0.0.1");
-    set.emplace_back("MASTER_PORT", std::to_string(free_loopback_port()));
-  } catch (const std::exception& e) {
-    launch_note(e.what());
-    return kExitLauncherFailed;
+  // Across nodes rank 0's address is the user's to give, as without --mpi: a loopback one would
+  // send the other nodes' ranks to their own machine.
+  if (!across_nodes) {
+    try {
+      set.emplace_back("MASTER_ADDR", "127.0.0.1");
+      set.emplace_back("MASTER_PORT", std::to_string(free_loopback_port()));
+    } catch (const std::exception& e) {
+      launch_note(e.what());
+      return kExitLauncherFailed;
+    }
   }
   // Without a hostfile the nodes are a split of this machine, made by each rank's Team.
   if (options.nodes > 1 && options.hostfile.empty()) set.emplace_back("APERTURE_NODES", std::to_string(options.nodes));

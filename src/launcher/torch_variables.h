@@ -5,7 +5,9 @@
 // of `aperture launch`. Team::from_env() still joins the launcher's job: its variables come first
 // (team.h). MASTER_PORT is a TCP port on loopback that was free when the job started (the ranks are
 // on this machine); torch's rank 0 listens there. Under --mpi the launcher sets MASTER_ADDR and
-// MASTER_PORT, and the rank shim (mpi_rank_shim.cpp) the others, from Open MPI's variables.
+// MASTER_PORT, and the rank shim (mpi_rank_shim.cpp) the others, from Open MPI's variables. Across
+// nodes (--nodes, a hostfile, a Slurm allocation of several nodes) MASTER_ADDR and MASTER_PORT are
+// left to the user: the launcher does not know rank 0's node address.
 //
 // Private to src/launcher.
 #pragma once

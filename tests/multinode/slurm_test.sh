@@ -81,6 +81,16 @@ else
   fail "aperture launch --mpi inside salloc: $out"
 fi
 
+# There torch.distributed's MASTER_ADDR is the user's (rank 0's node), on every rank.
+out="$(MASTER_ADDR="$SIMNODES_NAME-node0" timeout 120 bash "$cluster" salloc "$dir" -- -N2 -n4 --ntasks-per-node=2 \
+  "$aperture" launch --mpi -n 4 -- sh -c 'echo "master ${MASTER_ADDR-unset} on $(hostname)"' 2>&1)"
+if [[ $(grep -c "master $SIMNODES_NAME-node0 on $SIMNODES_NAME-node[01]$" <<<"$out") == 4 ]] &&
+   grep -q "on $SIMNODES_NAME-node1$" <<<"$out"; then
+  ok "aperture launch --mpi inside an allocation keeps the user's MASTER_ADDR on every node"
+else
+  fail "MASTER_ADDR inside salloc: $out"
+fi
+
 # Task 0 on node 1, task 1 on node 0: the others would look for the rendezvous on node 0.
 hosts="$dir/arbitrary-hosts"
 printf '%s\n%s\n' "$SIMNODES_NAME-node1" "$SIMNODES_NAME-node0" > "$hosts"
