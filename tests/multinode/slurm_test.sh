@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# tests/multinode/slurm_test.sh APERTURE COLLECTIVES_TEST — ranks started by Slurm's srun, with no
-# launcher of aperture's, on a real Slurm cluster of 2 simulated nodes (slurm_cluster.sh):
+# tests/multinode/slurm_test.sh APERTURE COLLECTIVES_TEST ENGINE_TEST — ranks started by Slurm's
+# srun, with no launcher of aperture's, on a real Slurm cluster of 2 simulated nodes
+# (slurm_cluster.sh):
 #   - `srun --mpi=pmix`: MPI learns the job from srun, so the collectives between nodes run on
 #     MPI: every collective, type and reduction checked (collectives_nodes_test), 2+2 ranks;
-#     `aperture info` at srun's own packing (3+1) says every rank's node;
+#     `aperture info` at srun's own packing (3+1) says every rank's node; the MPI engine reaches
+#     the other node's memory, every operation (engine_test, 1+1 ranks, 20 rounds);
 #   - `srun` without PMIx: aperture's rendezvous on the step's first node (its name resolved as on
 #     a cluster); `aperture info` gives every rank once, over both nodes; the collectives between
 #     nodes, which need MPI, refuse on every rank, naming `srun --mpi=pmix`;
@@ -14,7 +16,7 @@
 # Exit 77 (skipped) where Slurm or namespaces are missing, unless APERTURE_SLURM_REQUIRE=1 (CI: a
 # failure); afterwards no namespace, /dev/shm file or daemon of the cluster is left (checked).
 set -uo pipefail
-aperture="$1" collectives="$2"
+aperture="$1" collectives="$2" engine="$3"
 cluster="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/slurm_cluster.sh"
 if ! reason="$(bash "$cluster" check)"; then
   [[ ${APERTURE_SLURM_REQUIRE:-0} == 1 ]] && { echo "FAIL: APERTURE_SLURM_REQUIRE=1 and $reason"; exit 1; }
@@ -54,6 +56,13 @@ if every_rank_once "$out" 4 && grep -q "nodes: 2 (node 0: ranks 0-2, node 1: ran
   ok "srun --mpi=pmix, srun's packing (3+1): every rank's node"
 else
   fail "srun --mpi=pmix aperture info: $out"
+fi
+
+out="$(run_srun -N2 -n2 --mpi=pmix "$engine" 20)"
+if grep -q "^\[  PASSED  \] 1 test" <<<"$out" && ! grep -q "FAILED" <<<"$out"; then
+  ok "srun --mpi=pmix, 1+1: the MPI engine reaches the other node, every operation"
+else
+  fail "srun --mpi=pmix engine test: $out"
 fi
 
 out="$(run_srun -N2 -n4 --ntasks-per-node=2 --mpi=none "$aperture" info)"
