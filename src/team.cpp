@@ -212,7 +212,8 @@ Team Team::from_env() {
     std::string token = "srun:" + srun.cluster + ":" + srun.job_id + "." + srun.step_id;
     if (const char* t = env("APERTURE_JOB_TOKEN")) token = t;
     try {
-      return Team(srun.rank, srun.world_size, name, host_or_join_tcp_hub(srun.rank, srun.world_size, ports, host, token));
+      return Team(srun.rank, srun.world_size, name,
+                  host_or_join_tcp_hub(srun.rank, srun.world_size, ports, host, token));
     } catch (const Error& e) {
       if (e.call() != "bind") throw;
       const std::string why =
@@ -222,8 +223,8 @@ Team Team::from_env() {
                                  ports.front(), ports.back(),
                                  env("MASTER_PORT") ? "MASTER_PORT + 1" : "SLURM_JOB_ID and SLURM_STEP_ID");
       throw Error(ErrorCode::system,
-                  detail::format("task 0 cannot serve aperture's rendezvous: {}; {}; set APERTURE_MASTER_PORT to a port "
-                                 "that is free on task 0's node, the same on every task",
+                  detail::format("task 0 cannot serve aperture's rendezvous: {}; {}; set APERTURE_MASTER_PORT to a "
+                                 "port that is free on task 0's node, the same on every task",
                                  e.detail(), why),
                   "bind");
     }
