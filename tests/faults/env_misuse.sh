@@ -148,6 +148,11 @@ expect "MASTER_PORT + 1 .. + 8 all taken" 3 "cannot listen on 0.0.0.0:$(( held_p
   "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
 expect "APERTURE_MASTER_PORT taken" 3 "APERTURE_MASTER_PORT=$held_port is not free" -- \
   "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port APERTURE_MASTER_PORT=$held_port "$probe"
+# The same for srun's task 0 (the ports after MASTER_PORT, as torch's store has that one).
+expect "srun: MASTER_PORT + 1 .. + 8 all taken" 3 "task 0 cannot serve aperture's rendezvous" \
+  "first free port of $held_port .. $(( held_port + 7 )) (from MASTER_PORT + 1)" "set APERTURE_MASTER_PORT" -- \
+  "${clean[@]}" SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NODELIST=localhost SLURM_JOB_ID=$$ \
+  MASTER_PORT=$((held_port - 1)) "$probe"
 release_ports
 # Slurm's srun, written by hand as srun writes a task's variables (tests/multinode/slurm_test.sh
 # runs the real srun): malformed ones are named; a batch script's shell and a step of one task are
