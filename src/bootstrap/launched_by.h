@@ -2,8 +2,9 @@
 //
 // Each launcher marks its ranks with its own variables: `aperture launch` with APERTURE_RANK and
 // APERTURE_WORLD_SIZE, Open MPI's mpirun/oshrun with OMPI_COMM_WORLD_RANK/SIZE, torchrun with
-// RANK and WORLD_SIZE, Slurm's srun with SLURM_PROCID and SLURM_STEP_NUM_TASKS. Team::from_env, the providers that need mpirun, the tools and the tests
-// ask here instead of looking for those variables themselves. Whether the values are well-formed
+// RANK and WORLD_SIZE, Slurm's srun with SLURM_PROCID and SLURM_STEP_NUM_TASKS. Team::from_env,
+// the providers that need MPI, the tools and the tests ask here instead of looking for those
+// variables themselves. Whether the values are well-formed
 // is bootstrap/launcher_variables.h's business; this only says whose they are.
 #pragma once
 
@@ -39,18 +40,16 @@ std::string_view launched_by_name(LaunchedBy launcher);
 // Who started `team`'s ranks (its Team::launched_by(), as a LaunchedBy).
 LaunchedBy launched_by(const Team& team);
 
-// Whether MPI knows every rank of the job: mpirun started them, or srun did and serves PMIx
-// (`srun --mpi=pmix`: PMIX_RANK set), through which MPI_Init learns the job. What the MPI-based
-// providers, engines and the collectives between nodes need. The team's form asks of the
-// launcher that formed it and of this process's environment.
-bool mpi_knows_the_ranks(const env::Lookup& env);
-inline bool mpi_knows_the_ranks(const Team& team);
-
 // The names of the two launchers MPI can know (launched_by_name's).
 inline constexpr std::string_view kMpirunName = "mpi";
 inline constexpr std::string_view kSrunName = "srun";
 
-// Inline, by the team's name: the collectives' library asks too, and sees only the public Team.
+// Whether MPI knows every rank of the job: mpirun started them, or srun did and serves PMIx
+// (`srun --mpi=pmix`: PMIX_RANK set), through which MPI_Init learns the job. What the MPI-based
+// providers, engines and the collectives between nodes need. The team's form asks of the
+// launcher that formed it and of this process's environment; it is inline, by the team's name,
+// because the collectives' library asks too and sees only the public Team.
+bool mpi_knows_the_ranks(const env::Lookup& env);
 inline bool mpi_knows_the_ranks(const Team& team) {
   const std::string_view by = team.launched_by();
   return by == kMpirunName || (by == kSrunName && std::getenv("PMIX_RANK") != nullptr);

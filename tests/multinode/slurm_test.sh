@@ -52,8 +52,9 @@ else
 fi
 
 out="$(run_srun -N2 -n4 --mpi=pmix "$aperture" info)"
-if every_rank_once "$out" 4 && grep -q "nodes: 2 (node 0: ranks 0-2, node 1: ranks 3)" <<<"$out"; then
-  ok "srun --mpi=pmix, srun's packing (3+1): every rank's node"
+if every_rank_once "$out" 4 && grep -q "nodes: 2 (node 0: ranks 0-2, node 1: ranks 3)" <<<"$out" &&
+   grep -q "mpi-window  *available" <<<"$out"; then
+  ok "srun --mpi=pmix, srun's packing (3+1): every rank's node, mpi-window available"
 else
   fail "srun --mpi=pmix aperture info: $out"
 fi
