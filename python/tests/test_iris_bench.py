@@ -90,6 +90,27 @@ def test_axes_expand_as_a_cartesian_product_outermost_slowest(ctx, team):
         bench.State({"A": 1, "B": 2, "dtype": 3}, 0, 1)["C"]
 
 
+def test_tuple_valued_axes_reach_the_benchmark_whole(ctx, team):
+    # As Iris's benchmark/ccl/bench_oss_tune.py sweeps shapes and block sizes: each point's value is
+    # the tuple itself, which the function unpacks.
+    seen = []
+
+    @bench.axis("shape", [(8, 2880), (64, 4096)])
+    @bench.axis("block_m_n", [(4, 32), (16, 64)])
+    def tuned(state, ctx):
+        (m, n), (bm, bn) = state["shape"], state["block_m_n"]
+        seen.append((m, n, bm, bn))
+        state.exec(lambda: None)
+
+    results = sweep(ctx, tuned)
+    expected = [(8, 2880, 4, 32), (8, 2880, 16, 64), (64, 4096, 4, 32), (64, 4096, 16, 64)]
+    assert seen == expected
+    assert [r.params["shape"] + r.params["block_m_n"] for r in results] == expected
+    # --skip_ takes such a value as the tuple too.
+    results = sweep(ctx, tuned, skips={"shape": [(8, 2880)]})
+    assert [r.params["shape"] for r in results] == [(64, 4096), (64, 4096)]
+
+
 def test_num_ranks_selection_and_points():
     @bench.axis("num_ranks", [1, 2, 4])
     @bench.axis("M", [8, 16])
