@@ -17,7 +17,7 @@
 # munge the machine may run. Each daemon runs inside its node's namespaces: slurmctld (6817) and
 # slurmd (6818) listen on the node's address, nothing on the machine's own network, and the
 # controller reaches each slurmd over the simulated network by NodeAddr. Only node 0 can reach the
-# controller, hence `srun DIR`, which runs srun there.
+# controller, hence `srun DIR` and `salloc DIR`, which run them there.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

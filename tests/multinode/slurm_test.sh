@@ -36,7 +36,7 @@ source "$envfile"
 export UCX_TLS=tcp,self OMPI_MCA_btl_vader_single_copy_mechanism=none APERTURE_HEAP_SIZE=64M APERTURE_TIMEOUT=60
 run_srun() { timeout 300 bash "$cluster" srun "$dir" -- "$@" 2>&1; }
 
-# rank_lines OUTPUT N: the `aperture info` team line of each rank 0..N-1, exactly once, started by srun.
+# every_rank_once OUTPUT N: `aperture info`'s team line of each rank 0..N-1, exactly once, started by srun.
 every_rank_once() {
   local out="$1" n="$2" r
   for ((r = 0; r < n; r++)); do
