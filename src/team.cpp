@@ -133,6 +133,47 @@ int srun_rendezvous_base(const std::string& job_id, const std::string& step_id) 
   return 20000 + static_cast<int>(hash % 1250) * 8;
 }
 
+// The ports rank 0 tries for the rendezvous, in order: exactly APERTURE_MASTER_PORT when it is
+// named, else kRendezvousPorts from `first` (those up to 65535).
+std::vector<int> rendezvous_ports(const std::optional<int>& named, int first) {
+  if (named) return {*named};
+  std::vector<int> ports;
+  for (int port = first; port < first + kRendezvousPorts && port <= 65535; ++port) ports.push_back(port);
+  return ports;
+}
+
+// How a launcher's own words name the rendezvous's parts, for the error its rank 0 gives when
+// none of the ports is free.
+struct RendezvousWords {
+  std::string launcher;  // "torchrun", "srun"
+  std::string who;       // "rank 0", "task 0"
+  std::string place;     // "host", "node"
+  std::string peers;     // "rank", "task"
+  std::string from;      // how the ports were chosen when none is named
+};
+
+// Rank 0 serves the rendezvous on the first free of `ports`, the others join it at `host`; a bind
+// failure on every port becomes one error in the launcher's words.
+std::unique_ptr<detail::TeamTransport> rendezvous(int rank, int size, const std::vector<int>& ports, bool named,
+                                                  const std::string& host, std::string token,
+                                                  const RendezvousWords& words) {
+  try {
+    return host_or_join_tcp_hub(rank, size, ports, host, std::move(token));
+  } catch (const Error& e) {
+    if (e.call() != "bind") throw;  // only rank 0 binds
+    const std::string why =
+        named ? detail::format("APERTURE_MASTER_PORT={} is not free on {}'s {}", ports.front(), words.who, words.place)
+              : detail::format("under {} aperture's rendezvous takes the first free port of {} .. {} ({}), and every "
+                               "one is taken",
+                               words.launcher, ports.front(), ports.back(), words.from);
+    throw Error(ErrorCode::system,
+                detail::format("{} cannot serve aperture's rendezvous: {}; {}; set APERTURE_MASTER_PORT to a port that "
+                               "is free on {}'s {}, the same on every {}",
+                               words.who, e.detail(), why, words.who, words.place, words.peers),
+                "bind");
+  }
+}
+
 }  // namespace
 
 Team::Team(int rank, int size, std::string launched_by, std::unique_ptr<detail::TeamTransport> transport)
@@ -202,32 +243,18 @@ Team Team::from_env() {
                                  srun.this_node, srun.first_node, srun.this_node));
     const std::string host = addr_named ? std::string(master_addr) : srun.first_node;
     const auto named = aperture::env::master_port(env);
-    int first_port = 0;
-    if (named) first_port = *named;
-    else if (const char* torch_port = env("MASTER_PORT"))  // torch.distributed's store is there
-      first_port = detail::parse_int_variable("MASTER_PORT", torch_port, 1, 65535 - kRendezvousPorts) + 1;
-    else first_port = srun_rendezvous_base(srun.job_id, srun.step_id);
-    std::vector<int> ports{first_port};
-    for (int i = 1; !named && i < kRendezvousPorts; ++i) ports.push_back(first_port + i);
+    const char* torch_port = env("MASTER_PORT");  // torch.distributed's store is there
+    const int first_port =
+        named        ? *named
+        : torch_port ? detail::parse_int_variable("MASTER_PORT", torch_port, 1, 65535 - kRendezvousPorts) + 1
+                     : srun_rendezvous_base(srun.job_id, srun.step_id);
     std::string token = "srun:" + srun.cluster + ":" + srun.job_id + "." + srun.step_id;
     if (const char* t = env("APERTURE_JOB_TOKEN")) token = t;
-    try {
-      return Team(srun.rank, srun.world_size, name,
-                  host_or_join_tcp_hub(srun.rank, srun.world_size, ports, host, token));
-    } catch (const Error& e) {
-      if (e.call() != "bind") throw;
-      const std::string why =
-          named ? detail::format("APERTURE_MASTER_PORT={} is not free on task 0's node", ports.front())
-                : detail::format("under srun aperture's rendezvous takes the first free port of {} .. {} (from {}), "
-                                 "and every one is taken",
-                                 ports.front(), ports.back(),
-                                 env("MASTER_PORT") ? "MASTER_PORT + 1" : "SLURM_JOB_ID and SLURM_STEP_ID");
-      throw Error(ErrorCode::system,
-                  detail::format("task 0 cannot serve aperture's rendezvous: {}; {}; set APERTURE_MASTER_PORT to a "
-                                 "port that is free on task 0's node, the same on every task",
-                                 e.detail(), why),
-                  "bind");
-    }
+    const RendezvousWords words{"srun", "task 0", "node", "task",
+                                torch_port ? "from MASTER_PORT + 1" : "from SLURM_JOB_ID and SLURM_STEP_ID"};
+    return Team(srun.rank, srun.world_size, name,
+                rendezvous(srun.rank, srun.world_size, rendezvous_ports(named, first_port), named.has_value(), host,
+                           std::move(token), words));
   }
   if (launcher == LaunchedBy::torchrun) {
     const auto torchrun = detail::read_torchrun_env(env);
@@ -237,34 +264,19 @@ Team Team::from_env() {
     // MASTER_PORT lies in the system's ephemeral range). So the hub takes the first free port of
     // MASTER_PORT + 1 .. + kRendezvousPorts, or exactly APERTURE_MASTER_PORT when that is set.
     const auto named = aperture::env::master_port(env);
-    std::vector<int> ports;
-    ports.reserve(kRendezvousPorts);
-    if (named) ports.push_back(*named);
-    for (int i = 1; !named && i <= kRendezvousPorts && torchrun->master_port + i <= 65535; ++i)
-      ports.push_back(torchrun->master_port + i);
-    if (ports.empty())
+    if (!named && torchrun->master_port == 65535)
       throw Error(
           ErrorCode::invalid_argument,
           "MASTER_PORT=65535 leaves no port for aperture's rendezvous; set APERTURE_MASTER_PORT to a free port");
     std::string token;
     if (const char* t = env("APERTURE_JOB_TOKEN")) token = t;
     else if (const char* run_id = env("TORCHELASTIC_RUN_ID")) token = run_id;
-    try {
-      return Team(torchrun->rank, torchrun->world_size, name,
-                  host_or_join_tcp_hub(torchrun->rank, torchrun->world_size, ports, torchrun->master_addr, token));
-    } catch (const Error& e) {
-      if (e.call() != "bind") throw;  // only rank 0 binds: it says why, and the way out
-      const std::string why =
-          named ? detail::format("APERTURE_MASTER_PORT={} is not free on rank 0's host; choose another, the same on "
-                                 "every rank",
-                                 ports.front())
-                : detail::format("under torchrun aperture's rendezvous takes the first free port of MASTER_PORT + 1 .. "
-                                 "+ {} ({} .. {}; torch's store has MASTER_PORT), and every one is taken; set "
-                                 "APERTURE_MASTER_PORT to a port that is free on rank 0's host, the same on every rank",
-                                 ports.size(), ports.front(), ports.back());
-      throw Error(ErrorCode::system, detail::format("rank 0 cannot serve aperture's rendezvous: {}; {}", e.detail(), why),
-                  "bind");
-    }
+    const RendezvousWords words{"torchrun", "rank 0", "host", "rank",
+                                detail::format("MASTER_PORT + 1 .. + {}; torch's store has MASTER_PORT",
+                                               kRendezvousPorts)};
+    return Team(torchrun->rank, torchrun->world_size, name,
+                rendezvous(torchrun->rank, torchrun->world_size, rendezvous_ports(named, torchrun->master_port + 1),
+                           named.has_value(), torchrun->master_addr, std::move(token), words));
   }
   return single();
 }

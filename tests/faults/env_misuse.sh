@@ -144,7 +144,7 @@ release_ports
 # Every one of the eight ports taken: rank 0 says which, why, and names APERTURE_MASTER_PORT.
 hold_ports listen "$held_port" $(( held_port + 7 ))
 expect "MASTER_PORT + 1 .. + 8 all taken" 3 "cannot listen on 0.0.0.0:$(( held_port + 7 ))" \
-  "MASTER_PORT + 1 .. + 8 ($held_port .. $(( held_port + 7 ))" "set APERTURE_MASTER_PORT" -- \
+  "first free port of $held_port .. $(( held_port + 7 )) (MASTER_PORT + 1 .. + 8" "set APERTURE_MASTER_PORT" -- \
   "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((held_port - 1)) "$probe"
 expect "APERTURE_MASTER_PORT taken" 3 "APERTURE_MASTER_PORT=$held_port is not free" -- \
   "${clean[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$closed_port APERTURE_MASTER_PORT=$held_port "$probe"
