@@ -467,6 +467,17 @@ def test_workspaces_have_irises_fields(ctx, team):
     returned = ctx.ccl.all_reduce(out, inp, config=Config(all_reduce_variant="atomic"))
     assert isinstance(returned, AllReduceWorkspace) and returned.variant == "atomic" and returned.shape == (3, 5)
     assert torch.equal(out.cpu().double(), total)
+    # The kept workspace follows each call's Config: a variant set in capitals after the Config was
+    # made (a dataclass field, checked only at construction) is named in lower case, and a call
+    # without a Config names Iris's default again; the same object each time.
+    shouting = Config()
+    shouting.all_reduce_variant = "ONE_SHOT"
+    out.fill_(-1)
+    assert ctx.ccl.all_reduce(out, inp, config=shouting) is returned
+    assert returned.variant == "one_shot" and torch.equal(out.cpu().double(), total)
+    out.fill_(-1)
+    assert ctx.ccl.all_reduce(out, inp) is returned and returned.variant == "two_shot"
+    assert torch.equal(out.cpu().double(), total)
     ctx.barrier()
 
 

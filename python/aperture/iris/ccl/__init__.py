@@ -99,11 +99,17 @@ class AllReduceWorkspace(Workspace):
                 f"ring_buffer={self.ring_buffer!r}, flags={self.flags!r}, locks={self.locks!r}, "
                 f"num_rings={self.num_rings}, flags_per_tile={self.flags_per_tile}, prepared={self.prepared})")
 
+    @staticmethod
+    def variant_of(config):
+        """The variant a workspace names for this Config: its all_reduce_variant in lower case, or
+        Iris's default, two_shot."""
+        variant = getattr(config, "all_reduce_variant", None)
+        return variant.lower() if isinstance(variant, str) else "two_shot"
+
     def describe(self, output_tensor, config):
         """Sets the fields for this output and Config (Iris's preamble sets the same ones)."""
         self.shape, self.dtype = tuple(output_tensor.shape), output_tensor.dtype
-        variant = getattr(config, "all_reduce_variant", None)
-        self.variant = variant.lower() if isinstance(variant, str) else "two_shot"
+        self.variant = self.variant_of(config)
         rings = getattr(config, "all_reduce_num_rings", 1)
         self.num_rings = rings if isinstance(rings, int) else 1
         return self
@@ -225,7 +231,7 @@ class CCL:
             if self._workspace_of is not output_tensor:  # the usual loop reuses one tensor: no new object
                 self._workspace = AllReduceWorkspace(prepared=True).describe(output_tensor, config)
                 self._workspace_of = output_tensor
-            elif config is not None and self._workspace.variant != getattr(config, "all_reduce_variant", None):
+            elif self._workspace.variant != AllReduceWorkspace.variant_of(config):
                 self._workspace.describe(output_tensor, config)
             workspace = self._workspace
         return workspace
