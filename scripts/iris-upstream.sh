@@ -81,7 +81,8 @@ amd_only() {
     *gluon*) echo "AMD-only: Gluon kernels (aperture.iris: Triton kernels with the device functions)" ;;
     *rocshmem*) echo "AMD-only: rocSHMEM (aperture.iris: allocator_type=\"nvshmem\")" ;;
     *dmabuf*) echo "AMD-only: dmabuf export (aperture.iris: cuda-vmm)" ;;
-    *optional_sdma*) ;;  # the copy engine left off: shader stores and the off switch's errors apply
+    *optional_sdma*|*copy_engine_flag*) ;;  # the copy engine left off: shader stores and the off switch's errors
+                                            # apply (test_copy_engine_flag.py is test_optional_sdma.py renamed)
     *sdma*|*copy_engine*|*triggered*) echo "AMD-only: SDMA / triggered copies (aperture.iris: ccl or device put/get)" ;;
     *num_xcc*|*rocr*|*hip*) echo "AMD-only: XCC / ROCr / HIP specifics" ;;
   esac
