@@ -21,7 +21,7 @@ from spawned_job import IN_A_JOB, child_environment, one_rank_job_only
 import aperture
 import aperture.iris as iris
 import aperture.iris.bench as bench
-from aperture.iris.bench import _axes, _cli, _launch, _measure, _registry, _report
+from aperture.iris.bench import _axes, _cli, _envs, _launch, _measure, _registry, _report
 
 pytestmark = pytest.mark.iris
 
@@ -307,6 +307,110 @@ def test_command_line_refusals(registry, monkeypatch):
     assert plan([f"--axis_num_ranks={limit + 1}"])["sizes"] == [limit + 1]
 
 
+def test_env_sweeps_their_jobs_and_parameters(ctx, registry, monkeypatch):
+    # @bench.env (Iris's benchmark/ccl/bench_rccl_env_sweep.py sweeps NCCL_MIN_CTAS so): values as
+    # text, stacked in the written order; a job per (num_ranks, combination), by size; a benchmark
+    # without @env only in the jobs without variables; the variables among the parameters after
+    # num_ranks; --axis_/--skip_ on a variable keep the values as written.
+    @bench.register
+    @bench.env("SWEEP_CTAS", [2, "4", 8.5])
+    @bench.env("SWEEP_PROTO", ["LL", "Simple"])
+    @bench.axis("num_ranks", [2, 1])
+    @bench.axis("M", [16, 32])
+    def swept(state, ctx):
+        state.exec(lambda: None)
+
+    @bench.register
+    @bench.axis("num_ranks", [1])
+    def plain(state, ctx):
+        state.exec(lambda: None)
+
+    assert registry[0].envs == [bench.EnvDef("SWEEP_CTAS", ["2", "4", "8.5"]), bench.EnvDef("SWEEP_PROTO", ["LL", "Simple"])]
+    assert registry[1].envs == []
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "APERTURE_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("IRIS_SIMULATION", "1")
+    p = _cli.plan(["--skip_SWEEP_CTAS=8.5", "--axis_SWEEP_PROTO", "Simple,LL128"])
+    combos = [{"SWEEP_CTAS": c, "SWEEP_PROTO": q} for c in ("2", "4") for q in ("Simple", "LL128")]
+    assert p["launches"] == [(1, c) for c in combos] + [(1, {})] + [(2, c) for c in combos]
+    assert p["sizes"] == [1, 2] and p["job"]["selection"].overrides == {}
+    selection = p["job"]["selection"]
+    assert _measure.points(registry[0], selection, 2, combos[1]) == \
+        [{"num_ranks": 2, "SWEEP_CTAS": "2", "SWEEP_PROTO": "LL128", "M": m} for m in (16, 32)]
+    assert _measure.points(registry[0], selection, 2, {}) is None  # not its job
+    assert _measure.points(registry[0], selection, 2, {"SWEEP_CTAS": "8.5", "SWEEP_PROTO": "LL"}) is None  # skipped
+    assert _measure.points(registry[1], selection, 1, combos[0]) is None
+    assert _measure.points(registry[1], selection, 1, {}) == [{"num_ranks": 1}]
+    # In a launched job (no job_env): the combination its environment has, else not at all.
+    monkeypatch.setenv("SWEEP_CTAS", "4")
+    monkeypatch.setenv("SWEEP_PROTO", "LL128")
+    assert [pt["M"] for pt in _measure.points(registry[0], selection, 2)] == [16, 32]
+    assert "runs at SWEEP_CTAS=4, SWEEP_PROTO=LL128 only" in _envs.launched_notes(registry, selection)[0]
+    monkeypatch.setenv("SWEEP_PROTO", "LL")  # --axis_ dropped it
+    assert _measure.points(registry[0], selection, 2) is None
+    monkeypatch.delenv("SWEEP_CTAS")
+    note, = _envs.launched_notes(registry, selection)
+    assert "SWEEP_CTAS=(unset), SWEEP_PROTO=LL, none of its values: it does not run" in note
+    # The results carry the variables in a job the runner started (here: this job, as that one).
+    got = _measure.run_world(ctx, registry, _axes.Selection({"num_ranks": [ctx.get_num_ranks()]}), 0, 1,
+                             job_env={"SWEEP_CTAS": "2", "SWEEP_PROTO": "LL"})
+    assert [(r.benchmark_name, r.params) for r in got] == \
+        [("swept", {"num_ranks": ctx.get_num_ranks(), "SWEEP_CTAS": "2", "SWEEP_PROTO": "LL", "M": m})
+         for m in (16, 32)]
+
+
+def test_env_refusals(registry, monkeypatch):
+    for call, kind, words in (
+            (lambda: bench.env(7, [1]), TypeError, "the variable's name must be a str"),
+            (lambda: bench.env("NCCL-MIN", [1]), ValueError, "'NCCL-MIN' is not a variable name"),
+            (lambda: bench.env("2X", [1]), ValueError, "is not a variable name"),
+            (lambda: bench.env("WORLD_SIZE", [1]), ValueError, "the runner sets or drops it"),
+            (lambda: bench.env("MASTER_PORT", [1]), ValueError, "the runner sets or drops it"),
+            (lambda: bench.env("X", "12"), TypeError, "values must be a list, got the string"),
+            (lambda: bench.env("X", 12), TypeError, "values must be a list"),
+            (lambda: bench.env("X", [1, None]), TypeError, "each value must be a str or a number"),
+            (lambda: bench.env("X", [True]), TypeError, "each value must be a str or a number"),
+            (lambda: bench.env("X", ["a\0b"]), ValueError, "NUL"),
+            (lambda: bench.env("X", [4, "4"]), ValueError, "lists '4' more than once"),
+            (lambda: bench.env("X", [])(lambda s, c: None), ValueError, "has no values")):
+        with pytest.raises(kind, match=words) as refused:
+            call()
+        assert isinstance(refused.value, aperture.Error)
+    with pytest.raises(ValueError, match="declares env 'X' twice"):
+        @bench.env("X", [1])
+        @bench.env("X", [2])
+        def twice(state, ctx):
+            pass
+    with pytest.raises(ValueError, match="register must be the outermost decorator"):
+        @bench.env("X", [1])
+        @bench.register
+        def above(state, ctx):
+            pass
+    with pytest.raises(ValueError, match="'M' is both an @env variable and an axis"):
+        @bench.register
+        @bench.env("M", [1])
+        @bench.axis("M", [2])
+        def clash(state, ctx):
+            pass
+    registry.clear()  # `above` was registered before its @env refused
+
+    @bench.register
+    @bench.env("SWEPT", [1, 2])
+    @bench.axis("num_ranks", [1])
+    def fine(state, ctx):
+        state.exec(lambda: None)
+
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "APERTURE_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(_cli.UsageError, match="--axis_SWEPT: 'a,,b' for env 'SWEPT': an empty value"):
+        _cli.plan(["--axis_SWEPT=a,,b"])
+    with pytest.raises(_cli.UsageError, match="no registered benchmark has an axis 'SWEEP'.*@env variables: SWEPT"):
+        _cli.plan(["--skip_SWEEP=1"])
+    with pytest.raises(ValueError, match="or every value of an @env variable"):
+        _cli.plan(["--skip_SWEPT=1,2"])
+    assert _cli.plan(["--axis_SWEPT=pow2:1:2"])["launches"] == [(1, {"SWEPT": "2"}), (1, {"SWEPT": "4"})]
+
+
 def test_launched_here_reads_every_launcher(monkeypatch):
     # Whether the runner runs in the ranks already there: as Team.from_env reads the launchers.
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
@@ -446,6 +550,63 @@ def test_runs_at_one_and_two_ranks_in_jobs_of_its_own(tmp_path):
         for r in range(w):
             got = json.loads((seen / f"seen-{w}-{r}-4.json").read_text())
             assert (got["device"], got["backend"]) == ("cpu", backend), (w, r, got["device"], got["backend"])
+
+
+ENV_PROGRAM = """
+import json, os
+import iris.bench as bench
+
+OUT = os.environ["BENCH_SEEN"]
+
+
+@bench.register
+@bench.env("BENCH_SWEPT", ["a", 7, "x"])
+@bench.axis("num_ranks", [2])
+@bench.axis("M", [4])
+def swept(state, ctx):
+    rank = ctx.get_rank()
+    with open(os.path.join(OUT, f"swept-{os.environ.get('BENCH_SWEPT')}-{rank}.json"), "w") as f:
+        json.dump({"world": ctx.get_num_ranks(), "param": state["BENCH_SWEPT"], "pid": os.getpid()}, f)
+    state.exec(lambda: ctx.barrier())
+
+
+@bench.register
+@bench.axis("num_ranks", [2])
+def plain(state, ctx):
+    with open(os.path.join(OUT, f"plain-{os.environ.get('BENCH_SWEPT')}-{ctx.get_rank()}.json"), "w") as f:
+        json.dump({"world": ctx.get_num_ranks(), "pid": os.getpid()}, f)
+    state.exec(lambda: ctx.barrier())
+
+
+if __name__ == "__main__":
+    bench.main()
+"""
+
+
+@one_rank_job_only("starts jobs of its own")
+def test_env_sweep_starts_a_job_per_combination(tmp_path):
+    # Each value of an @env variable in a 2-rank job of its own, started with the variable set (every
+    # rank sees it in its environment and among the point's parameters); the benchmark without @env in
+    # a job of the program's own environment (the variable's outer value restored); one result each.
+    prog = tmp_path / "bench_env.py"
+    prog.write_text(ENV_PROGRAM)
+    seen, out = tmp_path / "seen", tmp_path / "results.json"
+    seen.mkdir()
+    run = run_program(prog, "--skip_BENCH_SWEPT=x", "--n_warmup=0", "--n_repeat=1", f"--heap_size={HEAP}",
+                      "--benchmark_format=json", f"--benchmark_out={out}", BENCH_SEEN=str(seen), BENCH_SWEPT="outer")
+    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
+    records = json.loads(out.read_text())
+    assert [(r["benchmark"], r["world_size"], r["params"]) for r in records] == \
+        [("swept", 2, {"num_ranks": "2", "BENCH_SWEPT": v, "M": "4"}) for v in ("a", "7")] + \
+        [("plain", 2, {"num_ranks": "2"})]
+    assert sorted(p.name for p in seen.iterdir()) == \
+        sorted(f"{b}-{v}-{r}.json" for b, v in (("swept", "a"), ("swept", "7"), ("plain", "outer")) for r in (0, 1))
+    pids = {}
+    for b, v in (("swept", "a"), ("swept", "7"), ("plain", "outer")):
+        got = [json.loads((seen / f"{b}-{v}-{r}.json").read_text()) for r in (0, 1)]
+        assert all(g["world"] == 2 for g in got) and all(g.get("param", v) == v for g in got), got
+        pids[v] = {g["pid"] for g in got}
+    assert not (pids["a"] & pids["7"]) and not (pids["7"] & pids["outer"])  # a job each
 
 
 # The same, with the heap on a GPU: the runner's GPU path (one GPU per rank: torch.cuda.set_device,

@@ -6,7 +6,9 @@ call moves (``state.set_bytes``) or computes (``state.set_flops``), and hands ov
 time with ``state.exec(fn, preamble_fn=...)``. ``bench.main()`` runs every point of the cartesian
 product of the axes in a job per value of the ``num_ranks`` axis (8 ranks when there is none), on
 an aperture.iris context (``ctx``), and prints the slowest rank's median time per point, the
-skew between ranks, and bandwidth or TFLOPS derived from it. Times come from CUDA events on a
+skew between ranks, and bandwidth or TFLOPS derived from it. ``@bench.env(name, values)`` sweeps
+an environment variable that libraries read once per process (``NCCL_MIN_CTAS``): a job per
+combination of its values, started with the variable set. Times come from CUDA events on a
 GPU and from the host clock without one (heap in host shared memory, torch.distributed on gloo).
 ``--use_gluon`` is AMD-only and refused. docs/IRIS.md lists how this differs from Iris.
 
@@ -27,8 +29,10 @@ GPU and from the host clock without one (heap in host shared memory, torch.distr
 
 from ._axes import AxisDef, axis, linear_range, power_of_two
 from ._cli import main
+from ._envs import EnvDef, env
 from ._registry import BenchmarkDef, register
 from ._result import Result
 from ._state import State
 
-__all__ = ["AxisDef", "BenchmarkDef", "Result", "State", "axis", "linear_range", "main", "power_of_two", "register"]
+__all__ = ["AxisDef", "BenchmarkDef", "EnvDef", "Result", "State", "axis", "env", "linear_range", "main", "power_of_two",
+           "register"]

@@ -148,14 +148,23 @@ class Selection:
     """What the command line makes of the declared axes: replaced values (--axis_) and removed
     ones (--skip_), per axis name, for every benchmark that has the axis."""
 
-    def __init__(self, overrides=None, skips=None):
+    def __init__(self, overrides=None, skips=None, env_overrides=None, env_skips=None):
         self.overrides = dict(overrides or {})
         self.skips = dict(skips or {})
+        # The same options for @env variables, their values as written (text, as a variable's).
+        self.env_overrides = dict(env_overrides or {})
+        self.env_skips = dict(env_skips or {})
 
     def values(self, axis_def):
         values = list(self.overrides.get(axis_def.name, axis_def.values))
         dropped = self.skips.get(axis_def.name, [])
         # A list, not a set: axis values need not be hashable.
+        return [v for v in values if v not in dropped]
+
+    def env_values(self, env_def):
+        """An @env variable's values after --axis_/--skip_ (which give its values as text)."""
+        values = list(self.env_overrides.get(env_def.name, env_def.values))
+        dropped = self.env_skips.get(env_def.name, [])
         return [v for v in values if v not in dropped]
 
     def num_ranks(self, bdef):

@@ -12,6 +12,7 @@ import re
 import sys
 
 from .. import _amd
+from . import _envs as envs
 from ._axes import NUM_RANKS, Selection, parse_values
 from ._errors import BenchRunError, IrisValueError, refuse
 from ._launch import check_num_ranks, launched_here, run_launched, spawn
@@ -46,9 +47,11 @@ def _usage(message):
     raise UsageError(f"aperture: iris.bench: {message}")
 
 
-def _dynamic_options(tokens):
-    """--axis_/--skip_ options among the tokens argparse did not know, as {name: values} twice."""
-    overrides, skips = {}, {}
+def _dynamic_options(tokens, env_names=frozenset(), axis_names=frozenset()):
+    """--axis_/--skip_ options among the tokens argparse did not know, as {name: values} twice for
+    the axes, then twice for the @env variables (``env_names``; their values as text). A name
+    that is neither lands among the axes' (plan names it)."""
+    overrides, skips, env_overrides, env_skips = {}, {}, {}, {}
     i = 0
     while i < len(tokens):
         match = _DYNAMIC.match(tokens[i])
@@ -62,12 +65,14 @@ def _dynamic_options(tokens):
             text = tokens[i + 1]
             i += 1
         try:
-            values = parse_values(text, name)
+            if name in env_names:
+                (env_overrides if kind == "axis" else env_skips)[name] = envs.parse_values(text, name)
+            if name not in env_names or name in axis_names:
+                (overrides if kind == "axis" else skips)[name] = parse_values(text, name)
         except ValueError as e:
             _usage(f"--{kind}_{name}: {e}")
-        (overrides if kind == "axis" else skips)[name] = values
         i += 1
-    return overrides, skips
+    return overrides, skips, env_overrides, env_skips
 
 
 def plan(argv=None):
@@ -75,7 +80,10 @@ def plan(argv=None):
     for an unreadable command line) naming what is wrong. Returns the run to do."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)  # --help and argparse's own errors exit here
-    overrides, skips = _dynamic_options(unknown)
+    benchmarks = registered()
+    env_names = {e.name for b in benchmarks for e in b.envs}
+    axes = {NUM_RANKS} | {a.name for b in benchmarks for a in b.axes}
+    overrides, skips, env_overrides, env_skips = _dynamic_options(unknown, env_names, axes)
     if args.n_warmup < 0:
         _usage(f"--n_warmup must be >= 0, got {args.n_warmup}")
     if args.n_repeat < 1:
@@ -84,7 +92,6 @@ def plan(argv=None):
         _usage(f"--heap_size must be positive, got {args.heap_size}")
     if args.use_gluon:
         _amd.refuse("gluon", "iris.bench --use_gluon")
-    benchmarks = registered()
     if not benchmarks:
         refuse("no benchmarks registered: decorate a function fn(state, ctx) with @bench.register")
     pattern = check_filter(args.benchmark_filter)
@@ -92,28 +99,30 @@ def plan(argv=None):
     if not chosen:
         refuse(f"--benchmark_filter={args.benchmark_filter!r} matches none of the benchmarks "
                f"({', '.join(b.name for b in benchmarks)})")
-    axes = {NUM_RANKS} | {a.name for b in benchmarks for a in b.axes}
     for kind, given in (("axis", overrides), ("skip", skips)):
         for name in given:
             if name not in axes:
+                swept = f"; @env variables: {', '.join(sorted(env_names))}" if env_names else ""
                 _usage(f"--{kind}_{name}: no registered benchmark has an axis {name!r} "
-                       f"(axes: {', '.join(sorted(axes))})")
+                       f"(axes: {', '.join(sorted(axes))}{swept})")
     for name, values in (("--axis_num_ranks", overrides.get(NUM_RANKS, [])),
                          ("--skip_num_ranks", skips.get(NUM_RANKS, []))):
         bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
         if bad:
             _usage(f"{name}: ranks must be positive ints, got {bad}")
-    selection = Selection(overrides, skips)
-    sizes = sorted({n for b in chosen for n in selection.num_ranks(b)})
+    selection = Selection(overrides, skips, env_overrides, env_skips)
+    launches = envs.launches(chosen, selection)
+    sizes = sorted({n for n, _ in launches})
     if not sizes:
-        refuse("nothing to run: every num_ranks value is skipped")
+        refuse("nothing to run: every num_ranks value is skipped" +
+               (", or every value of an @env variable" if env_names else ""))
     _warn_about_empty_sweeps(chosen, selection)
     launched = launched_here()
     if not launched:
         check_num_ranks(sizes)
     job = {"benchmarks": chosen, "selection": selection, "heap_size": args.heap_size, "n_warmup": args.n_warmup,
            "n_repeat": args.n_repeat, "benchmark_filter": args.benchmark_filter}
-    return {"job": job, "sizes": sizes, "launched": launched, "format": args.benchmark_format,
+    return {"job": job, "sizes": sizes, "launches": launches, "launched": launched, "format": args.benchmark_format,
             "out": args.benchmark_out}
 
 
@@ -123,6 +132,10 @@ def _warn_about_empty_sweeps(chosen, selection):
             if a.name != NUM_RANKS and not selection.values(a):
                 print(f"aperture: iris.bench: warning: benchmark {b.name}: axis {a.name} has no values left after "
                       f"--axis_/--skip_; it does not run", file=sys.stderr)
+        for e in b.envs:
+            if not selection.env_values(e):
+                print(f"aperture: iris.bench: warning: benchmark {b.name}: env {e.name} has no values left after "
+                      f"--axis_/--skip_; it does not run", file=sys.stderr)
     for name, dropped in selection.skips.items():
         offered = [v for b in chosen for a in b.axes if a.name == name for v in selection.overrides.get(name, a.values)]
         if name == NUM_RANKS:
@@ -131,6 +144,13 @@ def _warn_about_empty_sweeps(chosen, selection):
         if unused:
             print(f"aperture: iris.bench: warning: --skip_{name}: {', '.join(map(str, unused))} is not among the "
                   f"axis's values", file=sys.stderr)
+    for name, dropped in selection.env_skips.items():
+        offered = [v for b in chosen for e in b.envs if e.name == name
+                   for v in selection.env_overrides.get(name, e.values)]
+        unused = [v for v in dropped if v not in offered]
+        if unused:
+            print(f"aperture: iris.bench: warning: --skip_{name}: {', '.join(unused)} is not among the env "
+                  f"variable's values", file=sys.stderr)
 
 
 def execute(plan_):
@@ -148,12 +168,14 @@ def execute(plan_):
             if others and rank == 0:
                 print(f"aperture: iris.bench: warning: a launched job of {world_size} ranks; num_ranks "
                       f"{', '.join(map(str, others))} not run", file=sys.stderr)
+            for note in envs.launched_notes(job["benchmarks"], job["selection"]) if rank == 0 else []:
+                print(f"aperture: iris.bench: warning: {note}", file=sys.stderr)
 
         results, rank = run_launched(job, check_world)
     else:
         results = []
-        for n in sizes:
-            results.extend(spawn(n, job))
+        for n, job_env in plan_["launches"]:  # a job per size and @env combination
+            results.extend(spawn(n, job, job_env))
     if rank == 0:
         text = FORMATS[plan_["format"]](results)
         print(text, end="", flush=True)

@@ -17,14 +17,10 @@ import torch
 import aperture
 
 from ..util import is_simulation_env
+from ._envs import LAUNCHER_VARIABLES
 from ._errors import BenchRunError, refuse
 from ._measure import run_world
 
-# Variables of a launcher around this process; a spawned worker must not take them for its own job.
-_LAUNCHER_VARIABLES = ("APERTURE_RANK", "APERTURE_WORLD_SIZE", "APERTURE_LOCAL_RANK", "APERTURE_LOCAL_SIZE",
-                       "APERTURE_HUB", "APERTURE_JOB_TOKEN", "APERTURE_MASTER_PORT", "APERTURE_NODE",
-                       "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                       "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE")
 
 
 def launched_here():
@@ -74,10 +70,10 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _worker(local_rank, world_size, url, job, results_path):
+def _worker(local_rank, world_size, url, job, job_env, results_path):
     import torch.distributed as dist
 
-    for name in _LAUNCHER_VARIABLES:
+    for name in LAUNCHER_VARIABLES:
         os.environ.pop(name, None)
     # What an Iris benchmark may read, as torchrun-style workers have it.
     os.environ.update(RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
@@ -97,7 +93,7 @@ def _worker(local_rank, world_size, url, job, results_path):
 
         ctx = make_context(job["heap_size"])
         results = run_world(ctx, job["benchmarks"], job["selection"], job["n_warmup"], job["n_repeat"],
-                            job["benchmark_filter"])
+                            job["benchmark_filter"], job_env)
         if local_rank == 0:
             with open(results_path, "wb") as f:
                 pickle.dump(results, f)
@@ -106,34 +102,46 @@ def _worker(local_rank, world_size, url, job, results_path):
         dist.destroy_process_group()
 
 
-def spawn(num_ranks, job):
+def spawn(num_ranks, job, job_env=None):
     """Runs ``job`` (a dict: benchmarks, selection, heap_size, n_warmup, n_repeat, benchmark_filter)
-    in a new job of ``num_ranks`` ranks; returns rank 0's Results."""
+    in a new job of ``num_ranks`` ranks, started with the variables of ``job_env`` (an @env
+    combination) set; returns rank 0's Results."""
     import torch.multiprocessing as mp
 
+    job_env = dict(job_env or {})
+    run = f"{num_ranks}-rank run" + (f" with {' '.join(f'{k}={v}' for k, v in job_env.items())}" if job_env else "")
     url = f"tcp://127.0.0.1:{_free_port()}"
     fd, results_path = tempfile.mkstemp(prefix="iris-bench-", suffix=".pkl")
     os.close(fd)
+    # The workers inherit this process's environment when they start: set for them, then restored.
+    saved = {name: os.environ.get(name) for name in job_env}
+    os.environ.update(job_env)
     try:
         try:
-            mp.spawn(_worker, args=(num_ranks, url, job, results_path), nprocs=num_ranks, join=True)
+            mp.spawn(_worker, args=(num_ranks, url, job, job_env, results_path), nprocs=num_ranks, join=True)
         except mp.ProcessRaisedException as e:
             # torch stops the other ranks; the rank's own traceback says what went wrong.
-            raise BenchRunError(f"aperture: iris.bench: the {num_ranks}-rank run failed in rank {e.error_index}:\n"
+            raise BenchRunError(f"aperture: iris.bench: the {run} failed in rank {e.error_index}:\n"
                                 f"{e.msg.strip()}", code=aperture.ErrorCode.internal) from None
         except mp.ProcessExitedException as e:
-            raise BenchRunError(f"aperture: iris.bench: the {num_ranks}-rank run failed: rank {e.error_index} "
+            raise BenchRunError(f"aperture: iris.bench: the {run} failed: rank {e.error_index} "
                                 f"exited with code {e.exit_code}", code=aperture.ErrorCode.internal) from None
         with open(results_path, "rb") as f:
             return pickle.load(f)
     finally:
         os.unlink(results_path)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def run_launched(job, check_world):
-    """Runs ``job`` in the ranks a launcher started (this process is one): joins torch.distributed
-    where the launcher describes a torchrun-style job and it is not joined yet, and calls
-    ``check_world(world_size, rank)`` before the sweep. Returns this rank's Results and rank."""
+    """Runs ``job`` in the ranks a launcher started (this process is one), each @env sweep at the
+    combination this environment has: joins torch.distributed where the launcher describes a
+    torchrun-style job and it is not joined yet, and calls ``check_world(world_size, rank)`` before
+    the sweep. Returns this rank's Results and rank."""
     import torch.distributed as dist
 
     joined_here = False

@@ -12,6 +12,7 @@ import statistics
 import aperture
 
 from ..util import timed_calls
+from . import _envs as envs
 from ._axes import NUM_RANKS
 from ._errors import BenchRunError, refuse
 from ._result import Result
@@ -54,10 +55,15 @@ class _Peers:
         return max(everyone), min(everyone)
 
 
-def points(bdef, selection, world_size):
-    """The parameter dicts of ``bdef`` at ``world_size`` ranks, slowest-varying axis first; None
-    when it does not run there (world_size not among its num_ranks, or an axis left empty)."""
+def points(bdef, selection, world_size, job_env=None):
+    """The parameter dicts of ``bdef`` at ``world_size`` ranks in a job with ``job_env`` (the @env
+    combination a job the runner started has; None in a launched job), num_ranks first, then the
+    variables, then the axes, slowest-varying first; None when it does not run there (world_size
+    not among its num_ranks, another env combination, or an axis left empty)."""
     if world_size not in selection.num_ranks(bdef):
+        return None
+    variables = envs.active(bdef, selection, job_env)
+    if variables is None:
         return None
     names, lists = [], []
     for a in bdef.axes:
@@ -69,11 +75,13 @@ def points(bdef, selection, world_size):
         names.append(a.name)
         lists.append(values)
     head = {NUM_RANKS: world_size} if selection.shows_num_ranks(bdef) else {}
+    head.update(variables)
     return [dict(head, **dict(zip(names, combo))) for combo in itertools.product(*lists)]
 
 
-def run_world(ctx, benchmarks, selection, n_warmup=25, n_repeat=100, benchmark_filter=None):
-    """Runs every point of ``benchmarks`` this job's size takes, on ``ctx`` (an aperture.iris
+def run_world(ctx, benchmarks, selection, n_warmup=25, n_repeat=100, benchmark_filter=None, job_env=None):
+    """Runs every point of ``benchmarks`` this job's size (and @env combination: ``job_env``, or
+    None in a launched job, which has its environment's) takes, on ``ctx`` (an aperture.iris
     context); every rank calls it alike. Returns this rank's Results (each with the ranks'
     agreed headline figures)."""
     world_size = ctx.get_num_ranks()
@@ -83,7 +91,7 @@ def run_world(ctx, benchmarks, selection, n_warmup=25, n_repeat=100, benchmark_f
     for bdef in benchmarks:
         if pattern is not None and not pattern.search(bdef.name):
             continue
-        for params in points(bdef, selection, world_size) or []:
+        for params in points(bdef, selection, world_size, job_env) or []:
             results.append(_run_point(ctx, peers, bdef, params, n_warmup, n_repeat))
     return results
 

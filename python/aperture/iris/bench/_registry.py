@@ -10,11 +10,13 @@ _registry = []
 
 @dataclass
 class BenchmarkDef:
-    """A registered benchmark: its name, the function ``fn(state, ctx)`` and its axes."""
+    """A registered benchmark: its name, the function ``fn(state, ctx)``, its axes and the
+    environment variables it sweeps (@bench.env)."""
 
     name: str
     fn: object
     axes: list = field(default_factory=list)
+    envs: list = field(default_factory=list)
 
 
 def register(fn):
@@ -27,7 +29,12 @@ def register(fn):
     if not name:
         refuse(f"register needs a function with a __name__ (the benchmark's name), got {fn!r}", IrisTypeError)
     axes = list(getattr(fn, "_aperture_bench_axes", []))
-    _registry.append(BenchmarkDef(name=name, fn=fn, axes=axes))
+    envs = list(getattr(fn, "_aperture_bench_envs", []))
+    # A point's parameters hold num_ranks, the variables and the axes by name: one name, one meaning.
+    clash = sorted({e.name for e in envs} & ({a.name for a in axes} | {"num_ranks"}))
+    if clash:
+        refuse(f"benchmark {name}: {', '.join(map(repr, clash))} is both an @env variable and an axis")
+    _registry.append(BenchmarkDef(name=name, fn=fn, axes=axes, envs=envs))
     # Marks it, so that an @axis written above this decorator (lost otherwise) is refused.
     fn._aperture_bench_registered = True
     return fn
