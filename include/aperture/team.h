@@ -56,7 +56,7 @@ class APERTURE_API Team {
   int node() const { return node_of_rank_[rank_]; }
   int node_count() const { return node_count_; }
   int node_of(int rank) const;  // throws aperture::Error for a rank outside 0..size()-1
-  // Who started the ranks: "aperture launch", "mpi", "torchrun" or "single".
+  // Who started the ranks: "aperture launch", "mpi", "torchrun", "srun" or "single".
   std::string_view launched_by() const { return launched_by_; }
 
   void barrier();

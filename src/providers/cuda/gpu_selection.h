@@ -3,21 +3,28 @@
 //
 // Each rank takes GPU local_rank % (GPUs this process sees). cuda-ipc and cuda-vmm let two ranks
 // share a GPU (the same device maps its own memory); nvshmem and nccl refuse it, because their
-// libraries do. status() asks before any Team exists, so it counts the ranks of this machine
-// from the launcher's variables (common/env.h's local_size).
+// libraries do: when such a provider starts, the ranks compare their GPUs' UUIDs (shared_gpu.h),
+// since a launcher that gives each rank its own GPU makes every rank see one device. status()
+// asks before any Team exists: it counts the ranks of this machine from the launcher's variables
+// (common/env.h's local_size), which shows sharing only where every rank sees the same GPUs
+// (CUDA_VISIBLE_DEVICES unset).
 //
 // Private to src/providers.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "aperture/team.h"
 #include "common/cuda_check.h"
 #include "common/env.h"
 #include "common/format.h"
+#include "providers/cuda/shared_gpu.h"
 
 namespace aperture::detail {
 
@@ -52,22 +59,46 @@ inline std::string gpu_sharing_problem(std::string_view who, GpuSharing sharing,
 inline int gpus_for_status(std::string_view who, GpuSharing sharing, std::string& why) {
   const int count = gpu_count(why);
   if (count == 0) return 0;
+  // With CUDA_VISIBLE_DEVICES set each rank may see a GPU of its own: counting proves nothing, and
+  // the provider compares UUIDs when it starts.
+  if (std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return count;
   why = gpu_sharing_problem(who, sharing, env::local_size(env::process()), count);
   return why.empty() ? count : 0;
 }
 
+// The UUID of GPU `device`; zeros when it cannot be read.
+inline GpuUuid uuid_of_gpu(int device) {
+  GpuUuid uuid{};
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, device) == cudaSuccess)
+    std::memcpy(uuid.data(), properties.uuid.bytes, uuid.size());
+  else
+    (void)cudaGetLastError();
+  return uuid;
+}
+
 // Picks this rank's GPU (local_rank % count) and makes it current. Returns "" or why not, for
 // the caller to agree on with the other ranks; `device` (and `count`, when given) are set once
-// GPUs are seen.
+// GPUs are seen. Under GpuSharing::refused it is collective: every rank of the team calls it,
+// with or without a GPU, and the ranks compare their GPUs' UUIDs.
 inline std::string choose_own_gpu(Team& team, std::string_view who, GpuSharing sharing, int& device,
                                   int* count = nullptr) {
   std::string why;
   const int gpus = gpu_count(why);
   if (count != nullptr) *count = gpus;
-  if (gpus == 0) return why;
-  device = team.local_rank() % gpus;
-  why = gpu_sharing_problem(who, sharing, team.local_size(), gpus);
-  if (why.empty()) why = APERTURE_CUDA_TRY(cudaSetDevice(device));
+  if (gpus > 0) {
+    device = team.local_rank() % gpus;
+    why = APERTURE_CUDA_TRY(cudaSetDevice(device));
+  }
+  if (sharing == GpuSharing::refused) {
+    const GpuUuid mine = gpus > 0 && why.empty() ? uuid_of_gpu(device) : GpuUuid{};
+    std::vector<GpuUuid> uuid_of_rank(static_cast<std::size_t>(team.size()));
+    team.allgather(mine.data(), uuid_of_rank.data(), sizeof(GpuUuid));
+    std::vector<int> node_of_rank(static_cast<std::size_t>(team.size()));
+    for (int r = 0; r < team.size(); ++r) node_of_rank[static_cast<std::size_t>(r)] = team.node_of(r);
+    if (const auto shared = ranks_sharing_a_gpu(uuid_of_rank, node_of_rank); shared && why.empty())
+      why = shared_gpu_problem(who, *shared, uuid_of_rank[static_cast<std::size_t>(shared->first_rank)]);
+  }
   return why;
 }
 
