@@ -138,6 +138,65 @@ def test_collectives_run_on_torchs_current_stream_and_in_a_graph(team, gpu_provi
         gpu_provider.free(t)
 
 
+def test_every_collective_replays_from_one_graph(team, gpu_provider):
+    # all_gather, reduce_scatter, all_to_all, broadcast from each root and barrier captured in one
+    # CUDA graph with all_reduce, replayed with new inputs each time: every element of every output
+    # checked after each replay (Iris's tests/graph_capture_probe.py captures these through iris.ccl).
+    n, size, rank = 4096, team.size, team.rank
+    with aperture.Communicator(team, gpu_provider) as comm:
+        inp = gpu_provider.zeros(n, torch.float32)
+        summed = gpu_provider.zeros(n, torch.float32)
+        gathered = gpu_provider.zeros(size * n, torch.float32)
+        big = gpu_provider.zeros(size * n, torch.float32)
+        part = gpu_provider.zeros(n, torch.float32)
+        swapped = gpu_provider.zeros(size * n, torch.float32)
+        sent = [gpu_provider.zeros(n, torch.float32) for _ in range(size)]
+
+        def step():
+            summed.copy_(inp)
+            comm.all_reduce(summed)
+            comm.all_gather(gathered, inp)
+            comm.reduce_scatter(part, big)
+            comm.all_to_all(swapped, big)
+            for root in range(size):
+                sent[root].copy_(inp)
+                comm.broadcast(sent[root], root)
+            comm.barrier()
+
+        def fill(k):
+            inp.copy_(values(rank + 7 * k, n, torch.float32))
+            big.copy_(values(rank + 7 * k, size * n, torch.float32, start=n))
+
+        fill(0)
+        step()  # once eagerly: the Communicator's scratch exists before the capture
+        torch.cuda.synchronize()
+        comm.barrier()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        for k in range(1, 4):
+            fill(k)
+            for out in (summed, gathered, part, swapped, *sent):
+                out.fill_(-1)
+            torch.cuda.synchronize()
+            comm.barrier()  # every rank's inputs are in place before any rank's replay reads them
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(summed, sum(values(r + 7 * k, n, torch.float32) for r in range(size))), k
+            assert torch.equal(gathered, torch.cat([values(r + 7 * k, n, torch.float32) for r in range(size)])), k
+            assert torch.equal(part, sum(values(r + 7 * k, n, torch.float32, start=n + rank * n)
+                                         for r in range(size))), k
+            assert torch.equal(swapped, torch.cat([values(r + 7 * k, n, torch.float32, start=n + rank * n)
+                                                   for r in range(size)])), k
+            for root in range(size):
+                assert torch.equal(sent[root], values(root + 7 * k, n, torch.float32)), (k, root)
+            comm.barrier()  # nobody refills while a peer's replay still reads
+        comm.check()
+        del graph
+        for x in (inp, summed, gathered, big, part, swapped, *sent):
+            gpu_provider.free(x)
+
+
 def test_gpu_bad_input(team, gpu_provider):
     with aperture.Communicator(team, gpu_provider) as comm:
         with pytest.raises(aperture.Error, match="serves GPU memory; give a CUDA tensor"):
