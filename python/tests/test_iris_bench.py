@@ -359,6 +359,30 @@ def test_env_sweeps_their_jobs_and_parameters(ctx, registry, monkeypatch):
          for m in (16, 32)]
 
 
+def test_a_launched_job_runs_the_combination_its_environment_has(ctx, team, monkeypatch):
+    # No job_env: the ranks a launcher started read their environment, and must agree on it (a rank
+    # at another combination would run other points, and the timed calls would never meet).
+    @bench.env("SWEEP_AGREE", ["a", "b"])
+    @bench.axis("M", [3])
+    def agreed(state, ctx):
+        state.exec(lambda: ctx.barrier())
+
+    bdef = bench.BenchmarkDef("agreed", agreed, agreed._aperture_bench_axes, agreed._aperture_bench_envs)
+    selection = _axes.Selection({"num_ranks": [team.size]})
+    monkeypatch.setenv("SWEEP_AGREE", "b")
+    got = _measure.run_world(ctx, [bdef], selection, 0, 1)
+    assert [r.params for r in got] == [{"num_ranks": team.size, "SWEEP_AGREE": "b", "M": 3}]
+    monkeypatch.setenv("SWEEP_AGREE", "c")  # none of its values: no rank runs it
+    assert _measure.run_world(ctx, [bdef], selection, 0, 1) == []
+    if team.size > 1:
+        monkeypatch.setenv("SWEEP_AGREE", "ab"[team.rank % 2])
+        with pytest.raises(RuntimeError, match=r"the ranks of this launched job have different values of SWEEP_AGREE "
+                                               rf"\(this rank: SWEEP_AGREE={'ab'[team.rank % 2]}\)") as refused:
+            _measure.run_world(ctx, [bdef], selection, 0, 1)
+        assert isinstance(refused.value, aperture.Error)
+    ctx.barrier()
+
+
 def test_env_refusals(registry, monkeypatch):
     for call, kind, words in (
             (lambda: bench.env(7, [1]), TypeError, "the variable's name must be a str"),

@@ -91,9 +91,29 @@ def run_world(ctx, benchmarks, selection, n_warmup=25, n_repeat=100, benchmark_f
     for bdef in benchmarks:
         if pattern is not None and not pattern.search(bdef.name):
             continue
+        if job_env is None and bdef.envs:
+            _agree_on_the_environment(peers, bdef, selection)
         for params in points(bdef, selection, world_size, job_env) or []:
             results.append(_run_point(ctx, peers, bdef, params, n_warmup, n_repeat))
     return results
+
+
+def _agree_on_the_environment(peers, bdef, selection):
+    """In a launched job each rank reads its own environment for ``bdef``'s @env variables: a rank
+    that found another combination than the others would run other points, and the timed calls
+    would never meet. Raises BenchRunError on every rank when they differ."""
+    import os
+
+    every = envs.combos(bdef, selection)
+    here = {e.name: os.environ.get(e.name) for e in bdef.envs}
+    which = float(every.index(here)) if here in every else -1.0
+    highest, lowest = peers.max_min(which)
+    if highest != lowest:
+        raise BenchRunError(
+            f"aperture: iris.bench: benchmark {bdef.name!r}: the ranks of this launched job have different values of "
+            f"{', '.join(e.name for e in bdef.envs)} (this rank: "
+            f"{', '.join(f'{k}={v}' for k, v in here.items())}); give every rank the same environment",
+            code=aperture.ErrorCode.invalid_argument)
 
 
 def _run_point(ctx, peers, bdef, params, n_warmup, n_repeat):
