@@ -193,6 +193,7 @@ def test_irises_heap_attributes_translate_and_the_sdma_branch(shmem, team):
             heap.allocate(1, torch.int8, alignment=bad)
     heap.refresh_peer_access()
     heap.close_fd_conns()
+    assert heap.fd_conns == {}  # no file-descriptor sockets: the provider exchanged its handles
     assert list(shmem.heap_bases_cpu) == shmem.get_heap_bases().tolist()
     t = shmem.arange(8, dtype=torch.int32)
     for peer in range(team.size):
@@ -205,6 +206,11 @@ def test_irises_heap_attributes_translate_and_the_sdma_branch(shmem, team):
     # Iris's SDMA branch: the copy engine is off (AMD-only), so its host transfers raise Iris's
     # RuntimeError for that, in both of Iris's spellings, and its context is None.
     assert shmem.enable_copy_engine is False and shmem.copy_engine is None and shmem.get_copy_engine_ctx() is None
+    with pytest.raises(aperture.Error, match="ctx.copy_engines_device_ctx is AMD-only: SDMA.*On NVIDIA GPUs use") \
+            as raised:
+        shmem.copy_engines_device_ctx  # one Iris version's SDMA queue descriptors
+    assert isinstance(raised.value, AttributeError)  # a program that probes for it takes its other path
+    assert getattr(shmem, "copy_engines_device_ctx", None) is None and not hasattr(shmem, "copy_engines_device_ctx")
     for call in (lambda: shmem.put(t, 0), lambda: shmem.put(t, to_rank=0), lambda: shmem.put_tile(None, 0, 0, 0),
                  lambda: shmem.put_tiles([], 0, [], []), lambda: shmem.quiet(), lambda: shmem.quiet(to_rank=0)):
         with pytest.raises(aperture.Error, match="copy engine is disabled.*copy_engine=\"sdma\".*as_remote") as raised:

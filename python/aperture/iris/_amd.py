@@ -35,10 +35,12 @@ AMD_ONLY = {
 }
 
 
-def refuse(name, what=None):
+def refuse(name, what=None, error=aperture.Error):
+    """Raises ``error`` (aperture.Error, or a subclass such as IrisAttributeError for an attribute)
+    saying that ``what`` is AMD-only, what it is there, and what to use on NVIDIA."""
     kind, instead = AMD_ONLY[name]
-    raise aperture.Error(f"aperture: iris: {what or name} is AMD-only: {kind}. On NVIDIA GPUs use {instead}.",
-                         code=aperture.ErrorCode.unavailable)
+    raise error(f"aperture: iris: {what or name} is AMD-only: {kind}. On NVIDIA GPUs use {instead}.",
+                code=aperture.ErrorCode.unavailable)
 
 
 # Iris's device helpers that only issue SDMA packets (iris/mem/triton/ops.py): no load/store path.

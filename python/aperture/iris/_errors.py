@@ -10,3 +10,8 @@ class IrisValueError(aperture.Error, ValueError):
 
 class IrisTypeError(aperture.Error, TypeError):
     """An argument of a kind Iris refuses with TypeError (not an Iris instance, ...)."""
+
+
+class IrisAttributeError(aperture.Error, AttributeError):
+    """An attribute that AMD's Iris has and aperture.iris does not: reading it raises the message,
+    while ``getattr(obj, name, default)`` and ``hasattr`` see an attribute that is not there."""

@@ -137,6 +137,12 @@ class SymmetricHeap:
         """Nothing to close (Iris's sockets that pass file descriptors): aperture's provider
         exchanged its handles when it was made."""
 
+    @property
+    def fd_conns(self):
+        """Iris's open sockets that pass dmabuf file descriptors between ranks, by rank: none here
+        (an empty dict), for the reason close_fd_conns has nothing to close."""
+        return {}
+
     def close(self):
         """Iris's heap.close(): waits for the heap's GPU, then lets go of the heap's memory, which
         goes back to the provider once no tensor taken from it is left; allocating afterwards raises

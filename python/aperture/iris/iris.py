@@ -20,7 +20,7 @@ import torch
 import aperture
 
 from . import _amd, _copy_engine, _ranks, tensor_creation
-from ._errors import IrisValueError
+from ._errors import IrisAttributeError, IrisValueError
 from ._allocators import SAME_HISTORY
 from ._heap import SymmetricHeap, peer_tensor
 from .logging import log_with_rank
@@ -369,6 +369,13 @@ class Iris:
     def get_copy_engine_ctx(self):
         """The copy engine's context for device operations: None, as in Iris while it is off."""
         return None
+
+    @property
+    def copy_engines_device_ctx(self):
+        """Iris's SDMA queue descriptors per rank (one Iris version builds them unconditionally):
+        AMD-only, an aperture.Error naming the NVIDIA way that is also an AttributeError, so that a
+        program probing for it (hasattr, getattr with a default) takes its other path."""
+        _amd.refuse("sdma", "ctx.copy_engines_device_ctx", IrisAttributeError)
 
     # ---- the heap ---------------------------------------------------------------------
     # Iris's private helpers, which its own tests call by their mangled names
