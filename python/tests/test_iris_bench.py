@@ -506,6 +506,21 @@ def run_program(path, *args, timeout=240, **env_extra):
                           env=env, timeout=timeout)
 
 
+def run_bench_program(tmp_path, source, *args, **env_extra):
+    """Runs the benchmark program ``source`` (from tmp_path) through the shim with ``args``, the
+    JSON output in a file and BENCH_SEEN a folder for what its ranks saw; fails the test unless it
+    exits 0. Returns the run, that folder and the JSON records (the same as printed)."""
+    prog, seen, out = tmp_path / "bench_program.py", tmp_path / "seen", tmp_path / "results.json"
+    prog.write_text(source)
+    seen.mkdir()
+    run = run_program(prog, *args, f"--heap_size={HEAP}", "--benchmark_format=json", f"--benchmark_out={out}",
+                      BENCH_SEEN=str(seen), **env_extra)
+    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
+    records = json.loads(out.read_text())
+    assert json.loads(run.stdout) == records
+    return run, seen, records
+
+
 # A program as Iris's benchmark scripts are written: `import iris.bench`, run by `python -m aperture.iris`.
 # Each rank also writes what it saw (its rank, the job's size, what an all_gather brought) for the test.
 PROGRAM = '''
@@ -543,15 +558,7 @@ if __name__ == "__main__":
 
 @one_rank_job_only("starts jobs of its own")
 def test_runs_at_one_and_two_ranks_in_jobs_of_its_own(tmp_path):
-    prog = tmp_path / "bench_gather.py"
-    prog.write_text(PROGRAM)
-    seen, out = tmp_path / "seen", tmp_path / "results.json"
-    seen.mkdir()
-    run = run_program(prog, "--skip_M=8", "--n_warmup=1", "--n_repeat=3", f"--heap_size={HEAP}",
-                      "--benchmark_format=json", f"--benchmark_out={out}", BENCH_SEEN=str(seen))
-    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
-    records = json.loads(out.read_text())
-    assert json.loads(run.stdout) == records
+    _, seen, records = run_bench_program(tmp_path, PROGRAM, "--skip_M=8", "--n_warmup=1", "--n_repeat=3")
     assert [(r["world_size"], r["params"]) for r in records] == \
         [(w, {"num_ranks": str(w), "M": str(m), "dtype": "float32"}) for w in (1, 2) for m in (4, 16)]
     for r in records:
@@ -612,14 +619,8 @@ def test_env_sweep_starts_a_job_per_combination(tmp_path):
     # Each value of an @env variable in a 2-rank job of its own, started with the variable set (every
     # rank sees it in its environment and among the point's parameters); the benchmark without @env in
     # a job of the program's own environment (the variable's outer value restored); one result each.
-    prog = tmp_path / "bench_env.py"
-    prog.write_text(ENV_PROGRAM)
-    seen, out = tmp_path / "seen", tmp_path / "results.json"
-    seen.mkdir()
-    run = run_program(prog, "--skip_BENCH_SWEPT=x", "--n_warmup=0", "--n_repeat=1", f"--heap_size={HEAP}",
-                      "--benchmark_format=json", f"--benchmark_out={out}", BENCH_SEEN=str(seen), BENCH_SWEPT="outer")
-    assert run.returncode == 0, run.stdout + run.stderr[-6000:]
-    records = json.loads(out.read_text())
+    _, seen, records = run_bench_program(tmp_path, ENV_PROGRAM, "--skip_BENCH_SWEPT=x", "--n_warmup=0",
+                                         "--n_repeat=1", BENCH_SWEPT="outer")
     assert [(r["benchmark"], r["world_size"], r["params"]) for r in records] == \
         [("swept", 2, {"num_ranks": "2", "BENCH_SWEPT": v, "M": "4"}) for v in ("a", "7")] + \
         [("plain", 2, {"num_ranks": "2"})]
