@@ -22,7 +22,6 @@ from ._errors import BenchRunError, refuse
 from ._measure import run_world
 
 
-
 def launched_here():
     """Whether this process is already one rank of a job (torchrun, aperture launch, mpirun, an srun
     step of several tasks): the runner then runs in it instead of starting a job of its own."""
