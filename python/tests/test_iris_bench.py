@@ -325,7 +325,8 @@ def test_env_sweeps_their_jobs_and_parameters(ctx, registry, monkeypatch):
     def plain(state, ctx):
         state.exec(lambda: None)
 
-    assert registry[0].envs == [bench.EnvDef("SWEEP_CTAS", ["2", "4", "8.5"]), bench.EnvDef("SWEEP_PROTO", ["LL", "Simple"])]
+    assert registry[0].envs == [bench.EnvDef("SWEEP_CTAS", ["2", "4", "8.5"]),
+                                bench.EnvDef("SWEEP_PROTO", ["LL", "Simple"])]
     assert registry[1].envs == []
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "APERTURE_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
         monkeypatch.delenv(name, raising=False)

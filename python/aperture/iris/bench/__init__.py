@@ -34,5 +34,5 @@ from ._registry import BenchmarkDef, register
 from ._result import Result
 from ._state import State
 
-__all__ = ["AxisDef", "BenchmarkDef", "EnvDef", "Result", "State", "axis", "env", "linear_range", "main", "power_of_two",
-           "register"]
+__all__ = ["AxisDef", "BenchmarkDef", "EnvDef", "Result", "State", "axis", "env", "linear_range", "main",
+           "power_of_two", "register"]

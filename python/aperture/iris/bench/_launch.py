@@ -166,4 +166,3 @@ def run_launched(job, check_world):
     finally:
         if joined_here:
             dist.destroy_process_group()
-
