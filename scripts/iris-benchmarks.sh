@@ -117,6 +117,12 @@ run_bench() {  # NAME (an iris.bench script)
     bench_reduce_scatter) args=(--axis_M="$M" --axis_N="$N") ;;
     bench_broadcast|bench_reduce) args=(--axis_numel="$numel") ;;
     bench_barrier) ;;
+    bench_all_reduce_vllm|bench_oss_allreduce|bench_vllm_shapes)
+      # vLLM's shapes: N is GPT-OSS's 2880 (M an axis in the first; the others' (M, N) tuples are small)
+      [[ $name == bench_all_reduce_vllm ]] && args=(--axis_M="$M")
+      if (( gpus == 0 )) && [[ $name != bench_vllm_shapes ]]; then
+        note="rccl_all_reduce: torch.distributed's all_reduce on gloo (no GPU), not NCCL"
+      fi ;;
     bench_rccl_env_sweep)  # @bench.env: a job per NCCL_MIN_CTAS value; RCCL/NCCL's own all_reduce only
       args=(--axis_M="$M")
       if (( gpus == 0 )); then note="torch.distributed's all_reduce on gloo (no GPU): the variable reaches each job, NCCL does not run"; fi ;;
@@ -178,7 +184,7 @@ only="${IRIS_BENCH_ONLY:-.}"
 started=0
 for name in bench_all_gather bench_all_reduce bench_reduce_scatter bench_all_to_all bench_broadcast \
             bench_barrier bench_reduce bench_fused_ar_rmsnorm bench_fused_gemm_rs bench_p2p bench_moe_dispatch \
-            bench_rccl_env_sweep; do
+            bench_rccl_env_sweep bench_all_reduce_vllm bench_oss_allreduce bench_vllm_shapes; do
   grep -qE -- "$only" <<<"$name" || continue
   started=$((started + 1))
   if [[ ! -f $src/benchmark/ccl/$name.py ]]; then record "$name" "N/A" 0 "this tree has no benchmark/ccl/$name.py"; continue; fi
