@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import torch
 
 from ._errors import IrisTypeError, IrisValueError, refuse
+from ._registry import check_placement, stack, values_list
 
 # The axis that says how many ranks a run has: the runner starts a job per value of it instead
 # of iterating it inside the ranks.
@@ -48,34 +49,15 @@ def axis(name, values):
     if not isinstance(name, str) or not name.isidentifier():
         refuse(f"axis name must be an identifier (it is also --axis_<name> on the command line), "
                f"got {name!r}")
-    if isinstance(values, (str, bytes)):
-        refuse(f"axis {name!r}: values must be a list, got the string {values!r}", IrisTypeError)
-    try:
-        values = list(values)
-    except TypeError:
-        values = None
-    if values is None:
-        refuse(f"axis {name!r}: values must be a list", IrisTypeError)
+    values = values_list("axis", name, values)
 
     def decorate(fn):
-        where = getattr(fn, "__name__", repr(fn))
-        if getattr(fn, "_aperture_bench_registered", False):
-            refuse(f"@bench.axis({name!r}) above @bench.register on {where}: register must be the outermost "
-                   "decorator")
-        if not values:
-            refuse(f"axis {name!r} of benchmark {where} has no values")
+        where = check_placement(fn, "axis", name, values)
         if name == NUM_RANKS:
             bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
             if bad:
                 refuse(f"benchmark {where}: num_ranks values must be positive ints, got {bad}")
-        axes = getattr(fn, "_aperture_bench_axes", None)
-        if axes is None:
-            axes = fn._aperture_bench_axes = []
-        if any(a.name == name for a in axes):
-            refuse(f"benchmark {where} declares axis {name!r} twice")
-        # Decorators apply innermost first; inserting at the front keeps the written order.
-        axes.insert(0, AxisDef(name, values))
-        return fn
+        return stack(fn, "_aperture_bench_axes", "axis", AxisDef(name, values))
 
     return decorate
 

@@ -8,10 +8,12 @@ runner does. In a job a launcher started, only the combination its environment a
 """
 
 import itertools
+import os
 import re
 from dataclasses import dataclass
 
 from ._errors import IrisTypeError, refuse
+from ._registry import check_placement, stack, values_list
 
 # Variables of a launcher around the runner; a worker it spawns drops them, so as not to take them
 # for its own job.
@@ -45,12 +47,7 @@ def env(name, values):
     if name in RUNNER_VARIABLES:
         refuse(f"env {name!r}: the runner sets or drops it in each rank of the jobs it starts; sweep another "
                "variable")
-    if isinstance(values, (str, bytes)):
-        refuse(f"env {name!r}: values must be a list, got the string {values!r}", IrisTypeError)
-    try:
-        values = list(values)
-    except TypeError:
-        refuse(f"env {name!r}: values must be a list, got {values!r}", IrisTypeError)
+    values = values_list("env", name, values)
     bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (str, int, float))]
     if bad:
         refuse(f"env {name!r}: each value must be a str or a number (it becomes the variable's text), got {bad}",
@@ -63,19 +60,8 @@ def env(name, values):
         refuse(f"env {name!r} lists {', '.join(map(repr, twice))} more than once")
 
     def decorate(fn):
-        where = getattr(fn, "__name__", repr(fn))
-        if getattr(fn, "_aperture_bench_registered", False):
-            refuse(f"@bench.env({name!r}) above @bench.register on {where}: register must be the outermost "
-                   "decorator")
-        if not texts:
-            refuse(f"env {name!r} of benchmark {where} has no values")
-        envs = getattr(fn, "_aperture_bench_envs", None)
-        if envs is None:
-            envs = fn._aperture_bench_envs = []
-        if any(e.name == name for e in envs):
-            refuse(f"benchmark {where} declares env {name!r} twice")
-        envs.insert(0, EnvDef(name, texts))  # decorators apply innermost first: keep the written order
-        return fn
+        check_placement(fn, "env", name, texts)
+        return stack(fn, "_aperture_bench_envs", "env", EnvDef(name, texts))
 
     return decorate
 
@@ -94,13 +80,18 @@ def parse_values(text, name):
     return tokens
 
 
+def here(bdef):
+    """The combination of ``bdef``'s @env variables this process's environment has ({name: text,
+    or None where unset})."""
+    return {e.name: os.environ.get(e.name) for e in bdef.envs}
+
+
 def combos(bdef, selection):
     """The combinations of ``bdef``'s env values the command line leaves, as {name: text} dicts,
     slowest-varying variable first: [{}] for a benchmark without @env, [] when a variable has no
     value left."""
-    envs = getattr(bdef, "envs", None) or []
-    lists = [selection.env_values(e) for e in envs]
-    return [dict(zip((e.name for e in envs), values)) for values in itertools.product(*lists)]
+    lists = [selection.env_values(e) for e in bdef.envs]
+    return [dict(zip((e.name for e in bdef.envs), values)) for values in itertools.product(*lists)]
 
 
 def launches(benchmarks, selection):
@@ -120,29 +111,24 @@ def active(bdef, selection, job_env):
     runner started has ``job_env``, its combination, and runs exactly the benchmarks that have it
     ({} for those without @env); a launched job (``job_env`` None) runs each benchmark at the
     combination its environment has, if the benchmark sweeps that one."""
-    import os
-
-    names = [e.name for e in (getattr(bdef, "envs", None) or [])]
     if job_env is not None:
-        combo = dict(job_env) if set(job_env) == set(names) else None
+        combo = dict(job_env) if set(job_env) == {e.name for e in bdef.envs} else None
     else:
-        combo = {name: os.environ.get(name) for name in names}
+        combo = here(bdef)
     return combo if combo is not None and combo in combos(bdef, selection) else None
 
 
 def launched_notes(benchmarks, selection):
     """Warnings for a launched job: a benchmark whose env sweep its environment does not match, or
     matches in one combination of several, and how to run the others."""
-    import os
-
     notes = []
     for bdef in benchmarks:
         every = combos(bdef, selection)
-        if not getattr(bdef, "envs", None) or not every:
+        if not bdef.envs or not every:
             continue
-        here = {e.name: os.environ.get(e.name) for e in bdef.envs}
-        shown = ", ".join(f"{k}={'(unset)' if v is None else v}" for k, v in here.items())
-        others = [c for c in every if c != here]
+        mine = here(bdef)
+        shown = ", ".join(f"{k}={'(unset)' if v is None else v}" for k, v in mine.items())
+        others = [c for c in every if c != mine]
         if len(others) == len(every):
             notes.append(f"benchmark {bdef.name} sweeps {', '.join(e.name for e in bdef.envs)}, and this launched "
                          f"job has {shown}, none of its values: it does not run; start a job per value (e.g. "

@@ -102,17 +102,15 @@ def _agree_on_the_environment(peers, bdef, selection):
     """In a launched job each rank reads its own environment for ``bdef``'s @env variables: a rank
     that found another combination than the others would run other points, and the timed calls
     would never meet. Raises BenchRunError on every rank when they differ."""
-    import os
-
     every = envs.combos(bdef, selection)
-    here = {e.name: os.environ.get(e.name) for e in bdef.envs}
-    which = float(every.index(here)) if here in every else -1.0
+    mine = envs.here(bdef)
+    which = float(every.index(mine)) if mine in every else -1.0
     highest, lowest = peers.max_min(which)
     if highest != lowest:
         raise BenchRunError(
             f"aperture: iris.bench: benchmark {bdef.name!r}: the ranks of this launched job have different values of "
             f"{', '.join(e.name for e in bdef.envs)} (this rank: "
-            f"{', '.join(f'{k}={v}' for k, v in here.items())}); give every rank the same environment",
+            f"{', '.join(f'{k}={v}' for k, v in mine.items())}); give every rank the same environment",
             code=aperture.ErrorCode.invalid_argument)
 
 

@@ -42,3 +42,40 @@ def register(fn):
 
 def registered():
     return list(_registry)
+
+
+# --- what @bench.axis and @bench.env share -------------------------------------------------------
+def values_list(kind, name, values):
+    """``values`` of the ``kind`` ("axis", "env") named ``name`` as a list; IrisTypeError for a
+    string (a list of characters is never meant) or anything that is not iterable."""
+    if isinstance(values, (str, bytes)):
+        refuse(f"{kind} {name!r}: values must be a list, got the string {values!r}", IrisTypeError)
+    try:
+        return list(values)
+    except TypeError:
+        refuse(f"{kind} {name!r}: values must be a list, got {values!r}", IrisTypeError)
+
+
+def check_placement(fn, kind, name, values):
+    """Refuses ``@bench.<kind>(name, ...)`` written above @bench.register (it would be lost) or with
+    no values. Returns the benchmark's name, for further messages."""
+    where = getattr(fn, "__name__", repr(fn))
+    if getattr(fn, "_aperture_bench_registered", False):
+        refuse(f"@bench.{kind}({name!r}) above @bench.register on {where}: register must be the outermost decorator")
+    if not values:
+        refuse(f"{kind} {name!r} of benchmark {where} has no values")
+    return where
+
+
+def stack(fn, attribute, kind, made):
+    """Puts ``made`` (an AxisDef or EnvDef) first in ``fn``'s list ``attribute``, refusing a name
+    declared twice: decorators apply innermost first, so inserting at the front keeps the written
+    order (the outermost varies slowest)."""
+    declared = getattr(fn, attribute, None)
+    if declared is None:
+        declared = []
+        setattr(fn, attribute, declared)
+    if any(d.name == made.name for d in declared):
+        refuse(f"benchmark {getattr(fn, '__name__', repr(fn))} declares {kind} {made.name!r} twice")
+    declared.insert(0, made)
+    return fn
