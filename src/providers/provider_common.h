@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "aperture/error.h"
 #include "aperture/team.h"
@@ -24,5 +25,13 @@ void agree_or_throw(Team& team, std::string_view who, std::string_view step, con
 // and what to raise. One allgather when nobody failed, two when someone did.
 void agree_or_refuse(Team& team, std::string_view who, std::string_view step, const std::string& local_error,
                      ErrorCode code);
+
+// The node of every rank, in rank order (Team::node_of for 0..size()-1): what the providers' pure
+// placement logic takes, so that it can be tested without a Team.
+inline std::vector<int> node_of_each_rank(const Team& team) {
+  std::vector<int> node_of_rank(static_cast<std::size_t>(team.size()));
+  for (int r = 0; r < team.size(); ++r) node_of_rank[static_cast<std::size_t>(r)] = team.node_of(r);
+  return node_of_rank;
+}
 
 }  // namespace aperture::detail

@@ -25,6 +25,7 @@
 #include "common/env.h"
 #include "common/format.h"
 #include "providers/cuda/shared_gpu.h"
+#include "providers/provider_common.h"
 
 namespace aperture::detail {
 
@@ -94,9 +95,7 @@ inline std::string choose_own_gpu(Team& team, std::string_view who, GpuSharing s
     const GpuUuid mine = gpus > 0 && why.empty() ? uuid_of_gpu(device) : GpuUuid{};
     std::vector<GpuUuid> uuid_of_rank(static_cast<std::size_t>(team.size()));
     team.allgather(mine.data(), uuid_of_rank.data(), sizeof(GpuUuid));
-    std::vector<int> node_of_rank(static_cast<std::size_t>(team.size()));
-    for (int r = 0; r < team.size(); ++r) node_of_rank[static_cast<std::size_t>(r)] = team.node_of(r);
-    if (const auto shared = ranks_sharing_a_gpu(uuid_of_rank, node_of_rank); shared && why.empty())
+    if (const auto shared = ranks_sharing_a_gpu(uuid_of_rank, node_of_each_rank(team)); shared && why.empty())
       why = shared_gpu_problem(who, *shared, uuid_of_rank[static_cast<std::size_t>(shared->first_rank)]);
   }
   return why;

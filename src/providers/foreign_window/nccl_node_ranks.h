@@ -16,6 +16,7 @@
 #include "aperture/error.h"
 #include "aperture/team.h"
 #include "common/format.h"
+#include "providers/provider_common.h"
 
 namespace aperture::detail {
 
@@ -43,9 +44,7 @@ inline NodeCommunicatorRanks node_communicator_ranks(std::span<const int> node_o
 }
 
 inline NodeCommunicatorRanks node_communicator_ranks(const Team& team) {
-  std::vector<int> node_of_rank(static_cast<std::size_t>(team.size()));
-  for (int r = 0; r < team.size(); ++r) node_of_rank[static_cast<std::size_t>(r)] = team.node_of(r);
-  NodeCommunicatorRanks ranks = node_communicator_ranks(node_of_rank, team.rank());
+  NodeCommunicatorRanks ranks = node_communicator_ranks(node_of_each_rank(team), team.rank());
   // The Team counts the same ranks (local_rank and local_size); a difference is a bug here.
   if (ranks.rank != team.local_rank() || ranks.size() != team.local_size())
     throw Error(ErrorCode::internal,
